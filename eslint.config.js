@@ -1,0 +1,53 @@
+// Lint budget: type-aware rules that catch lost promises, plus import boundaries that keep the
+// pure core pure (see docs/architecture.md). Only src/config reads the environment.
+import js from "@eslint/js";
+import tseslint from "typescript-eslint";
+
+const layer = (files, forbidden, message) => ({
+  files,
+  rules: {
+    "no-restricted-imports": ["error", { patterns: forbidden.map((group) => ({ group: [group], message })) }],
+  },
+});
+
+export default tseslint.config(
+  { ignores: ["dist/**", "node_modules/**", "coverage/**", "charts/**", "bench/results/**"] },
+  js.configs.recommended,
+  ...tseslint.configs.recommendedTypeChecked,
+  {
+    languageOptions: {
+      parserOptions: { project: "./tsconfig.check.json", tsconfigRootDir: import.meta.dirname },
+    },
+    rules: {
+      "@typescript-eslint/no-floating-promises": "error",
+      "@typescript-eslint/no-misused-promises": "error",
+      "@typescript-eslint/await-thenable": "error",
+      "@typescript-eslint/switch-exhaustiveness-check": "error",
+      "@typescript-eslint/no-unused-vars": ["error", { argsIgnorePattern: "^_", varsIgnorePattern: "^_" }],
+      "@typescript-eslint/consistent-type-imports": "error",
+      complexity: ["warn", 25],
+      "max-depth": ["warn", 4],
+      "no-restricted-properties": ["error", { object: "process", property: "env", message: "Only src/config (and the CLI entry) read the environment; take a Config." }],
+    },
+  },
+  { files: ["src/config/**", "src/cli/**", "test/**", "bench/**", "scripts/**", "vitest.config.ts"], rules: { "no-restricted-properties": "off" } },
+  {
+    files: ["test/**", "bench/**", "scripts/**", "**/*.test.ts"],
+    rules: {
+      "@typescript-eslint/no-unsafe-assignment": "off",
+      "@typescript-eslint/no-unsafe-member-access": "off",
+      "@typescript-eslint/no-unsafe-argument": "off",
+      "@typescript-eslint/no-unsafe-call": "off",
+      "@typescript-eslint/no-unsafe-return": "off",
+      "@typescript-eslint/no-non-null-assertion": "off",
+      complexity: "off",
+    },
+  },
+  { files: ["eslint.config.js"], ...tseslint.configs.disableTypeChecked },
+  // Import boundaries. Pure layers import only pure layers.
+  layer(["src/api/**"], ["../*", "!../api/*"], "src/api is the schema layer: it imports nothing else from src."),
+  layer(["src/core/**"], ["../kube/*", "../runtime/*", "../delivery/*", "../observability/*", "../cluster/*", "../publish/*", "../cli/*", "../config/*", "undici", "@kubernetes/*", "node:http", "node:https", "node:fs", "node:child_process", "pino", "prom-client"], "src/core is pure: no I/O, no clients, no config reading; inject what it needs."),
+  layer(["src/config/**"], ["../kube/*", "../runtime/*", "../delivery/*", "../observability/*", "../cluster/*", "../publish/*", "../cli/*"], "src/config only parses the environment."),
+  layer(["src/kube/**", "src/runtime/**"], ["../delivery/*", "../publish/*", "../cli/*", "../cluster/*"], "kube and runtime are generic plumbing: they know nothing of delivery."),
+  layer(["src/delivery/**", "src/publish/**", "src/observability/**", "src/cluster/**"], ["../cli/*"], "Only the CLI wires things together."),
+);
