@@ -1,0 +1,244 @@
+// WebhookSubscription: where and how to deliver one customer's events. The zod schema here is
+// the source of truth: the CRD (crds/), the TypeScript types and the operator's runtime
+// validation are all derived from it.
+import { z } from "zod";
+import { conditions, duration, int, objectName, safeDuration, timestamp, withRules } from "./fields.js";
+
+/** Headers Hookline sets itself; a subscription may not override them. */
+export const RESERVED_HEADERS = [
+  "host",
+  "content-type",
+  "content-length",
+  "transfer-encoding",
+  "connection",
+  "user-agent",
+  "webhook-id",
+  "webhook-timestamp",
+  "webhook-signature",
+  "x-webhook-id",
+  "x-webhook-timestamp",
+  "x-webhook-signature",
+] as const;
+
+const EVENT_TYPE_PATTERN = "^(\\*|[A-Za-z0-9][A-Za-z0-9_.:/-]*?(\\.\\*)?)$";
+
+export const secretRefSchema = z
+  .object({
+    name: objectName("Name of a Secret in the subscription's namespace."),
+    key: z.string().min(1).max(253).default("secret").meta({ description: "Key of the current signing secret in the Secret." }),
+    previousKey: z
+      .string()
+      .min(1)
+      .max(253)
+      .optional()
+      .meta({
+        description:
+          "Key of the previous signing secret. While it exists in the Secret, requests carry both signatures, so receivers can rotate without downtime.",
+      }),
+  })
+  .meta({ description: "The Secret holding the signing secret. A value `whsec_<base64>` is used as its decoded bytes, any other value as its UTF-8 bytes." });
+
+export const signatureSchema = z
+  .object({
+    scheme: z
+      .enum(["StandardWebhooks", "HMACSHA256Hex"])
+      .default("StandardWebhooks")
+      .meta({
+        description:
+          "StandardWebhooks: webhook-id, webhook-timestamp and webhook-signature (v1,<base64 HMAC-SHA256 of id.timestamp.body>) per the Standard Webhooks specification. HMACSHA256Hex: x-webhook-id, x-webhook-timestamp and x-webhook-signature: sha256=<hex HMAC-SHA256 of the body>.",
+      }),
+  })
+  .meta({ description: "How requests are signed." });
+
+export const retrySchema = withRules(
+  z.object({
+    maxAttempts: int(1, 50, "Attempts in all, the first try included.").default(6),
+    initialBackoff: duration("10ms", "1h", "Delay after the first failed attempt.").default("1s"),
+    multiplier: int(1, 10, "Each delay is the previous one times this.").default(2),
+    maxBackoff: duration("10ms", "24h", "Upper bound of any delay.").default("30s"),
+    jitterPercent: int(0, 100, "Each delay is moved at random by up to this percentage, so retries from many deliveries spread out.").default(10),
+    respectRetryAfter: z
+      .boolean()
+      .default(true)
+      .meta({ description: "Honour a Retry-After header on 429 and 503: the next delay is never shorter than it (capped at 1h)." }),
+  }),
+  { description: "Exponential backoff with jitter between attempts: initialBackoff * multiplier^n, capped at maxBackoff." },
+  [
+    {
+      rule: "!has(self.initialBackoff) || !has(self.maxBackoff) || duration(self.maxBackoff) >= duration(self.initialBackoff)",
+      message: "maxBackoff must be greater than or equal to initialBackoff",
+      fieldPath: ".maxBackoff",
+      check: (r) => (safeDuration(r.maxBackoff) ?? 0) >= (safeDuration(r.initialBackoff) ?? 0),
+    },
+  ],
+);
+
+export const circuitBreakerSchema = z
+  .object({
+    failureThreshold: int(1, 100, "Consecutive failed attempts that open the breaker. Default: WEBHOOK_CB_FAILURE_THRESHOLD.").optional(),
+    successThreshold: int(1, 20, "Successful probes in HalfOpen that close the breaker. Default: WEBHOOK_CB_SUCCESS_THRESHOLD.").optional(),
+    cooldown: duration("1s", "300s", "How long the breaker stays Open before one probe is let through. Default: WEBHOOK_CB_TIMEOUT_MS.").optional(),
+    whenOpen: z
+      .enum(["Defer", "DeadLetter"])
+      .default("Defer")
+      .meta({
+        description:
+          "Defer: deliveries wait for the breaker to close without spending an attempt. DeadLetter: they are dead-lettered at once with reason BreakerOpen.",
+      }),
+  })
+  .meta({ description: "Per-endpoint circuit breaker: a sick endpoint costs almost nothing and does not burn retry budgets." });
+
+export const rateLimitSchema = z
+  .object({
+    perSecond: int(1, 10000, "Sustained requests per second to this endpoint."),
+    burst: int(1, 10000, "Requests allowed at once after a quiet period. Default: perSecond.").optional(),
+  })
+  .meta({ description: "Token bucket limiting the request rate to this endpoint." });
+
+export const deadLetterSchema = z
+  .object({
+    maxEntries: int(1, 1_000_000, "Dead letters kept for this subscription; at the limit the oldest is deleted to make room.").default(10000),
+    maxReplays: int(0, 100, "Failed replays after which a dead letter is Discarded with reason Poison.").default(5),
+  })
+  .meta({ description: "The dead-letter store of this subscription." });
+
+export const retentionSchema = z
+  .object({
+    succeeded: duration("0s", "8760h", "Delete Succeeded deliveries this long after they finish.").default("1h"),
+    deadLettered: duration("0s", "8760h", "Delete DeadLettered and Discarded deliveries this long after they finish.").default("720h"),
+  })
+  .meta({ description: "How long finished deliveries are kept." });
+
+const headerNamePattern = "^[A-Za-z0-9!#$%&'*+.^_`|~-]+$";
+
+export const headersSchema = withRules(
+  z.record(z.string(), z.string().max(4096)),
+  { description: "Static headers added to every request.", maxProperties: 32 },
+  [
+    {
+      rule: `self.all(k, k.matches("${headerNamePattern}"))`,
+      message: "header names must be HTTP tokens (letters, digits and !#$%&'*+.^_`|~-)",
+      check: (h) => Object.keys(h).every((k) => new RegExp(headerNamePattern).test(k)),
+    },
+    {
+      rule: `self.all(k, !(k.lowerAscii() in [${RESERVED_HEADERS.map((h) => `'${h}'`).join(", ")}]))`,
+      message: `headers may not set ${RESERVED_HEADERS.join(", ")}: Hookline sets them`,
+      check: (h) => Object.keys(h).every((k) => !(RESERVED_HEADERS as readonly string[]).includes(k.toLowerCase())),
+    },
+    {
+      rule: "self.all(k, !self[k].contains('\\n') && !self[k].contains('\\r'))",
+      message: "header values may not contain line breaks",
+      check: (h) => Object.values(h).every((v) => !/[\r\n]/.test(v)),
+    },
+  ],
+).refine((h) => Object.keys(h).length <= 32, { message: "at most 32 headers" });
+
+export const subscriptionSpecSchema = z
+  .object({
+    url: withRules(
+      z.string().min(1).max(2048),
+      {
+        description:
+          "Endpoint that receives the POSTs. https, or http only to addresses the operator allows in WEBHOOK_ALLOWED_NETWORKS. Redirects are not followed.",
+      },
+      [
+        {
+          rule: "isURL(self) && url(self).getScheme() in ['http', 'https'] && url(self).getHostname() != ''",
+          message: "url must be an absolute http:// or https:// URL with a host",
+          check: (u) => {
+            try {
+              const parsed = new URL(u);
+              return (parsed.protocol === "http:" || parsed.protocol === "https:") && parsed.hostname !== "";
+            } catch {
+              return false;
+            }
+          },
+        },
+      ],
+    ),
+    eventTypes: withRules(
+      z.array(z.string().min(1).max(256).regex(new RegExp(EVENT_TYPE_PATTERN))).max(100),
+      {
+        description: 'Event types to deliver: exact names, a trailing wildcard such as "order.*", or "*" (all). Omitted: all.',
+        "x-kubernetes-list-type": "set",
+      },
+      [],
+    ).optional(),
+    secretRef: secretRefSchema.optional(),
+    signature: signatureSchema.default({ scheme: "StandardWebhooks" }),
+    headers: headersSchema.optional(),
+    timeout: duration("100ms", "120s", "Timeout of one attempt, from connect to the response headers. Default: WEBHOOK_DELIVERY_TIMEOUT_MS.").optional(),
+    retry: retrySchema.default({ maxAttempts: 6, initialBackoff: "1s", multiplier: 2, maxBackoff: "30s", jitterPercent: 10, respectRetryAfter: true }),
+    circuitBreaker: circuitBreakerSchema.default({ whenOpen: "Defer" }),
+    maxInFlight: int(1, 1000, "Concurrent requests to this endpoint.").default(10),
+    rateLimit: rateLimitSchema.optional(),
+    deadLetter: deadLetterSchema.default({ maxEntries: 10000, maxReplays: 5 }),
+    retention: retentionSchema.default({ succeeded: "1h", deadLettered: "720h" }),
+    paused: z.boolean().default(false).meta({ description: "Hold every delivery of this subscription until unpaused." }),
+  })
+  .meta({ description: "Where and how to deliver webhooks for one endpoint." });
+
+export const breakerStatusSchema = z
+  .object({
+    state: z.enum(["Closed", "Open", "HalfOpen"]).meta({ description: "Closed: requests flow. Open: none are sent until nextProbeAt. HalfOpen: one probe at a time." }),
+    consecutiveFailures: z.int().min(0).meta({ description: "Failed attempts in a row." }),
+    openedAt: timestamp("When the breaker last opened.").optional(),
+    nextProbeAt: timestamp("When an Open breaker lets one probe through.").optional(),
+  })
+  .meta({ description: "The endpoint's circuit breaker, written on every transition." });
+
+export const healthStatusSchema = z
+  .object({
+    state: z.enum(["Healthy", "Degraded", "Disabled"]).meta({ description: "Degraded after 3 consecutive failures; Disabled after 10 or on 410 Gone." }),
+    reason: z.string().optional().meta({ description: "Why the endpoint is Degraded or Disabled (Failures, Gone)." }),
+    consecutiveFailures: z.int().min(0).meta({ description: "Failed attempts in a row." }),
+    lastSuccessAt: timestamp("Last successful attempt.").optional(),
+    lastFailureAt: timestamp("Last failed attempt.").optional(),
+    nextProbeAt: timestamp("When a Disabled endpoint is probed next.").optional(),
+    totalAttempts: z.int().min(0).meta({ description: "Attempts made to this endpoint." }),
+    totalFailures: z.int().min(0).meta({ description: "Failed attempts to this endpoint." }),
+  })
+  .meta({ description: "Health of the endpoint, rolled up from attempts." });
+
+export const deliveryCountsSchema = z
+  .object({
+    pending: z.int().min(0).meta({ description: "Deliveries not finished yet (Pending or Retrying)." }),
+    succeeded: z.int().min(0).meta({ description: "Deliveries that succeeded, counted since the subscription was created." }),
+    deadLettered: z.int().min(0).meta({ description: "Dead letters held now." }),
+    discarded: z.int().min(0).meta({ description: "Deliveries discarded, counted since the subscription was created." }),
+  })
+  .meta({ description: "Delivery counts for this subscription." });
+
+export const subscriptionReplayStatusSchema = z
+  .object({
+    reason: z.string().meta({ description: "The reason given in the hookline.dev/replay-dead-letters annotation." }),
+    requestedAt: timestamp("When the replay was requested."),
+    finishedAt: timestamp("When it finished; absent while it runs.").optional(),
+    concurrency: z.int().min(1).max(50).optional().meta({ description: "Replays run at once." }),
+    attempted: z.int().min(0).meta({ description: "Dead letters replayed." }),
+    succeeded: z.int().min(0).meta({ description: "Replays that were delivered." }),
+    failed: z.int().min(0).meta({ description: "Replays that failed (back to DeadLettered, or Discarded as Poison)." }),
+    deduped: z.int().min(0).meta({ description: "Dead letters skipped because an equal delivery (same event id and payload) is pending." }),
+    id: z.string().optional().meta({ description: "Identifies this bulk replay in each delivery's status.lastReplay.requestId." }),
+    cursor: z.string().optional().meta({ description: "Progress marker: the last dead letter handled, so a restarted operator resumes." }),
+    inFlight: z.array(z.string()).max(50).optional().meta({ description: "Dead letters of the batch being replayed, so a restart neither repeats nor loses them." }),
+  })
+  .meta({ description: "The last bulk replay of this subscription's dead letters." });
+
+export const subscriptionStatusSchema = z
+  .object({
+    observedGeneration: z.int().min(0).optional().meta({ description: "The .metadata.generation the operator last acted on." }),
+    conditions: conditions("Ready: the operator accepted the spec and its Secret. EndpointHealthy: the endpoint answers.").optional(),
+    breaker: breakerStatusSchema.optional(),
+    health: healthStatusSchema.optional(),
+    deliveries: deliveryCountsSchema.optional(),
+    lastReplay: subscriptionReplayStatusSchema.optional(),
+  })
+  .meta({ description: "Observed state of the subscription." });
+
+export type SubscriptionSpecInput = z.input<typeof subscriptionSpecSchema>;
+export type SubscriptionSpec = z.output<typeof subscriptionSpecSchema>;
+export type SubscriptionStatus = z.output<typeof subscriptionStatusSchema>;
+export type BreakerStatus = z.output<typeof breakerStatusSchema>;
+export type HealthStatus = z.output<typeof healthStatusSchema>;
+export type SubscriptionReplayStatus = z.output<typeof subscriptionReplayStatusSchema>;
