@@ -1,0 +1,96 @@
+// Webhook signatures on the wire: the Standard Webhooks scheme (with several signatures while a
+// secret is rotated) and the plain HMACSHA256Hex scheme. Pure computation over node:crypto.
+
+import { createHmac } from "node:crypto";
+
+export type SignatureScheme = "StandardWebhooks" | "HMACSHA256Hex";
+
+const WHSEC_PREFIX = "whsec_";
+const base64Re = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=|[A-Za-z0-9+/]{2,3})?$/;
+
+/**
+ * The key bytes of a secret value: a `whsec_<base64>` secret is its decoded bytes (surrounding
+ * whitespace, such as the newline `kubectl create secret --from-file` keeps, is ignored), any
+ * other value its UTF-8 bytes, exactly as given. Throws an Error on an empty key or a `whsec_`
+ * value that is not base64: the subscription cannot sign, which the caller reports as not Ready.
+ */
+export function secretBytes(value: string): Buffer {
+  if (value.startsWith(WHSEC_PREFIX)) {
+    const encoded = value.slice(WHSEC_PREFIX.length).trim();
+    if (!base64Re.test(encoded)) throw new Error("secret starts with whsec_ but the rest is not valid base64");
+    const key = Buffer.from(encoded, "base64");
+    if (key.length === 0) throw new Error("secret whsec_ value decodes to an empty key");
+    return key;
+  }
+  if (value.length === 0) throw new Error("secret is empty");
+  return Buffer.from(value, "utf8");
+}
+
+export interface StandardWebhooksInput {
+  /** The webhook id: the event id, the same on every attempt and replay. */
+  id: string;
+  /** Unix seconds of this attempt. */
+  timestampSeconds: number;
+  /** The exact bytes sent as the request body. */
+  body: string | Buffer;
+  /** Current secret first, then the previous one while a secret is rotated. */
+  secrets: readonly Buffer[];
+}
+
+/**
+ * The Standard Webhooks headers: `webhook-signature` holds `v1,<base64 HMAC-SHA256 of
+ * "<id>.<timestamp>.<body>">` per secret, space-separated, in the order given (duplicates
+ * dropped). Throws when no secret is given or the timestamp is not whole seconds.
+ */
+export function signStandardWebhooks(input: StandardWebhooksInput): Record<string, string> {
+  const timestamp = timestampHeader(input.timestampSeconds);
+  const keys = unique(input.secrets);
+  if (keys.length === 0) throw new Error("signStandardWebhooks needs at least one secret");
+  if (keys.some((key) => key.length === 0)) throw new Error("signStandardWebhooks got an empty secret");
+  const signatures = keys.map((key) => {
+    const mac = createHmac("sha256", key);
+    mac.update(`${input.id}.${timestamp}.`, "utf8");
+    mac.update(input.body);
+    return `v1,${mac.digest("base64")}`;
+  });
+  return {
+    "webhook-id": input.id,
+    "webhook-timestamp": timestamp,
+    "webhook-signature": signatures.join(" "),
+  };
+}
+
+export interface HmacSha256HexInput {
+  id: string;
+  timestampSeconds: number;
+  body: string | Buffer;
+  secret: Buffer;
+}
+
+/**
+ * The HMACSHA256Hex headers: `x-webhook-signature: sha256=<hex HMAC-SHA256 of the body>`. The
+ * contract signs the body only: the id and timestamp headers are informative, not covered.
+ */
+export function signHmacSha256Hex(input: HmacSha256HexInput): Record<string, string> {
+  const timestamp = timestampHeader(input.timestampSeconds);
+  if (input.secret.length === 0) throw new Error("signHmacSha256Hex needs a non-empty secret");
+  const hex = createHmac("sha256", input.secret).update(input.body).digest("hex");
+  return {
+    "x-webhook-id": input.id,
+    "x-webhook-timestamp": timestamp,
+    "x-webhook-signature": `sha256=${hex}`,
+  };
+}
+
+function timestampHeader(seconds: number): string {
+  if (!Number.isSafeInteger(seconds) || seconds < 0) {
+    throw new Error(`webhook timestamp must be whole unix seconds, got ${seconds}`);
+  }
+  return String(seconds);
+}
+
+function unique(keys: readonly Buffer[]): Buffer[] {
+  const out: Buffer[] = [];
+  for (const key of keys) if (!out.some((k) => k.equals(key))) out.push(key);
+  return out;
+}
