@@ -1,0 +1,567 @@
+// The local control plane: etcd + kube-apiserver + kube-controller-manager on 127.0.0.1, started
+// the way controller-runtime's envtest does it (see /work/shared/CONTROL-PLANE.md), plus KCM so
+// namespaces finish deleting, ownerReference GC works and `default` ServiceAccounts exist.
+//
+// Layout of DIR:
+//   etcd/                      etcd data (kept across down/up)
+//   pki/apiserver.crt|key      the apiserver's self-generated serving cert (leaf + its CA)
+//   sa.key                     service-account signing key (node:crypto, RSA 2048, PKCS#8)
+//   tokens.csv                 static tokens: admin (system:masters) and unprivileged
+//   kubeconfig                 admin kubeconfig (TLS verified against pki/apiserver.crt)
+//   kubeconfig-unprivileged    the `unprivileged` user: authenticated, no RBAC grants
+//   logs/<process>.log         stdout+stderr of each process
+//   state.json                 pids/pgids, ports, server, versions, tokens, times
+import { spawn } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
+import { generateKeyPairSync, randomBytes } from "node:crypto";
+import { closeSync, existsSync, mkdirSync, openSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import { request as httpRequest } from "node:http";
+import { request as httpsRequest } from "node:https";
+import { join, resolve } from "node:path";
+import { setTimeout as delay } from "node:timers/promises";
+import { freePorts, isPortFree } from "./ports.js";
+import { groupMembers, isAlive, isOurGroup, signalGroup } from "./procs.js";
+import { spawnReaper } from "./reaper.js";
+
+export type ProcessName = "etcd" | "kube-apiserver" | "kube-controller-manager";
+const PROCESS_NAMES: readonly ProcessName[] = ["etcd", "kube-apiserver", "kube-controller-manager"];
+
+export interface ControlPlanePorts {
+  etcd?: number;
+  etcdPeer?: number;
+  apiserver?: number;
+}
+
+export interface StartControlPlaneOptions {
+  /** Directory for data, certs, logs, kubeconfigs and state.json (created if missing). */
+  dir: string;
+  /** Directory holding etcd, kube-apiserver and kube-controller-manager (see ensureBinaries). */
+  binDir: string;
+  onProgress?: (line: string) => void;
+  /** Kill the control plane when this process dies, even by SIGKILL (a detached reaper). */
+  attachToParent?: boolean;
+  /** Like attachToParent, for another process (e.g. the test worker that ran `cluster up`). */
+  attachToPid?: number;
+  /** Explicit ports; checked first ("port N is already in use"). Others are picked free. */
+  ports?: ControlPlanePorts;
+  /** Overall startup deadline (default 60 s). */
+  timeoutMs?: number;
+  /** Environment of the three processes (inherited when omitted). */
+  env?: NodeJS.ProcessEnv;
+  /**
+   * Runs after the apiserver is ready and before kube-controller-manager starts. Install CRDs
+   * here: KCM's garbage collector sees CRDs created later only on its 30 s discovery resync.
+   */
+  beforeControllerManager?: (info: ControlPlaneInfo) => Promise<void>;
+}
+
+export interface ControlPlaneInfo {
+  dir: string;
+  /** https://127.0.0.1:PORT */
+  server: string;
+  /** Admin kubeconfig (token user in system:masters). */
+  kubeconfig: string;
+  /** Kubeconfig of the `unprivileged` user (only system:authenticated). */
+  unprivilegedKubeconfig: string;
+  adminToken: string;
+  unprivilegedToken: string;
+  /** kube-apiserver gitVersion from GET /version, e.g. v1.34.4. */
+  version: string;
+  /** etcd server version, e.g. v3.6.16. */
+  etcdVersion: string;
+}
+
+export interface ControlPlaneState {
+  dir: string;
+  binDir: string;
+  pids: Partial<Record<ProcessName, number>>;
+  pgids: Partial<Record<ProcessName, number>>;
+  reaperPid?: number;
+  ports: Required<ControlPlanePorts>;
+  server: string;
+  versions: { kubernetes?: string; etcd?: string };
+  adminToken: string;
+  unprivilegedToken: string;
+  startedAt: string;
+  readyAt?: string;
+  stoppedAt?: string;
+}
+
+const DEFAULT_TIMEOUT_MS = 60_000;
+const POLL_MS = 100;
+const STOP_GRACE_MS = 10_000;
+const KILL_WAIT_MS = 5_000;
+const LOG_TAIL_LINES = 25;
+
+const paths = (dir: string) => ({
+  state: join(dir, "state.json"),
+  logs: join(dir, "logs"),
+  pki: join(dir, "pki"),
+  etcdData: join(dir, "etcd"),
+  caCert: join(dir, "pki", "apiserver.crt"),
+  saKey: join(dir, "sa.key"),
+  tokens: join(dir, "tokens.csv"),
+  kubeconfig: join(dir, "kubeconfig"),
+  unprivilegedKubeconfig: join(dir, "kubeconfig-unprivileged"),
+  log: (name: ProcessName) => join(dir, "logs", `${name}.log`),
+});
+
+// ---------------------------------------------------------------------------------------------
+// state.json
+
+export function readState(dir: string): ControlPlaneState | undefined {
+  const file = paths(resolve(dir)).state;
+  if (!existsSync(file)) return undefined;
+  try {
+    return JSON.parse(readFileSync(file, "utf8")) as ControlPlaneState;
+  } catch (err) {
+    throw new Error(`cannot read ${file}: ${(err as Error).message}`);
+  }
+}
+
+function writeState(state: ControlPlaneState): void {
+  // Atomic: the reaper re-reads this file while we write it.
+  const file = paths(state.dir).state;
+  writeFileSync(`${file}.tmp`, `${JSON.stringify(state, null, 2)}\n`, { mode: 0o600 });
+  renameSync(`${file}.tmp`, file);
+}
+
+/** Process groups of the state that are still alive and still ours. */
+function livingGroups(state: ControlPlaneState): ProcessName[] {
+  return PROCESS_NAMES.filter((n) => {
+    const pgid = state.pgids[n];
+    return pgid !== undefined && isOurGroup(pgid, state.dir);
+  });
+}
+
+function infoFromState(state: ControlPlaneState): ControlPlaneInfo {
+  const p = paths(state.dir);
+  return {
+    dir: state.dir,
+    server: state.server,
+    kubeconfig: p.kubeconfig,
+    unprivilegedKubeconfig: p.unprivilegedKubeconfig,
+    adminToken: state.adminToken,
+    unprivilegedToken: state.unprivilegedToken,
+    version: state.versions.kubernetes ?? "unknown",
+    etcdVersion: state.versions.etcd ?? "unknown",
+  };
+}
+
+/** The running control plane in `dir` (all three processes alive), or undefined. */
+export function runningControlPlane(dir: string): ControlPlaneInfo | undefined {
+  const state = readState(dir);
+  if (!state || state.stoppedAt || !state.readyAt) return undefined;
+  return livingGroups(state).length === PROCESS_NAMES.length ? infoFromState(state) : undefined;
+}
+
+// ---------------------------------------------------------------------------------------------
+// small utilities
+
+function tail(file: string, lines = LOG_TAIL_LINES): string {
+  try {
+    const text = readFileSync(file, "utf8");
+    const all = text.trimEnd().split("\n");
+    return all.slice(-lines).join("\n") || "(empty log)";
+  } catch {
+    return "(no log)";
+  }
+}
+
+interface HttpResult {
+  status: number;
+  body: string;
+}
+
+function get(url: string, opts: { ca?: Buffer; token?: string; timeoutMs?: number } = {}): Promise<HttpResult> {
+  return new Promise((resolvePromise, reject) => {
+    const u = new URL(url);
+    const headers: Record<string, string> = { accept: "application/json" };
+    if (opts.token) headers.authorization = `Bearer ${opts.token}`;
+    const common = { method: "GET", headers, timeout: opts.timeoutMs ?? 2_000, agent: false as const };
+    const req =
+      u.protocol === "https:"
+        ? httpsRequest(u, { ...common, ca: opts.ca, rejectUnauthorized: true })
+        : httpRequest(u, common);
+    req.on("response", (res) => {
+      let body = "";
+      res.setEncoding("utf8");
+      res.on("data", (c: string) => (body += c));
+      res.on("end", () => resolvePromise({ status: res.statusCode ?? 0, body }));
+      res.on("error", reject);
+    });
+    req.on("timeout", () => req.destroy(new Error(`timeout after ${opts.timeoutMs ?? 2_000} ms`)));
+    req.on("error", reject);
+    req.end();
+  });
+}
+
+const q = (s: string): string => JSON.stringify(s); // a JSON string is a valid YAML scalar
+
+function kubeconfigYaml(server: string, ca: string, user: string, token: string, context: string): string {
+  return [
+    "apiVersion: v1",
+    "kind: Config",
+    "clusters:",
+    "- name: hookline",
+    "  cluster:",
+    `    server: ${q(server)}`,
+    // The apiserver's self-signed serving cert; its SANs include 127.0.0.1 because we pass
+    // --advertise-address=127.0.0.1 and bind to loopback. TLS is verified, not skipped.
+    `    certificate-authority: ${q(ca)}`,
+    "users:",
+    `- name: ${q(user)}`,
+    "  user:",
+    `    token: ${q(token)}`,
+    "contexts:",
+    `- name: ${q(context)}`,
+    "  context:",
+    "    cluster: hookline",
+    `    user: ${q(user)}`,
+    "    namespace: default",
+    `current-context: ${q(context)}`,
+    "",
+  ].join("\n");
+}
+
+/** Reuses tokens and the SA key of an earlier run in the same dir (etcd data is kept too). */
+function ensureSecrets(dir: string): { adminToken: string; unprivilegedToken: string } {
+  const p = paths(dir);
+  if (!existsSync(p.saKey)) {
+    const { privateKey } = generateKeyPairSync("rsa", { modulusLength: 2048 });
+    writeFileSync(p.saKey, privateKey.export({ type: "pkcs8", format: "pem" }), { mode: 0o600 });
+  }
+  if (existsSync(p.tokens)) {
+    const rows = readFileSync(p.tokens, "utf8").split("\n").map((l) => l.split(","));
+    const admin = rows.find((r) => r[1] === "admin")?.[0];
+    const unprivileged = rows.find((r) => r[1] === "unprivileged")?.[0];
+    if (admin && unprivileged) return { adminToken: admin, unprivilegedToken: unprivileged };
+  }
+  const adminToken = randomBytes(24).toString("hex");
+  const unprivilegedToken = randomBytes(24).toString("hex");
+  // token,user,uid,"groups"; system:authenticated is added to every authenticated user.
+  writeFileSync(
+    p.tokens,
+    `${adminToken},admin,admin,"system:masters"\n${unprivilegedToken},unprivileged,unprivileged\n`,
+    { mode: 0o600 },
+  );
+  return { adminToken, unprivilegedToken };
+}
+
+class StartupError extends Error {
+  override readonly name = "StartupError";
+  constructor(
+    message: string,
+    readonly portConflict = false,
+  ) {
+    super(message);
+  }
+}
+
+interface Child {
+  name: ProcessName;
+  proc: ChildProcess;
+  log: string;
+  exit?: string;
+}
+
+// ---------------------------------------------------------------------------------------------
+// start
+
+/** Starts etcd, kube-apiserver and kube-controller-manager; resolves once all are usable. */
+export async function startControlPlane(opts: StartControlPlaneOptions): Promise<ControlPlaneInfo> {
+  const dir = resolve(opts.dir);
+  const p = paths(dir);
+  const progress = opts.onProgress ?? (() => undefined);
+  const started = Date.now();
+  const deadline = started + (opts.timeoutMs ?? DEFAULT_TIMEOUT_MS);
+
+  for (const b of PROCESS_NAMES) {
+    if (!existsSync(join(opts.binDir, b))) throw new Error(`${b} not found in ${opts.binDir} (run ensureBinaries first)`);
+  }
+  const previous = readState(dir);
+  if (previous && livingGroups(previous).length > 0) {
+    throw new Error(
+      `a control plane is already running in ${dir} (${previous.server}); stop it first with: hookline cluster down --dir ${dir}`,
+    );
+  }
+
+  const explicit = opts.ports ?? {};
+  const explicitList = Object.entries(explicit).filter((e): e is [string, number] => e[1] !== undefined);
+  const seen = new Set<number>();
+  for (const [which, port] of explicitList) {
+    if (!Number.isInteger(port) || port <= 0 || port > 65535) throw new Error(`invalid ${which} port: ${port}`);
+    if (seen.has(port)) throw new Error(`port ${port} is requested twice`);
+    seen.add(port);
+    if (!(await isPortFree(port))) throw new Error(`port ${port} is already in use (requested for ${which})`);
+  }
+
+  for (const d of [dir, p.logs, p.pki, p.etcdData]) mkdirSync(d, { recursive: true, mode: 0o700 });
+  const secrets = ensureSecrets(dir);
+
+  // Prefer the ports of an earlier run in this dir (a stable server URL across down/up).
+  let preferred: ControlPlanePorts | undefined = previous?.ports;
+  for (let attempt = 1; ; attempt++) {
+    const ports = await choosePorts(explicit, preferred);
+    preferred = undefined;
+    try {
+      return await startOnce({ ...opts, dir }, ports, secrets, deadline, started, progress);
+    } catch (err) {
+      // A free port can be taken between our check and the child's bind: retry with new ones.
+      const retry = err instanceof StartupError && err.portConflict && explicitList.length === 0 && attempt < 3;
+      if (!retry) throw err;
+      progress(`port conflict, retrying with other ports (${(err as Error).message.split("\n")[0]})`);
+    }
+  }
+}
+
+async function choosePorts(explicit: ControlPlanePorts, preferred?: ControlPlanePorts): Promise<Required<ControlPlanePorts>> {
+  if (preferred?.etcd && preferred.etcdPeer && preferred.apiserver) {
+    const wanted = { etcd: explicit.etcd ?? preferred.etcd, etcdPeer: explicit.etcdPeer ?? preferred.etcdPeer, apiserver: explicit.apiserver ?? preferred.apiserver };
+    const distinct = new Set(Object.values(wanted)).size === 3;
+    const free = await Promise.all(
+      (["etcd", "etcdPeer", "apiserver"] as const).map(async (k) => explicit[k] !== undefined || (await isPortFree(wanted[k]))),
+    );
+    if (distinct && free.every(Boolean)) return wanted;
+  }
+  const taken = new Set(Object.values(explicit).filter((v): v is number => v !== undefined));
+  const pool = (await freePorts(3 + taken.size)).filter((port) => !taken.has(port));
+  const next = (): number => {
+    const port = pool.shift();
+    if (port === undefined) throw new Error("could not find free ports");
+    return port;
+  };
+  return { etcd: explicit.etcd ?? next(), etcdPeer: explicit.etcdPeer ?? next(), apiserver: explicit.apiserver ?? next() };
+}
+
+async function startOnce(
+  opts: StartControlPlaneOptions & { dir: string },
+  ports: Required<ControlPlanePorts>,
+  secrets: { adminToken: string; unprivilegedToken: string },
+  deadline: number,
+  started: number,
+  progress: (line: string) => void,
+): Promise<ControlPlaneInfo> {
+  const dir = opts.dir;
+  const p = paths(dir);
+  const server = `https://127.0.0.1:${ports.apiserver}`;
+  const etcdUrl = `http://127.0.0.1:${ports.etcd}`;
+  const state: ControlPlaneState = {
+    dir,
+    binDir: opts.binDir,
+    pids: {},
+    pgids: {},
+    ports,
+    server,
+    versions: {},
+    ...secrets,
+    startedAt: new Date(started).toISOString(),
+  };
+  const children: Child[] = [];
+  const elapsed = (): string => `${((Date.now() - started) / 1000).toFixed(1)}s`;
+
+  const launch = (name: ProcessName, args: string[]): void => {
+    const fd = openSync(p.log(name), "w", 0o600);
+    let proc: ChildProcess;
+    try {
+      // detached: its own session and process group, so we can signal the whole group and a
+      // Ctrl-C in the terminal does not reach it.
+      proc = spawn(join(opts.binDir, name), args, { cwd: dir, detached: true, stdio: ["ignore", fd, fd], env: opts.env });
+    } finally {
+      closeSync(fd);
+    }
+    const child: Child = { name, proc, log: p.log(name) };
+    proc.on("exit", (code, signal) => (child.exit = signal ? `was killed by ${signal}` : `exited with code ${code}`));
+    proc.on("error", (err) => (child.exit = `could not be started: ${err.message}`));
+    children.push(child);
+    if (proc.pid !== undefined) {
+      state.pids[name] = proc.pid;
+      state.pgids[name] = proc.pid;
+    }
+    writeState(state);
+  };
+
+  // Polls `check` every 100 ms; fails fast when a child dies, with its log tail.
+  const waitUntil = async (what: string, check: () => Promise<boolean>): Promise<void> => {
+    let last = "";
+    for (;;) {
+      for (const c of children) {
+        if (c.exit !== undefined) {
+          const log = tail(c.log);
+          const conflict = /address already in use|bind: address/i.test(log);
+          throw new StartupError(`${c.name} ${c.exit} while waiting for ${what}; last lines of ${c.log}:\n${log}`, conflict);
+        }
+      }
+      try {
+        if (await check()) return;
+        last = "";
+      } catch (err) {
+        last = (err as Error).message;
+      }
+      if (Date.now() > deadline) {
+        const logs = children.map((c) => `--- ${c.log}\n${tail(c.log, 12)}`).join("\n");
+        throw new StartupError(
+          `timed out after ${elapsed()} waiting for ${what}${last ? ` (last error: ${last})` : ""}\n${logs}`,
+        );
+      }
+      await delay(POLL_MS);
+    }
+  };
+
+  let reaperPid: number | undefined;
+  try {
+    const watched = opts.attachToPid ?? (opts.attachToParent ? process.pid : undefined);
+    if (watched !== undefined) {
+      writeState(state);
+      reaperPid = spawnReaper(watched, p.state);
+      state.reaperPid = reaperPid;
+    }
+
+    progress(`starting etcd on ${etcdUrl}`);
+    launch("etcd", [
+      `--data-dir=${p.etcdData}`,
+      `--listen-client-urls=${etcdUrl}`,
+      `--advertise-client-urls=${etcdUrl}`,
+      `--listen-peer-urls=http://127.0.0.1:${ports.etcdPeer}`,
+      "--unsafe-no-fsync=true",
+    ]);
+    await waitUntil(`etcd ${etcdUrl}/health`, async () => {
+      const r = await get(`${etcdUrl}/health`);
+      return r.status === 200 && (JSON.parse(r.body) as { health?: string }).health === "true";
+    });
+    const etcdVersion = (JSON.parse((await get(`${etcdUrl}/version`)).body) as { etcdserver?: string }).etcdserver;
+    state.versions.etcd = etcdVersion ? `v${etcdVersion}` : "unknown";
+    progress(`etcd ${state.versions.etcd} healthy (${elapsed()}); starting kube-apiserver on ${server}`);
+
+    launch("kube-apiserver", [
+      `--etcd-servers=${etcdUrl}`,
+      `--cert-dir=${p.pki}`,
+      `--secure-port=${ports.apiserver}`,
+      "--bind-address=127.0.0.1",
+      // Required without a default route: otherwise it looks for a host interface and dies.
+      "--advertise-address=127.0.0.1",
+      "--service-cluster-ip-range=10.0.0.0/24",
+      `--service-account-issuer=${server}`,
+      `--service-account-key-file=${p.saKey}`,
+      `--service-account-signing-key-file=${p.saKey}`,
+      "--authorization-mode=RBAC",
+      `--token-auth-file=${p.tokens}`,
+      "--allow-privileged=true",
+      // No `kubernetes` Endpoints reconciling against a loopback advertise address.
+      "--endpoint-reconciler-type=none",
+      // ServiceAccount admission stays ON: KCM's serviceaccount controller creates the SAs.
+    ]);
+    // /readyz with the admin token (anonymous gets 403 until the RBAC bootstrap roles exist)
+    // and TLS verified against the self-generated cert, which appears once the server starts.
+    let ca: Buffer | undefined;
+    const apiGet = (path: string): Promise<HttpResult> => get(`${server}${path}`, { ca, token: secrets.adminToken });
+    await waitUntil(`kube-apiserver ${server}/readyz`, async () => {
+      if (!ca) {
+        if (!existsSync(p.caCert)) return false;
+        ca = readFileSync(p.caCert);
+      }
+      return (await apiGet("/readyz")).status === 200;
+    });
+    const version = (JSON.parse((await apiGet("/version")).body) as { gitVersion?: string }).gitVersion ?? "unknown";
+    state.versions.kubernetes = version;
+    writeState(state);
+    progress(`kube-apiserver ${version} ready (${elapsed()})`);
+
+    writeFileSync(p.kubeconfig, kubeconfigYaml(server, p.caCert, "admin", secrets.adminToken, "hookline"), { mode: 0o600 });
+    writeFileSync(
+      p.unprivilegedKubeconfig,
+      kubeconfigYaml(server, p.caCert, "unprivileged", secrets.unprivilegedToken, "hookline-unprivileged"),
+      { mode: 0o600 },
+    );
+    await waitUntil("namespace default", async () => (await apiGet("/api/v1/namespaces/default")).status === 200);
+
+    const info = infoFromState(state);
+    if (opts.beforeControllerManager) {
+      progress("running the before-controller-manager hook");
+      await opts.beforeControllerManager(info);
+    }
+
+    progress("starting kube-controller-manager (namespace, garbagecollector, serviceaccount)");
+    launch("kube-controller-manager", [
+      `--kubeconfig=${p.kubeconfig}`,
+      "--leader-elect=false",
+      "--controllers=namespace,garbagecollector,serviceaccount",
+      "--secure-port=0",
+      `--service-account-private-key-file=${p.saKey}`,
+    ]);
+    // Proves KCM runs: its serviceaccount controller creates this one.
+    await waitUntil(
+      "kube-controller-manager to create ServiceAccount default/default",
+      async () => (await apiGet("/api/v1/namespaces/default/serviceaccounts/default")).status === 200,
+    );
+
+    state.readyAt = new Date().toISOString();
+    writeState(state);
+    progress(`control plane ready in ${elapsed()}`);
+    // Let the caller's process exit while the control plane keeps running (cluster up).
+    for (const c of children) c.proc.unref();
+    return info;
+  } catch (err) {
+    const pgids = children.map((c) => c.proc.pid).filter((pid): pid is number => pid !== undefined);
+    await stopGroups(pgids.reverse(), dir, 3_000).catch(() => undefined);
+    if (reaperPid !== undefined) stopReaper(reaperPid, dir);
+    for (const c of children) c.proc.unref();
+    state.stoppedAt = new Date().toISOString();
+    writeState(state);
+    throw err;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// stop
+
+/** SIGTERM each group (in order), wait up to graceMs for all, SIGKILL leftovers, verify. */
+async function stopGroups(pgids: number[], marker: string, graceMs: number): Promise<void> {
+  const ours = pgids.filter((g) => isOurGroup(g, marker));
+  const alive = (): number[] => ours.filter((g) => groupMembers(g).length > 0);
+  const waitGone = async (ms: number): Promise<boolean> => {
+    const until = Date.now() + ms;
+    while (alive().length > 0) {
+      if (Date.now() > until) return false;
+      await delay(POLL_MS);
+    }
+    return true;
+  };
+  const termDeadline = Date.now() + graceMs;
+  // Stop the clients before etcd: controller-manager, apiserver, then etcd.
+  for (const g of ours) {
+    signalGroup(g, "SIGTERM");
+    const until = Date.now() + Math.max(0, Math.min(3_000, termDeadline - Date.now()));
+    while (groupMembers(g).length > 0 && Date.now() < until) await delay(POLL_MS);
+  }
+  if (await waitGone(Math.max(0, termDeadline - Date.now()))) return;
+  for (const g of alive()) signalGroup(g, "SIGKILL");
+  if (await waitGone(KILL_WAIT_MS)) return;
+  throw new Error(`process groups still alive after SIGKILL: ${alive().join(", ")}`);
+}
+
+function stopReaper(pid: number, marker: string): void {
+  if (!isAlive(pid) || !isOurGroup(pid, marker)) return;
+  signalGroup(pid, "SIGKILL");
+}
+
+/**
+ * Stops the control plane recorded in DIR/state.json: SIGTERM to each process group, up to
+ * ~10 s of grace, then SIGKILL, then verifies that nothing is left. Idempotent.
+ */
+export async function stopControlPlane(dir: string): Promise<void> {
+  const abs = resolve(dir);
+  const state = readState(abs);
+  if (!state) return;
+  // Reaper first, so it does not race us; then KCM, apiserver, etcd.
+  if (state.reaperPid !== undefined) stopReaper(state.reaperPid, abs);
+  const order: ProcessName[] = ["kube-controller-manager", "kube-apiserver", "etcd"];
+  const pgids = order.map((n) => state.pgids[n]).filter((g): g is number => g !== undefined);
+  await stopGroups(pgids, abs, STOP_GRACE_MS);
+  const left = pgids.filter((g) => groupMembers(g).length > 0 && isOurGroup(g, abs));
+  if (left.length > 0) throw new Error(`control plane processes still running: ${left.join(", ")}`);
+  if (!state.stoppedAt) {
+    state.stoppedAt = new Date().toISOString();
+    writeState({ ...state, dir: abs });
+  }
+}

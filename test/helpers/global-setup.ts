@@ -1,0 +1,184 @@
+// Vitest global setup of the `integration` project: one real etcd + kube-apiserver +
+// kube-controller-manager for the whole run, with the CRDs from crds/ installed.
+//
+// HOOKLINE_TEST_KUBECONFIG=path   use an existing cluster instead (for example the one from
+//                                 `hookline cluster up --dir .hookline/cluster`, whose
+//                                 kubeconfig-unprivileged and state.json are picked up too).
+import { existsSync, readdirSync } from "node:fs";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { dirname, join, resolve } from "node:path";
+import { setTimeout as delay } from "node:timers/promises";
+import { fileURLToPath } from "node:url";
+import type { TestProject } from "vitest/node";
+import { ensureBinaries } from "../../src/cluster/build.js";
+import { readState, startControlPlane, stopControlPlane } from "../../src/cluster/control-plane.js";
+import { execKubectl } from "./exec.js";
+
+declare module "vitest" {
+  export interface ProvidedContext {
+    /** Admin kubeconfig (system:masters). */
+    kubeconfig: string;
+    /** Kubeconfig of the `unprivileged` user (authenticated, no RBAC grants); "" if unknown. */
+    unprivilegedKubeconfig: string;
+    /** https://127.0.0.1:PORT */
+    server: string;
+    adminToken: string;
+    /** "" if unknown (external cluster without kubeconfig-unprivileged). */
+    unprivilegedToken: string;
+    /** The control plane directory (logs in clusterDir/logs). */
+    clusterDir: string;
+  }
+}
+
+const ROOT = fileURLToPath(new URL("../..", import.meta.url));
+const CRD_DIR = join(ROOT, "crds");
+const TAG = "[hookline tests]";
+
+async function kubectlOk(kubeconfig: string, args: string[]): Promise<string> {
+  const r = await execKubectl(kubeconfig, args);
+  if (r.code !== 0) throw new Error(`kubectl ${args.join(" ")} exited ${r.code}: ${r.stderr.trim()}`);
+  return r.stdout;
+}
+
+interface CrdInfo {
+  name: string;
+  group: string;
+  plural: string;
+  versions: string[];
+}
+
+/** Applies crds/ (if it holds manifests), waits for Established and for discovery. */
+async function installCrds(kubeconfig: string): Promise<number> {
+  const manifests = existsSync(CRD_DIR) ? readdirSync(CRD_DIR).filter((f) => /\.(ya?ml|json)$/.test(f)) : [];
+  if (manifests.length === 0) return 0;
+  await kubectlOk(kubeconfig, ["apply", "-f", CRD_DIR]);
+  await kubectlOk(kubeconfig, ["wait", "--for=condition=Established", "crd", "--all", "--timeout=60s"]);
+  const list = JSON.parse(await kubectlOk(kubeconfig, ["get", "-f", CRD_DIR, "-o", "json"])) as {
+    items?: { metadata: { name: string }; spec: { group: string; names: { plural: string }; versions: { name: string; served: boolean }[] } }[];
+  };
+  const crds: CrdInfo[] = (list.items ?? []).map((c) => ({
+    name: c.metadata.name,
+    group: c.spec.group,
+    plural: c.spec.names.plural,
+    versions: c.spec.versions.filter((v) => v.served).map((v) => v.name),
+  }));
+  // Established is not quite enough: the plural must be in discovery before clients use it.
+  const deadline = Date.now() + 30_000;
+  for (const crd of crds) {
+    for (const version of crd.versions) {
+      for (;;) {
+        const r = await execKubectl(kubeconfig, ["get", "--raw", `/apis/${crd.group}/${version}`]);
+        const served =
+          r.code === 0 && (JSON.parse(r.stdout) as { resources?: { name: string }[] }).resources?.some((x) => x.name === crd.plural);
+        if (served) break;
+        if (Date.now() > deadline) throw new Error(`${crd.plural}.${crd.group}/${version} did not appear in discovery: ${r.stderr.trim()}`);
+        await delay(100);
+      }
+    }
+  }
+  return crds.length;
+}
+
+interface Cluster {
+  kubeconfig: string;
+  unprivilegedKubeconfig: string;
+  server: string;
+  adminToken: string;
+  unprivilegedToken: string;
+  clusterDir: string;
+  version: string;
+  etcdVersion: string;
+}
+
+async function externalCluster(kubeconfigPath: string): Promise<Cluster> {
+  const kubeconfig = resolve(kubeconfigPath);
+  const dir = dirname(kubeconfig);
+  const state = existsSync(join(dir, "state.json")) ? readState(dir) : undefined;
+  const unprivilegedKubeconfig =
+    process.env.HOOKLINE_TEST_UNPRIVILEGED_KUBECONFIG ??
+    (existsSync(join(dir, "kubeconfig-unprivileged")) ? join(dir, "kubeconfig-unprivileged") : "");
+  const jsonpath = async (path: string): Promise<string> =>
+    (await kubectlOk(kubeconfig, ["config", "view", "--minify", "--raw", "-o", `jsonpath=${path}`])).trim();
+  const versionJson = JSON.parse(await kubectlOk(kubeconfig, ["version", "-o", "json"])) as {
+    serverVersion?: { gitVersion?: string };
+  };
+  let unprivilegedToken = state?.unprivilegedToken ?? "";
+  if (!unprivilegedToken && unprivilegedKubeconfig) {
+    unprivilegedToken = (
+      await kubectlOk(unprivilegedKubeconfig, ["config", "view", "--minify", "--raw", "-o", "jsonpath={.users[0].user.token}"])
+    ).trim();
+  }
+  if (!unprivilegedKubeconfig) {
+    process.stderr.write(`${TAG} warning: no unprivileged kubeconfig (set HOOKLINE_TEST_UNPRIVILEGED_KUBECONFIG); RBAC tests will fail\n`);
+  }
+  return {
+    kubeconfig,
+    unprivilegedKubeconfig,
+    server: state?.server ?? (await jsonpath("{.clusters[0].cluster.server}")),
+    adminToken: state?.adminToken ?? (await jsonpath("{.users[0].user.token}")),
+    unprivilegedToken,
+    clusterDir: dir,
+    version: versionJson.serverVersion?.gitVersion ?? "unknown",
+    etcdVersion: state?.versions.etcd ?? "unknown",
+  };
+}
+
+export default async function setup(project: TestProject): Promise<() => Promise<void>> {
+  const started = Date.now();
+  const external = process.env.HOOKLINE_TEST_KUBECONFIG;
+  let cluster: Cluster;
+  let crdCount: number;
+  let ownedDir: string | undefined;
+
+  if (external) {
+    cluster = await externalCluster(external);
+    crdCount = await installCrds(cluster.kubeconfig);
+  } else {
+    // A cold build takes minutes: show its progress; stay quiet when it is a no-op.
+    const { binDir } = await ensureBinaries({
+      env: process.env,
+      onProgress: (line) => {
+        if (!/binaries present/.test(line)) process.stderr.write(`${TAG} ${line}\n`);
+      },
+    });
+    ownedDir = await mkdtemp(join(tmpdir(), "hookline-test-"));
+    crdCount = 0;
+    try {
+      const info = await startControlPlane({
+        dir: ownedDir,
+        binDir,
+        attachToParent: true,
+        env: process.env,
+        // Before KCM starts, so its garbage collector knows the CRDs from the beginning
+        // (otherwise it notices them only on its 30 s discovery resync).
+        beforeControllerManager: async (i) => {
+          crdCount = await installCrds(i.kubeconfig);
+        },
+      });
+      cluster = { ...info, clusterDir: ownedDir };
+    } catch (err) {
+      await stopControlPlane(ownedDir).catch(() => undefined);
+      throw err;
+    }
+  }
+
+  project.provide("kubeconfig", cluster.kubeconfig);
+  project.provide("unprivilegedKubeconfig", cluster.unprivilegedKubeconfig);
+  project.provide("server", cluster.server);
+  project.provide("adminToken", cluster.adminToken);
+  project.provide("unprivilegedToken", cluster.unprivilegedToken);
+  project.provide("clusterDir", cluster.clusterDir);
+
+  const seconds = ((Date.now() - started) / 1000).toFixed(1);
+  process.stdout.write(
+    `${TAG} kube-apiserver ${cluster.version} at ${cluster.server} (etcd ${cluster.etcdVersion}), ` +
+      `${crdCount} CRDs, dir ${cluster.clusterDir}${external ? " (HOOKLINE_TEST_KUBECONFIG)" : ""}, ready in ${seconds}s\n`,
+  );
+
+  return async () => {
+    if (!ownedDir) return;
+    await stopControlPlane(ownedDir);
+    await rm(ownedDir, { recursive: true, force: true });
+  };
+}
