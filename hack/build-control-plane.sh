@@ -13,18 +13,18 @@ bin="$cache/k8s-$K8S_VERSION-etcd-$ETCD_VERSION/bin"
 
 log() { echo "[control-plane] $*" >&2; }
 
-if ! command -v go >/dev/null 2>&1; then
-  log "error: Go is not installed (needed once to build kube-apiserver and etcd from the Go module proxy)."
-  log "install Go >= 1.24 (https://go.dev/dl) or put a prebuilt kube-apiserver, kube-controller-manager and etcd in $bin"
-  exit 3
-fi
-
 mkdir -p "$bin"
 need=()
 for b in kube-apiserver kube-controller-manager etcd; do [ -x "$bin/$b" ] || need+=("$b"); done
 if [ ${#need[@]} -eq 0 ]; then
   log "binaries present in $bin (Kubernetes $K8S_VERSION, etcd $ETCD_VERSION)"
   echo "$bin"; exit 0
+fi
+
+if ! command -v go >/dev/null 2>&1; then
+  log "error: Go is not installed (needed once to build kube-apiserver and etcd from the Go module proxy)."
+  log "install Go >= 1.24 (https://go.dev/dl) or put a prebuilt kube-apiserver, kube-controller-manager and etcd in $bin"
+  exit 3
 fi
 
 # Keep progress visible: a cold build takes minutes on 2 cores.

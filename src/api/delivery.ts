@@ -105,6 +105,7 @@ export const deliveryStatusSchema = z
         reason: z.string().max(1024).meta({ description: "The reason given for the replay." }),
         at: timestamp("When the replay was attempted."),
         requestId: z.string().max(128).optional().meta({ description: "The bulk replay this was part of (see the subscription's status.lastReplay.id)." }),
+        result: z.enum(["Succeeded", "Failed", "Deduped"]).optional().meta({ description: "Succeeded, Failed, or Deduped (skipped: an equal delivery was pending)." }),
       })
       .optional()
       .meta({ description: "The last replay of this delivery." }),

@@ -33,7 +33,7 @@ export function withRules<S extends z.ZodType>(schema: S, doc: Doc, rules: Rule<
       })
     : schema;
   const validations = rules.map(({ rule, message, fieldPath }) => ({ rule, message, ...(fieldPath ? { fieldPath } : {}) }));
-  return refined.meta({ ...doc, ...(validations.length ? { "x-kubernetes-validations": validations } : {}) }) as S;
+  return refined.meta({ ...doc, ...(validations.length ? { "x-kubernetes-validations": validations } : {}) });
 }
 
 /** An integer with inclusive bounds. */

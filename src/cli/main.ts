@@ -1,5 +1,6 @@
 // The `hookline` command line: dispatches to one module per command.
 import { clusterCommand } from "./cluster.js";
+import { devCommand, operatorCommand } from "./run-operator.js";
 
 const USAGE = `usage: hookline <command> [options]
 
@@ -16,6 +17,10 @@ export async function main(argv: string[]): Promise<number> {
   switch (command) {
     case "cluster":
       return clusterCommand(rest);
+    case "operator":
+      return operatorCommand(rest);
+    case "dev":
+      return devCommand(rest);
     case undefined:
     case "help":
     case "--help":

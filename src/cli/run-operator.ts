@@ -1,0 +1,143 @@
+// `hookline operator` and `hookline dev`: run the operator until SIGTERM/SIGINT, then drain and
+// exit 0. A second signal exits at once.
+import { KubeConfig } from "@kubernetes/client-node";
+import { parseArgs } from "node:util";
+import { resolve } from "node:path";
+import { ensureBinaries } from "../cluster/build.js";
+import { runningControlPlane, startControlPlane, stopControlPlane } from "../cluster/control-plane.js";
+import { ConfigError, loadConfig, type Config } from "../config/config.js";
+import { KubeClient } from "../kube/client.js";
+import { installCrds } from "./crds.js";
+import { Operator } from "./operator.js";
+
+const OPERATOR_USAGE = `usage: hookline operator [--kubeconfig PATH] [--leader-elect=false]
+
+Runs the controller against the current kubeconfig (KUBECONFIG, ~/.kube/config, or in-cluster
+credentials in a pod). Configuration comes from the environment: see docs/configuration.md.
+`;
+
+function parseBool(name: string, value: string | undefined): boolean | undefined {
+  if (value === undefined) return undefined;
+  if (value === "true" || value === "") return true;
+  if (value === "false") return false;
+  throw new Error(`--${name} must be true or false, got "${value}"`);
+}
+
+function configFrom(env: NodeJS.ProcessEnv, leaderElect: boolean | undefined): Config | number {
+  try {
+    return loadConfig(env, leaderElect === undefined ? {} : { leaderElect });
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`hookline: ${err.message}\n`);
+      return 78; // EX_CONFIG
+    }
+    throw err;
+  }
+}
+
+/** Runs `op` until a signal; resolves with the exit code. */
+async function runUntilSignal(op: Operator, cleanup?: () => Promise<void>): Promise<number> {
+  let signals = 0;
+  const stopping = new Promise<number>((resolveExit) => {
+    const onSignal = (sig: NodeJS.Signals) => {
+      signals++;
+      if (signals > 1) {
+        process.stderr.write(`hookline: second ${sig}, exiting at once\n`);
+        process.exit(1);
+      }
+      op.log.info({ signal: sig }, "signal received, shutting down");
+      op.stop()
+        .then(() => cleanup?.())
+        .then(
+          () => resolveExit(0),
+          (err: Error) => {
+            op.log.error({ err: err.message }, "shutdown failed");
+            resolveExit(1);
+          },
+        );
+    };
+    process.on("SIGTERM", onSignal);
+    process.on("SIGINT", onSignal);
+  });
+  try {
+    await op.start();
+  } catch (err) {
+    op.log.error({ err: (err as Error).message }, "operator failed to start");
+    await op.stop().catch(() => undefined);
+    await cleanup?.();
+    return 1;
+  }
+  return stopping;
+}
+
+export async function operatorCommand(args: string[]): Promise<number> {
+  const { values } = parseArgs({ args, options: { kubeconfig: { type: "string" }, "leader-elect": { type: "string" }, help: { type: "boolean", short: "h" } }, allowPositionals: false });
+  if (values.help) {
+    process.stdout.write(OPERATOR_USAGE);
+    return 0;
+  }
+  const config = configFrom(process.env, parseBool("leader-elect", values["leader-elect"]));
+  if (typeof config === "number") return config;
+  const op = new Operator({ config, ...(values.kubeconfig ? { kubeconfig: values.kubeconfig } : {}) });
+  return runUntilSignal(op);
+}
+
+const DEV_USAGE = `usage: hookline dev [--dir DIR] [--keep-cluster]
+
+A first run with no cluster at all: starts a local etcd + kube-apiserver (built once from Go
+modules), installs the CRDs and runs the operator against it, with loopback addresses allowed
+(WEBHOOK_ALLOWED_NETWORKS=127.0.0.0/8,::1/128) so receivers on this machine can be used.
+Ctrl-C stops the operator and the control plane (--keep-cluster leaves the control plane up).
+`;
+
+export async function devCommand(args: string[]): Promise<number> {
+  const { values } = parseArgs({ args, options: { dir: { type: "string" }, "keep-cluster": { type: "boolean" }, help: { type: "boolean", short: "h" } } });
+  if (values.help) {
+    process.stdout.write(DEV_USAGE);
+    return 0;
+  }
+  const dir = resolve(values.dir ?? ".hookline/dev");
+  const env = {
+    ...process.env,
+    WEBHOOK_ALLOWED_NETWORKS: process.env.WEBHOOK_ALLOWED_NETWORKS ?? "127.0.0.0/8,::1/128",
+    LEADER_ELECT: process.env.LEADER_ELECT ?? "false",
+  };
+  const config = configFrom(env, undefined);
+  if (typeof config === "number") return config;
+  const say = (line: string) => process.stderr.write(`[dev] ${line}\n`);
+  let info = runningControlPlane(dir);
+  const startedHere = !info;
+  if (!info) {
+    const { binDir } = await ensureBinaries({ env: process.env, onProgress: (l) => process.stderr.write(`${l}\n`) });
+    say(`starting a local control plane in ${dir}...`);
+    info = await startControlPlane({
+      dir,
+      binDir,
+      onProgress: (l) => say(l),
+      beforeControllerManager: async (cp) => {
+        const kc = new KubeConfig();
+        kc.loadFromFile(cp.kubeconfig);
+        const client = await KubeClient.create(kc);
+        await installCrds(client);
+        await client.destroy();
+      },
+    });
+  } else {
+    const kc = new KubeConfig();
+    kc.loadFromFile(info.kubeconfig);
+    const client = await KubeClient.create(kc);
+    await installCrds(client);
+    await client.destroy();
+  }
+  say(`kube-apiserver ${info.version} at ${info.server}; CRDs installed`);
+  say(`in another shell:  export KUBECONFIG=${info.kubeconfig}`);
+  say(`then:              kubectl apply -f examples/ && kubectl get whdel -n shop -w`);
+  const op = new Operator({ config, kubeconfig: info.kubeconfig });
+  const cleanup = async () => {
+    if (startedHere && !values["keep-cluster"]) {
+      say("stopping the local control plane...");
+      await stopControlPlane(dir);
+    }
+  };
+  return runUntilSignal(op, cleanup);
+}

@@ -1,0 +1,99 @@
+import { describe, expect, it } from "vitest";
+import { ConfigError, INT_VARS, loadConfig } from "./config.js";
+
+function problemsOf(env: Record<string, string>): string[] {
+  try {
+    loadConfig(env);
+  } catch (err) {
+    if (err instanceof ConfigError) return err.problems;
+    throw err;
+  }
+  return [];
+}
+
+describe("loadConfig", () => {
+  it("applies the contract's defaults to an empty environment", () => {
+    const c = loadConfig({});
+    expect(c.deliveryTimeoutMs).toBe(10_000);
+    expect(c.breaker).toEqual({ failureThreshold: 5, successThreshold: 1, cooldownMs: 60_000 });
+    expect(c.drain).toEqual({ timeoutMs: 25_000, action: "requeue" });
+    expect(c.maxInFlight).toBe(100);
+    expect(c.allowedNetworks).toEqual([]);
+    expect(c.watchNamespaces).toEqual([]);
+    expect(c.metricsPort).toBe(8080);
+    expect(c.healthPort).toBe(8081);
+    expect(c.publishPort).toBeUndefined();
+    expect(c.leaderElection.enabled).toBe(true);
+    expect(c.leaderElection.leaseDurationMs).toBe(15_000);
+  });
+
+  it("reads every variable", () => {
+    const c = loadConfig({
+      WEBHOOK_DELIVERY_TIMEOUT_MS: "250",
+      WEBHOOK_CB_FAILURE_THRESHOLD: "3",
+      WEBHOOK_CB_SUCCESS_THRESHOLD: "2",
+      WEBHOOK_CB_TIMEOUT_MS: "1000",
+      WEBHOOK_DRAIN_TIMEOUT_MS: "0",
+      WEBHOOK_DRAIN_TIMEOUT_ACTION: "dead-letter",
+      WEBHOOK_MAX_IN_FLIGHT: "7",
+      WEBHOOK_ALLOWED_NETWORKS: "127.0.0.0/8, ::1/128",
+      WATCH_NAMESPACES: "shop, billing",
+      METRICS_PORT: "0",
+      HEALTH_PORT: "9001",
+      PUBLISH_PORT: "8082",
+      LEADER_ELECT: "false",
+      POD_NAME: "hookline-0",
+      POD_NAMESPACE: "hookline-system",
+    });
+    expect(c.deliveryTimeoutMs).toBe(250);
+    expect(c.breaker).toEqual({ failureThreshold: 3, successThreshold: 2, cooldownMs: 1000 });
+    expect(c.drain).toEqual({ timeoutMs: 0, action: "dead-letter" });
+    expect(c.maxInFlight).toBe(7);
+    expect(c.allowedNetworks).toHaveLength(2);
+    expect(c.watchNamespaces).toEqual(["shop", "billing"]);
+    expect([c.metricsPort, c.healthPort, c.publishPort]).toEqual([0, 9001, 8082]);
+    expect(c.leaderElection).toMatchObject({ enabled: false, identity: "hookline-0", leaseNamespace: "hookline-system" });
+  });
+
+  // Every integer variable: below its range, above it, and not a number.
+  const cases = Object.values(INT_VARS).flatMap((v) => [
+    { name: v.name, value: String(v.min - 1), range: `from ${v.min} to ${v.max}` },
+    { name: v.name, value: String(v.max + 1), range: `from ${v.min} to ${v.max}` },
+    { name: v.name, value: "12abc", range: `from ${v.min} to ${v.max}` },
+    { name: v.name, value: "1.5", range: `from ${v.min} to ${v.max}` },
+  ]);
+  it.each(cases)("refuses $name=$value naming the variable, value and range", ({ name, value, range }) => {
+    const env: Record<string, string> = { [name]: value };
+    // Keep the leader-election relations valid while one of them is out of range.
+    const problems = problemsOf(env);
+    const mine = problems.find((p) => p.startsWith(`${name}=`));
+    expect(mine, problems.join("\n")).toBeDefined();
+    expect(mine).toContain(JSON.stringify(value));
+    expect(mine).toContain(range);
+  });
+
+  it.each([
+    ["WEBHOOK_DRAIN_TIMEOUT_ACTION", "drop", "requeue, dead-letter"],
+    ["WEBHOOK_ALLOWED_NETWORKS", "10.0.0.0/33", "CIDR"],
+    ["WEBHOOK_ALLOWED_NETWORKS", "not-a-network", "CIDR"],
+    ["WATCH_NAMESPACES", "shop,Bad_NS", "namespace"],
+    ["PUBLISH_PORT", "http", "0 to 65535"],
+    ["LEADER_ELECT", "maybe", "true or false"],
+    ["LOG_LEVEL", "loud", "info"],
+  ])("refuses %s=%s", (name, value, hint) => {
+    const problems = problemsOf({ [name]: value });
+    const mine = problems.find((p) => p.startsWith(name));
+    expect(mine, problems.join("\n")).toBeDefined();
+    expect(mine).toContain(hint);
+  });
+
+  it("reports every bad variable at once", () => {
+    const problems = problemsOf({ WEBHOOK_MAX_IN_FLIGHT: "0", METRICS_PORT: "70000" });
+    expect(problems).toHaveLength(2);
+  });
+
+  it("refuses leader-election timings that cannot work", () => {
+    const problems = problemsOf({ LEADER_ELECTION_LEASE_DURATION_MS: "5000", LEADER_ELECTION_RENEW_DEADLINE_MS: "6000" });
+    expect(problems.join("\n")).toContain("must be shorter than LEADER_ELECTION_LEASE_DURATION_MS");
+  });
+});

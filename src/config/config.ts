@@ -1,0 +1,162 @@
+// The operator's environment, parsed once at start. A bad value stops the process with a message
+// naming the variable, the value and the allowed range. Nothing else in src/ reads process.env.
+import { hostname } from "node:os";
+import { randomBytes } from "node:crypto";
+import { z } from "zod";
+import { parseCidrList, type Cidr } from "../core/netguard.js";
+
+export interface Config {
+  /** Per-attempt timeout when a subscription sets none. */
+  deliveryTimeoutMs: number;
+  breaker: { failureThreshold: number; successThreshold: number; cooldownMs: number };
+  drain: { timeoutMs: number; action: "requeue" | "dead-letter" };
+  /** Concurrent webhook requests across all endpoints. */
+  maxInFlight: number;
+  /** Non-public networks the operator may deliver to (loopback, private, link-local need it). */
+  allowedNetworks: Cidr[];
+  /** The raw value, for logs and docs. */
+  allowedNetworksText: string;
+  /** Namespaces to watch; empty means all. */
+  watchNamespaces: string[];
+  metricsPort: number;
+  healthPort: number;
+  /** Port of the publish HTTP door; undefined when it is off. */
+  publishPort: number | undefined;
+  /** How often a Disabled endpoint is probed. */
+  healthProbeIntervalMs: number;
+  leaderElection: { enabled: boolean; leaseName: string; leaseNamespace: string; identity: string; leaseDurationMs: number; renewDeadlineMs: number; retryPeriodMs: number };
+  logLevel: "fatal" | "error" | "warn" | "info" | "debug" | "trace" | "silent";
+}
+
+export class ConfigError extends Error {
+  constructor(readonly problems: string[]) {
+    super(`invalid configuration:\n  ${problems.join("\n  ")}`);
+    this.name = "ConfigError";
+  }
+}
+
+type Env = Record<string, string | undefined>;
+
+interface IntVar {
+  name: string;
+  default: number;
+  min: number;
+  max: number;
+}
+
+/** The contract's variables (../shared/API.md) and Hookline's own, with defaults and ranges. */
+export const INT_VARS = {
+  deliveryTimeoutMs: { name: "WEBHOOK_DELIVERY_TIMEOUT_MS", default: 10_000, min: 100, max: 120_000 },
+  failureThreshold: { name: "WEBHOOK_CB_FAILURE_THRESHOLD", default: 5, min: 1, max: 100 },
+  successThreshold: { name: "WEBHOOK_CB_SUCCESS_THRESHOLD", default: 1, min: 1, max: 20 },
+  cooldownMs: { name: "WEBHOOK_CB_TIMEOUT_MS", default: 60_000, min: 1_000, max: 300_000 },
+  drainTimeoutMs: { name: "WEBHOOK_DRAIN_TIMEOUT_MS", default: 25_000, min: 0, max: 3_600_000 },
+  maxInFlight: { name: "WEBHOOK_MAX_IN_FLIGHT", default: 100, min: 1, max: 10_000 },
+  metricsPort: { name: "METRICS_PORT", default: 8080, min: 0, max: 65_535 },
+  healthPort: { name: "HEALTH_PORT", default: 8081, min: 0, max: 65_535 },
+  healthProbeIntervalMs: { name: "WEBHOOK_HEALTH_PROBE_INTERVAL_MS", default: 1_800_000, min: 1_000, max: 86_400_000 },
+  leaseDurationMs: { name: "LEADER_ELECTION_LEASE_DURATION_MS", default: 15_000, min: 1_000, max: 300_000 },
+  renewDeadlineMs: { name: "LEADER_ELECTION_RENEW_DEADLINE_MS", default: 10_000, min: 500, max: 300_000 },
+  retryPeriodMs: { name: "LEADER_ELECTION_RETRY_PERIOD_MS", default: 2_000, min: 100, max: 60_000 },
+} as const satisfies Record<string, IntVar>;
+
+const LOG_LEVELS = ["fatal", "error", "warn", "info", "debug", "trace", "silent"] as const;
+const NAMESPACE = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
+
+export function loadConfig(env: Env, overrides: { leaderElect?: boolean } = {}): Config {
+  const problems: string[] = [];
+  const int = (v: IntVar): number => {
+    const raw = env[v.name];
+    if (raw === undefined || raw.trim() === "") return v.default;
+    const parsed = z.coerce.number().int().min(v.min).max(v.max).safeParse(raw.trim());
+    if (!/^-?\d+$/.test(raw.trim()) || !parsed.success) {
+      problems.push(`${v.name}=${JSON.stringify(raw)} is invalid: must be an integer from ${v.min} to ${v.max} (default ${v.default})`);
+      return v.default;
+    }
+    return parsed.data;
+  };
+  const oneOf = <T extends string>(name: string, allowed: readonly T[], fallback: T): T => {
+    const raw = env[name];
+    if (raw === undefined || raw.trim() === "") return fallback;
+    if ((allowed as readonly string[]).includes(raw.trim())) return raw.trim() as T;
+    problems.push(`${name}=${JSON.stringify(raw)} is invalid: must be one of ${allowed.join(", ")} (default ${fallback})`);
+    return fallback;
+  };
+  const bool = (name: string, fallback: boolean): boolean => {
+    const raw = env[name]?.trim().toLowerCase();
+    if (raw === undefined || raw === "") return fallback;
+    if (raw === "true" || raw === "1") return true;
+    if (raw === "false" || raw === "0") return false;
+    problems.push(`${name}=${JSON.stringify(env[name])} is invalid: must be true or false (default ${fallback})`);
+    return fallback;
+  };
+
+  const deliveryTimeoutMs = int(INT_VARS.deliveryTimeoutMs);
+  const failureThreshold = int(INT_VARS.failureThreshold);
+  const successThreshold = int(INT_VARS.successThreshold);
+  const cooldownMs = int(INT_VARS.cooldownMs);
+  const drainTimeoutMs = int(INT_VARS.drainTimeoutMs);
+  const drainAction = oneOf("WEBHOOK_DRAIN_TIMEOUT_ACTION", ["requeue", "dead-letter"] as const, "requeue");
+  const maxInFlight = int(INT_VARS.maxInFlight);
+  const metricsPort = int(INT_VARS.metricsPort);
+  const healthPort = int(INT_VARS.healthPort);
+  const healthProbeIntervalMs = int(INT_VARS.healthProbeIntervalMs);
+  const leaseDurationMs = int(INT_VARS.leaseDurationMs);
+  const renewDeadlineMs = int(INT_VARS.renewDeadlineMs);
+  const retryPeriodMs = int(INT_VARS.retryPeriodMs);
+  if (renewDeadlineMs >= leaseDurationMs) {
+    problems.push(`LEADER_ELECTION_RENEW_DEADLINE_MS=${renewDeadlineMs} must be shorter than LEADER_ELECTION_LEASE_DURATION_MS=${leaseDurationMs}`);
+  }
+  if (retryPeriodMs >= renewDeadlineMs) {
+    problems.push(`LEADER_ELECTION_RETRY_PERIOD_MS=${retryPeriodMs} must be shorter than LEADER_ELECTION_RENEW_DEADLINE_MS=${renewDeadlineMs}`);
+  }
+
+  const allowedNetworksText = env.WEBHOOK_ALLOWED_NETWORKS?.trim() ?? "";
+  let allowedNetworks: Cidr[] = [];
+  try {
+    allowedNetworks = parseCidrList(allowedNetworksText);
+  } catch (err) {
+    problems.push(`WEBHOOK_ALLOWED_NETWORKS=${JSON.stringify(allowedNetworksText)} is invalid: ${(err as Error).message} (a comma-separated list of CIDRs such as 10.0.0.0/8,fd00::/8; empty: public addresses only)`);
+  }
+
+  const watchNamespaces = (env.WATCH_NAMESPACES ?? "")
+    .split(",")
+    .map((s) => s.trim())
+    .filter(Boolean);
+  for (const ns of watchNamespaces) {
+    if (!NAMESPACE.test(ns) || ns.length > 63) problems.push(`WATCH_NAMESPACES contains ${JSON.stringify(ns)}, which is not a namespace name (a comma-separated list of namespaces; empty: all)`);
+  }
+
+  let publishPort: number | undefined;
+  const publishRaw = env.PUBLISH_PORT?.trim();
+  if (publishRaw) {
+    if (/^\d+$/.test(publishRaw) && Number(publishRaw) <= 65_535) publishPort = Number(publishRaw);
+    else problems.push(`PUBLISH_PORT=${JSON.stringify(publishRaw)} is invalid: must be an integer from 0 to 65535 (empty: the publish endpoint is off)`);
+  }
+
+  const leaseName = env.LEADER_ELECTION_LEASE_NAME?.trim() || "hookline-leader";
+  const leaseNamespace = env.LEADER_ELECTION_NAMESPACE?.trim() || env.POD_NAMESPACE?.trim() || "default";
+  for (const [name, value] of [["LEADER_ELECTION_LEASE_NAME", leaseName], ["LEADER_ELECTION_NAMESPACE", leaseNamespace]] as const) {
+    if (!NAMESPACE.test(value)) problems.push(`${name}=${JSON.stringify(value)} is invalid: must be a lowercase RFC 1123 name`);
+  }
+  const leaderElect = overrides.leaderElect ?? bool("LEADER_ELECT", true);
+  const identity = env.POD_NAME?.trim() || `${hostname()}-${randomBytes(4).toString("hex")}`;
+  const logLevel = oneOf("LOG_LEVEL", LOG_LEVELS, "info");
+
+  if (problems.length) throw new ConfigError(problems);
+  return {
+    deliveryTimeoutMs,
+    breaker: { failureThreshold, successThreshold, cooldownMs },
+    drain: { timeoutMs: drainTimeoutMs, action: drainAction },
+    maxInFlight,
+    allowedNetworks,
+    allowedNetworksText,
+    watchNamespaces,
+    metricsPort,
+    healthPort,
+    publishPort,
+    healthProbeIntervalMs,
+    leaderElection: { enabled: leaderElect, leaseName, leaseNamespace, identity, leaseDurationMs, renewDeadlineMs, retryPeriodMs },
+    logLevel,
+  };
+}

@@ -1,0 +1,217 @@
+// What an attempt (or a decision without one) does to a delivery's status. Pure: the executor
+// writes the result in one status patch. Every function returns the whole next status.
+import type { Attempt, AttemptOutcome, DeliveryStatus } from "../api/delivery.js";
+import { HISTORY_LIMIT, type DeadLetterReason, type DiscardReason } from "../api/names.js";
+import { nextDelay } from "./backoff.js";
+import type { Classification } from "./classify.js";
+import { setCondition } from "./conditions.js";
+import type { WaitReason } from "./plan.js";
+import type { Policy } from "./policy.js";
+import { isRetryAfterStatus } from "./classify.js";
+import { parseRetryAfter } from "./retry-after.js";
+import { toRfc3339 } from "./rfc3339.js";
+
+export const SUCCEEDED = "Succeeded";
+
+export interface AttemptResult {
+  startedAt: number;
+  durationMs: number;
+  responseStatus?: number;
+  retryAfter?: string;
+  error?: string;
+  /** Absent when the attempt was interrupted by the operator's shutdown. */
+  classification: Classification | "interrupted";
+}
+
+export interface OutcomeInput {
+  status: DeliveryStatus | undefined;
+  generation: number | undefined;
+  now: number;
+  attempt: AttemptResult;
+  policy: Policy;
+  random: () => number;
+  /** Set for a replay: one attempt outside the retry schedule. */
+  replay?: { reason: string; requestId?: string };
+  /** What an interrupted attempt becomes (WEBHOOK_DRAIN_TIMEOUT_ACTION). */
+  interruptedAction?: "requeue" | "dead-letter";
+}
+
+export interface Final {
+  phase: "Succeeded" | "DeadLettered" | "Discarded";
+  reason: string;
+  message: string;
+}
+
+export interface OutcomeResult {
+  status: DeliveryStatus;
+  final?: Final;
+}
+
+function outcomeOf(c: Classification | "interrupted"): AttemptOutcome {
+  if (c === "interrupted") return "Interrupted";
+  switch (c.verdict) {
+    case "delivered":
+      return "Succeeded";
+    case "retry":
+      return "Failed";
+    case "gone":
+      return "Gone";
+    case "permanent":
+      return c.reason === "blocked" ? "Blocked" : "PermanentFailure";
+  }
+}
+
+function describeAttempt(a: AttemptResult): string {
+  if (a.responseStatus !== undefined) return `HTTP ${a.responseStatus}`;
+  return a.error ?? "no response";
+}
+
+export function applyAttempt(input: OutcomeInput): OutcomeResult {
+  const { now, attempt, policy, generation } = input;
+  const prev = input.status ?? {};
+  const outcome = outcomeOf(attempt.classification);
+  const record: Attempt = {
+    number: (prev.lastAttempt?.number ?? 0) + 1,
+    startedAt: toRfc3339(attempt.startedAt),
+    durationMs: Math.max(0, Math.round(attempt.durationMs)),
+    ...(attempt.responseStatus !== undefined ? { responseStatus: attempt.responseStatus } : {}),
+    ...(attempt.error !== undefined ? { error: attempt.error.slice(0, 1024) } : {}),
+    outcome,
+    reason: attempt.classification === "interrupted" ? "interrupted" : attempt.classification.reason,
+    ...(input.replay ? { replay: true } : {}),
+  };
+  const interrupted = attempt.classification === "interrupted";
+  const counted = interrupted ? 0 : 1;
+  const base: DeliveryStatus = {
+    ...prev,
+    observedGeneration: generation,
+    attempts: (prev.attempts ?? 0) + counted,
+    lastAttempt: record,
+    history: [...(prev.history ?? []), record].slice(-HISTORY_LIMIT),
+    ...(interrupted ? { interruptions: (prev.interruptions ?? 0) + 1 } : {}),
+    ...(input.replay ?
+      {
+        lastReplay: {
+          reason: input.replay.reason,
+          at: toRfc3339(now),
+          ...(input.replay.requestId ? { requestId: input.replay.requestId } : {}),
+          ...(attempt.classification === "interrupted" ? {} : { result: attempt.classification.verdict === "delivered" ? ("Succeeded" as const) : ("Failed" as const) }),
+        },
+      }
+    : {}),
+  };
+  const desc = describeAttempt(attempt);
+
+  if (interrupted) {
+    if (input.interruptedAction === "dead-letter" && !input.replay) {
+      return deadLetter(base, generation, now, "Drain", `attempt ${record.number} was interrupted by an operator shutdown (WEBHOOK_DRAIN_TIMEOUT_ACTION=dead-letter)`);
+    }
+    if (input.replay) {
+      // The replay did not happen: back to where it was, no replay counted.
+      return { status: { ...base, phase: "DeadLettered", nextAttemptAt: undefined } };
+    }
+    return {
+      status: withWaiting(
+        { ...base, phase: base.phase === "Retrying" || (base.attempts ?? 0) > 0 ? "Retrying" : "Pending", nextAttemptAt: toRfc3339(now) },
+        now,
+        generation,
+        "Interrupted",
+        `attempt ${record.number} was interrupted by an operator shutdown; it resumes at once and does not count against maxAttempts`,
+      ),
+    };
+  }
+
+  const c = attempt.classification as Classification;
+  if (c.verdict === "delivered") {
+    const status: DeliveryStatus = {
+      ...base,
+      phase: "Succeeded",
+      nextAttemptAt: undefined,
+      deadLetter: undefined,
+      finishedAt: toRfc3339(now),
+      conditions: setCondition(base.conditions, { type: SUCCEEDED, status: "True", reason: "Delivered", message: `delivered on attempt ${record.number} (${desc})${input.replay ? " by a replay" : ""}` }, now, generation),
+    };
+    return { status, final: { phase: "Succeeded", reason: "Delivered", message: `delivered (${desc})` } };
+  }
+
+  if (input.replay) {
+    const replays = (prev.replays ?? 0) + 1;
+    const failed: DeliveryStatus = { ...base, replays };
+    if (replays >= policy.deadLetter.maxReplays) {
+      return discard(failed, generation, now, "Poison", `replay ${replays} of ${policy.deadLetter.maxReplays} failed (${desc}): it will not be replayed again`);
+    }
+    const reason = prev.deadLetter?.reason ?? "Exhausted";
+    const status: DeliveryStatus = {
+      ...failed,
+      phase: "DeadLettered",
+      nextAttemptAt: undefined,
+      conditions: setCondition(base.conditions, { type: SUCCEEDED, status: "False", reason, message: `replay ${replays} failed (${desc}); ${policy.deadLetter.maxReplays - replays} replays left` }, now, generation),
+    };
+    return { status, final: { phase: "DeadLettered", reason: "ReplayFailed", message: `replay failed (${desc})` } };
+  }
+
+  if (c.verdict === "gone") return deadLetter(base, generation, now, "Gone", `the endpoint answered 410 Gone on attempt ${record.number}`);
+  if (c.verdict === "permanent") {
+    return c.reason === "blocked" ?
+        deadLetter(base, generation, now, "Blocked", `attempt ${record.number} was refused by the network guard: ${desc}`)
+      : deadLetter(base, generation, now, "PermanentFailure", `attempt ${record.number} got ${desc}, which is not retried`);
+  }
+  // Retryable.
+  const attempts = base.attempts ?? 1;
+  if (attempts >= policy.retry.maxAttempts) {
+    return deadLetter(base, generation, now, "Exhausted", `all ${policy.retry.maxAttempts} attempts failed; the last got ${desc}`);
+  }
+  const retryAfterMs =
+    policy.retry.respectRetryAfter && attempt.responseStatus !== undefined && isRetryAfterStatus(attempt.responseStatus) ? parseRetryAfter(attempt.retryAfter, now) : undefined;
+  const delay = nextDelay(attempts, { initialBackoffMs: policy.retry.initialBackoffMs, multiplier: policy.retry.multiplier, maxBackoffMs: policy.retry.maxBackoffMs, jitterPercent: policy.retry.jitterPercent }, input.random, retryAfterMs);
+  const at = now + delay;
+  return {
+    status: withWaiting(
+      { ...base, phase: "Retrying", nextAttemptAt: toRfc3339(at) },
+      now,
+      generation,
+      "RetryScheduled",
+      `attempt ${record.number} of ${policy.retry.maxAttempts} failed (${desc}); next attempt at ${toRfc3339(at)}`,
+    ),
+  };
+}
+
+function withWaiting(status: DeliveryStatus, now: number, generation: number | undefined, reason: string, message: string): DeliveryStatus {
+  return { ...status, conditions: setCondition(status.conditions, { type: SUCCEEDED, status: "Unknown", reason, message }, now, generation) };
+}
+
+export function deadLetter(prev: DeliveryStatus | undefined, generation: number | undefined, now: number, reason: DeadLetterReason, message: string): OutcomeResult {
+  const base = prev ?? {};
+  const status: DeliveryStatus = {
+    ...base,
+    observedGeneration: generation,
+    phase: "DeadLettered",
+    attempts: base.attempts ?? 0,
+    nextAttemptAt: undefined,
+    deadLetter: { at: toRfc3339(now), reason, message },
+    finishedAt: toRfc3339(now),
+    conditions: setCondition(base.conditions, { type: SUCCEEDED, status: "False", reason, message }, now, generation),
+  };
+  return { status, final: { phase: "DeadLettered", reason, message } };
+}
+
+export function discard(prev: DeliveryStatus | undefined, generation: number | undefined, now: number, reason: DiscardReason, message: string): OutcomeResult {
+  const base = prev ?? {};
+  const status: DeliveryStatus = {
+    ...base,
+    observedGeneration: generation,
+    phase: "Discarded",
+    attempts: base.attempts ?? 0,
+    nextAttemptAt: undefined,
+    discard: { at: toRfc3339(now), reason, message },
+    finishedAt: toRfc3339(now),
+    conditions: setCondition(base.conditions, { type: SUCCEEDED, status: "False", reason, message }, now, generation),
+  };
+  return { status, final: { phase: "Discarded", reason, message } };
+}
+
+/** A delivery that waits for something the user must fix. */
+export function waiting(prev: DeliveryStatus | undefined, generation: number | undefined, now: number, reason: WaitReason, message: string): DeliveryStatus {
+  const base = prev ?? {};
+  return withWaiting({ ...base, observedGeneration: generation, phase: base.phase ?? "Pending", attempts: base.attempts ?? 0 }, now, generation, reason, message);
+}

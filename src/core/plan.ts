@@ -1,0 +1,128 @@
+// plan(): what to do with one non-terminal delivery right now, decided from a snapshot of the
+// delivery, its subscription, its Secret and its endpoint. Pure: the executor does the I/O and
+// commits the endpoint state an Attempt carries (probe granted, token taken).
+import { MAX_PAYLOAD_BYTES, type DeadLetterReason, type DeliveryPhase, type DiscardReason } from "../api/names.js";
+import * as breaker from "./breaker.js";
+import * as health from "./health.js";
+import { matchesEventType, type Policy } from "./policy.js";
+import { take, type TokenBucket } from "./token-bucket.js";
+
+export type WaitReason = "SubscriptionNotFound" | "InvalidSubscription" | "SecretNotFound" | "Paused";
+
+export interface DeliveryView {
+  phase: DeliveryPhase | undefined;
+  attempts: number;
+  nextAttemptAt: number | undefined;
+  eventType: string;
+  payloadBytes: number;
+}
+
+export type SubscriptionView =
+  | { kind: "missing" }
+  | { kind: "invalid"; message: string }
+  | { kind: "ok"; policy: Policy };
+
+export type SecretView = { kind: "ok" } | { kind: "none" } | { kind: "missing"; message: string };
+
+export interface EndpointView {
+  breaker: breaker.BreakerState;
+  health: health.HealthState;
+  bucket: TokenBucket | undefined;
+  /** This endpoint's requests in flight. */
+  inFlight: number;
+  /** Requests in flight across all endpoints, and the cap (WEBHOOK_MAX_IN_FLIGHT). */
+  globalInFlight: number;
+  globalMax: number;
+  healthProbeIntervalMs: number;
+}
+
+export interface EndpointCommit {
+  breaker: breaker.BreakerState;
+  breakerTransition?: breaker.BreakerTransition;
+  health: health.HealthState;
+  bucket: TokenBucket | undefined;
+}
+
+export type Action =
+  /** Send now. `probe`: this attempt is the breaker's (or a Disabled endpoint's) single trial. */
+  | { type: "Attempt"; probe: boolean; commit: EndpointCommit }
+  /** Nothing to write; look again at `at`. */
+  | { type: "WaitUntil"; at: number; why: "backoff" | "breaker" | "disabled" | "rate" }
+  /** Nothing to write; woken when a slot frees or the probe in flight reports back. */
+  | { type: "Park"; why: "endpoint" | "global" | "probe" }
+  /** Waiting for something the user must fix: the Succeeded condition says what. */
+  | { type: "Wait"; reason: WaitReason; message: string }
+  | { type: "DeadLetter"; reason: DeadLetterReason; message: string }
+  | { type: "Discard"; reason: DiscardReason; message: string }
+  | { type: "Nothing" };
+
+export interface PlanInput {
+  now: number;
+  delivery: DeliveryView;
+  subscription: SubscriptionView;
+  secret: SecretView;
+  endpoint: EndpointView | undefined;
+}
+
+export function plan({ now, delivery, subscription, secret, endpoint }: PlanInput): Action {
+  if (delivery.phase === "Succeeded" || delivery.phase === "DeadLettered" || delivery.phase === "Discarded") return { type: "Nothing" };
+
+  if (delivery.payloadBytes > MAX_PAYLOAD_BYTES) {
+    return { type: "Discard", reason: "PayloadTooLarge", message: `payload is ${delivery.payloadBytes} bytes serialized; the limit is ${MAX_PAYLOAD_BYTES}` };
+  }
+  if (subscription.kind === "missing") {
+    return { type: "Wait", reason: "SubscriptionNotFound", message: "waiting for its WebhookSubscription to exist" };
+  }
+  if (subscription.kind === "invalid") {
+    return { type: "Wait", reason: "InvalidSubscription", message: `waiting for its WebhookSubscription to be fixed: ${subscription.message}` };
+  }
+  const policy = subscription.policy;
+  if (!matchesEventType(policy.eventTypes, delivery.eventType)) {
+    return {
+      type: "Discard",
+      reason: "EventTypeNotSubscribed",
+      message: `the subscription does not list event type ${delivery.eventType} (eventTypes: ${(policy.eventTypes ?? []).join(", ")})`,
+    };
+  }
+  if (policy.paused) return { type: "Wait", reason: "Paused", message: "the subscription is paused" };
+  if (secret.kind === "missing") return { type: "Wait", reason: "SecretNotFound", message: secret.message };
+
+  if (delivery.nextAttemptAt !== undefined && delivery.nextAttemptAt > now) {
+    return { type: "WaitUntil", at: delivery.nextAttemptAt, why: "backoff" };
+  }
+  if (delivery.attempts >= policy.retry.maxAttempts) {
+    return { type: "DeadLetter", reason: "Exhausted", message: `all ${policy.retry.maxAttempts} attempts failed` };
+  }
+  if (!endpoint) throw new Error("plan needs the endpoint to admit an attempt");
+  return admit(now, policy, endpoint);
+}
+
+/** The endpoint gates, in order: health, breaker, global slots, endpoint slots, rate. */
+function admit(now: number, policy: Policy, ep: EndpointView): Action {
+  const breakerCfg = policy.breaker;
+  const h = health.admit(ep.health, now, { degradedAfter: health.HEALTH_DEGRADED_AFTER, disabledAfter: health.HEALTH_DISABLED_AFTER, probeIntervalMs: ep.healthProbeIntervalMs });
+  if (h.decision === "wait") return { type: "WaitUntil", at: h.waitUntil ?? now + ep.healthProbeIntervalMs, why: "disabled" };
+
+  // A Disabled endpoint's probe is also the breaker's probe, whatever its cooldown says.
+  const b = breaker.admit(ep.breaker, h.decision === "probe" ? Math.max(now, ep.breaker.nextProbeAt ?? now) : now, breakerCfg);
+  if (b.decision === "wait") {
+    if (breakerCfg.whenOpen === "DeadLetter") {
+      return { type: "DeadLetter", reason: "BreakerOpen", message: `the endpoint's circuit breaker is ${ep.breaker.state}` };
+    }
+    return b.waitUntil !== undefined ? { type: "WaitUntil", at: b.waitUntil, why: "breaker" } : { type: "Park", why: "probe" };
+  }
+  const probe = b.decision === "probe" || h.decision === "probe";
+  if (ep.globalInFlight >= ep.globalMax) return { type: "Park", why: "global" };
+  if (ep.inFlight >= policy.maxInFlight) return { type: "Park", why: "endpoint" };
+  let bucket = ep.bucket;
+  if (policy.rateLimit) {
+    const t = take(bucket, now, policy.rateLimit);
+    if (!t.ok) return { type: "WaitUntil", at: now + t.retryInMs, why: "rate" };
+    bucket = t.bucket;
+  }
+  return {
+    type: "Attempt",
+    probe,
+    commit: { breaker: b.state, ...(b.transition ? { breakerTransition: b.transition } : {}), health: h.state, bucket },
+  };
+}

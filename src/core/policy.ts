@@ -1,0 +1,64 @@
+// A subscription's spec resolved into numbers the engine uses: durations in ms, and the
+// operator-wide defaults (WEBHOOK_DELIVERY_TIMEOUT_MS, WEBHOOK_CB_*) filled in where the spec
+// leaves a field out.
+import { parseDuration } from "../api/duration.js";
+import type { SubscriptionSpec } from "../api/subscription.js";
+
+export interface PolicyDefaults {
+  deliveryTimeoutMs: number;
+  breaker: { failureThreshold: number; successThreshold: number; cooldownMs: number };
+}
+
+export interface Policy {
+  url: string;
+  eventTypes: string[] | undefined;
+  secretRef: { name: string; key: string; previousKey?: string } | undefined;
+  scheme: "StandardWebhooks" | "HMACSHA256Hex";
+  headers: Record<string, string>;
+  timeoutMs: number;
+  retry: { maxAttempts: number; initialBackoffMs: number; multiplier: number; maxBackoffMs: number; jitterPercent: number; respectRetryAfter: boolean };
+  breaker: { failureThreshold: number; successThreshold: number; cooldownMs: number; whenOpen: "Defer" | "DeadLetter" };
+  maxInFlight: number;
+  rateLimit: { perSecond: number; burst: number } | undefined;
+  deadLetter: { maxEntries: number; maxReplays: number };
+  retention: { succeededMs: number; deadLetteredMs: number };
+  paused: boolean;
+}
+
+export function resolvePolicy(spec: SubscriptionSpec, defaults: PolicyDefaults): Policy {
+  const cb = spec.circuitBreaker;
+  return {
+    url: spec.url,
+    eventTypes: spec.eventTypes,
+    secretRef: spec.secretRef ? { name: spec.secretRef.name, key: spec.secretRef.key, ...(spec.secretRef.previousKey ? { previousKey: spec.secretRef.previousKey } : {}) } : undefined,
+    scheme: spec.signature.scheme,
+    headers: spec.headers ?? {},
+    timeoutMs: spec.timeout !== undefined ? parseDuration(spec.timeout) : defaults.deliveryTimeoutMs,
+    retry: {
+      maxAttempts: spec.retry.maxAttempts,
+      initialBackoffMs: parseDuration(spec.retry.initialBackoff),
+      multiplier: spec.retry.multiplier,
+      maxBackoffMs: parseDuration(spec.retry.maxBackoff),
+      jitterPercent: spec.retry.jitterPercent,
+      respectRetryAfter: spec.retry.respectRetryAfter,
+    },
+    breaker: {
+      failureThreshold: cb.failureThreshold ?? defaults.breaker.failureThreshold,
+      successThreshold: cb.successThreshold ?? defaults.breaker.successThreshold,
+      cooldownMs: cb.cooldown !== undefined ? parseDuration(cb.cooldown) : defaults.breaker.cooldownMs,
+      whenOpen: cb.whenOpen,
+    },
+    maxInFlight: spec.maxInFlight,
+    rateLimit: spec.rateLimit ? { perSecond: spec.rateLimit.perSecond, burst: spec.rateLimit.burst ?? spec.rateLimit.perSecond } : undefined,
+    deadLetter: { maxEntries: spec.deadLetter.maxEntries, maxReplays: spec.deadLetter.maxReplays },
+    retention: { succeededMs: parseDuration(spec.retention.succeeded), deadLetteredMs: parseDuration(spec.retention.deadLettered) },
+    paused: spec.paused,
+  };
+}
+
+/** Whether a subscription listing `eventTypes` wants `eventType`: omitted or "*" match all,
+ *  "order.*" matches "order.paid" (and "order.paid.v2"), anything else matches exactly. */
+export function matchesEventType(eventTypes: readonly string[] | undefined, eventType: string): boolean {
+  if (!eventTypes || eventTypes.length === 0) return true;
+  return eventTypes.some((t) => t === "*" || t === eventType || (t.endsWith(".*") && eventType.startsWith(t.slice(0, -1))));
+}

@@ -1,0 +1,193 @@
+// The operator's view of the cluster: reflectors for subscriptions and for non-terminal
+// deliveries (field selector on status.phase: finished deliveries cost no memory here), one per
+// watched namespace or one for all, plus an index of deliveries by subscription. Parsed specs
+// are memoised per object version.
+import type { Logger } from "pino";
+import type { ZodError } from "zod";
+import { deliverySpecSchema, type DeliverySpec, type DeliveryStatus } from "../api/delivery.js";
+import { DELIVERY, GROUP, SUBSCRIPTION, VERSION } from "../api/names.js";
+import { subscriptionSpecSchema, type SubscriptionSpec, type SubscriptionStatus } from "../api/subscription.js";
+import type { KubeClient } from "../kube/client.js";
+import { objectKey, Reflector, type RawItem, type ReflectorHandler } from "../kube/reflector.js";
+import { collectionPath, type KubeObject, type ResourceType } from "../kube/types.js";
+
+export const SUBSCRIPTIONS: ResourceType = { group: GROUP, version: VERSION, plural: SUBSCRIPTION.plural };
+export const DELIVERIES: ResourceType = { group: GROUP, version: VERSION, plural: DELIVERY.plural };
+
+export type SubscriptionObject = KubeObject<unknown, SubscriptionStatus>;
+export type DeliveryObject = KubeObject<unknown, DeliveryStatus>;
+
+export const ACTIVE_DELIVERIES_SELECTOR = "status.phase!=Succeeded,status.phase!=DeadLettered,status.phase!=Discarded";
+export const TERMINAL_DELIVERIES_SELECTOR = "status.phase!=,status.phase!=Pending,status.phase!=Retrying";
+
+export type Parsed<T> = { ok: true; spec: T } | { ok: false; message: string };
+
+export function formatZodError(err: ZodError): string {
+  return err.issues
+    .slice(0, 5)
+    .map((i) => `spec${i.path.length ? "." + i.path.join(".") : ""}: ${i.message}`)
+    .join("; ");
+}
+
+export interface CacheEvents {
+  subscription: ReflectorHandler<SubscriptionObject>;
+  delivery: ReflectorHandler<DeliveryObject>;
+}
+
+/** A namespace-sharded set of reflectors that reads like one store. */
+class Sharded<T extends KubeObject> {
+  readonly reflectors = new Map<string, Reflector<T>>(); // "" = all namespaces
+
+  get(key: string): T | undefined {
+    if (this.reflectors.size === 1 && this.reflectors.has("")) return this.reflectors.get("")!.store.get(key);
+    const ns = key.split("/")[0]!;
+    return this.reflectors.get(ns)?.store.get(key);
+  }
+
+  *values(): IterableIterator<T> {
+    for (const r of this.reflectors.values()) yield* r.store.values();
+  }
+
+  get size(): number {
+    let n = 0;
+    for (const r of this.reflectors.values()) n += r.store.size;
+    return n;
+  }
+}
+
+export class Caches {
+  readonly subscriptions = new Sharded<SubscriptionObject>();
+  readonly deliveries = new Sharded<DeliveryObject>();
+  /** Active delivery keys by subscription key (namespace/name). */
+  private readonly bySubscription = new Map<string, Set<string>>();
+  private readonly subSpecs = new WeakMap<object, Parsed<SubscriptionSpec>>();
+  private readonly delSpecs = new WeakMap<object, Parsed<DeliverySpec>>();
+
+  constructor(
+    client: KubeClient,
+    namespaces: string[],
+    log: Logger,
+    events: CacheEvents,
+    onHealth?: (name: string, healthy: boolean) => void,
+  ) {
+    const scopes = namespaces.length ? namespaces : [""];
+    for (const ns of scopes) {
+      const suffix = ns || "all-namespaces";
+      this.subscriptions.reflectors.set(
+        ns,
+        new Reflector<SubscriptionObject>({
+          client,
+          name: `subscriptions/${suffix}`,
+          path: collectionPath(SUBSCRIPTIONS, ns || undefined),
+          transform: (item: RawItem) => item,
+          handler: events.subscription,
+          log,
+          onHealth: (h) => onHealth?.(`subscriptions/${suffix}`, h),
+        }),
+      );
+      this.deliveries.reflectors.set(
+        ns,
+        new Reflector<DeliveryObject>({
+          client,
+          name: `deliveries/${suffix}`,
+          path: collectionPath(DELIVERIES, ns || undefined),
+          fieldSelector: ACTIVE_DELIVERIES_SELECTOR,
+          transform: (item: RawItem) => item,
+          handler: this.indexing(events.delivery),
+          log,
+          onHealth: (h) => onHealth?.(`deliveries/${suffix}`, h),
+        }),
+      );
+    }
+  }
+
+  private indexing(inner: ReflectorHandler<DeliveryObject>): ReflectorHandler<DeliveryObject> {
+    const subKeyOf = (d: DeliveryObject) => {
+      const ref = (d.spec as { subscriptionRef?: { name?: string } } | undefined)?.subscriptionRef?.name;
+      return ref ? `${d.metadata.namespace}/${ref}` : undefined;
+    };
+    const add = (d: DeliveryObject) => {
+      const sk = subKeyOf(d);
+      if (!sk) return;
+      let set = this.bySubscription.get(sk);
+      if (!set) this.bySubscription.set(sk, (set = new Set()));
+      set.add(objectKey(d.metadata));
+    };
+    const remove = (d: DeliveryObject) => {
+      const sk = subKeyOf(d);
+      if (!sk) return;
+      const set = this.bySubscription.get(sk);
+      set?.delete(objectKey(d.metadata));
+      if (set && set.size === 0) this.bySubscription.delete(sk);
+    };
+    return {
+      add: (d) => {
+        add(d);
+        inner.add(d);
+      },
+      update: (old, d) => {
+        remove(old);
+        add(d);
+        inner.update(old, d);
+      },
+      delete: (d) => {
+        remove(d);
+        inner.delete(d);
+      },
+      listed: () => inner.listed?.(),
+    };
+  }
+
+  private all(): Reflector<KubeObject>[] {
+    return [...this.subscriptions.reflectors.values(), ...this.deliveries.reflectors.values()];
+  }
+
+  start(): void {
+    for (const r of this.all()) r.start();
+  }
+
+  async stop(): Promise<void> {
+    await Promise.all(this.all().map((r) => r.stop()));
+  }
+
+  async waitForSync(signal?: AbortSignal): Promise<void> {
+    await Promise.all(this.all().map((r) => r.waitForSync(signal)));
+  }
+
+  get synced(): boolean {
+    return this.all().every((r) => r.hasSynced);
+  }
+
+  subscription(key: string): SubscriptionObject | undefined {
+    return this.subscriptions.get(key);
+  }
+
+  delivery(key: string): DeliveryObject | undefined {
+    return this.deliveries.get(key);
+  }
+
+  /** Active deliveries of a subscription (keys). */
+  deliveriesOf(subKey: string): ReadonlySet<string> {
+    return this.bySubscription.get(subKey) ?? new Set();
+  }
+
+  subscriptionSpec(obj: SubscriptionObject): Parsed<SubscriptionSpec> {
+    let parsed = this.subSpecs.get(obj);
+    if (!parsed) {
+      const r = subscriptionSpecSchema.safeParse(obj.spec);
+      parsed = r.success ? { ok: true, spec: r.data } : { ok: false, message: formatZodError(r.error) };
+      this.subSpecs.set(obj, parsed);
+    }
+    return parsed;
+  }
+
+  deliverySpec(obj: DeliveryObject): Parsed<DeliverySpec> {
+    let parsed = this.delSpecs.get(obj);
+    if (!parsed) {
+      const r = deliverySpecSchema.safeParse(obj.spec);
+      parsed = r.success ? { ok: true, spec: r.data } : { ok: false, message: formatZodError(r.error) };
+      this.delSpecs.set(obj, parsed);
+    }
+    return parsed;
+  }
+}

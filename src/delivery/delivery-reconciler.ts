@@ -1,0 +1,457 @@
+// Reconciles one WebhookDelivery key: read the cached delivery, its subscription, Secret and
+// endpoint; plan(); then act: wait (no write), park, record a wait condition, dead-letter,
+// discard, or attempt (sign, POST, classify) and write the outcome in one status patch.
+import type { Logger } from "pino";
+import type { DeliveryStatus } from "../api/delivery.js";
+import { ANNOTATIONS, API_VERSION, DELIVERY } from "../api/names.js";
+import * as breaker from "../core/breaker.js";
+import { attemptStatusLabel, classify, endpointSignal, type Classification } from "../core/classify.js";
+import { conditionDiffers } from "../core/conditions.js";
+import * as health from "../core/health.js";
+import { applyAttempt, deadLetter, discard, waiting, type AttemptResult, type Final, type OutcomeResult, SUCCEEDED } from "../core/outcome.js";
+import { plan, type Action, type SecretView, type SubscriptionView } from "../core/plan.js";
+import { resolvePolicy, type Policy, type PolicyDefaults } from "../core/policy.js";
+import { signHmacSha256Hex, signStandardWebhooks } from "../core/signing.js";
+import { fromRfc3339 } from "../core/rfc3339.js";
+import { ApiError, type KubeClient } from "../kube/client.js";
+import type { EventSink } from "../kube/events.js";
+import { createMergePatch } from "../kube/merge-patch.js";
+import type { StatusWriter } from "../kube/status-writer.js";
+import { objectPath, type ObjectRef } from "../kube/types.js";
+import type { Metrics } from "../observability/metrics.js";
+import type { Result } from "../runtime/controller.js";
+import type { Expectations } from "../runtime/expectations.js";
+import { DELIVERIES, type Caches, type DeliveryObject, type SubscriptionObject } from "./caches.js";
+import type { Endpoint, EndpointRegistry } from "./endpoints.js";
+import type { SecretCache } from "./secrets.js";
+import type { Sender } from "./sender.js";
+
+export interface DeliveryReconcilerDeps {
+  client: KubeClient;
+  caches: Caches;
+  endpoints: EndpointRegistry;
+  secrets: SecretCache;
+  sender: Sender;
+  statusWriter: StatusWriter;
+  events: EventSink;
+  expectations: Expectations;
+  metrics: Metrics;
+  log: Logger;
+  defaults: PolicyDefaults;
+  userAgent: string;
+  interruptedAction: "requeue" | "dead-letter";
+  /** Called when an endpoint's breaker or health changed (urgent) or its counters moved. */
+  endpointChanged: (subKey: string, urgent: boolean) => void;
+  /** Called when a replay annotation must be handled on a terminal delivery. */
+  replay?: (key: string, signal: AbortSignal) => Promise<Result | void>;
+  now?: () => number;
+  random?: () => number;
+}
+
+const SECRET_RECHECK_MS = 10_000;
+
+/** The request body, built once per delivery version: {"id","type","timestamp","data"}. */
+const bodies = new WeakMap<object, { id: string; body: string; bytes: number }>();
+
+export function requestBody(obj: DeliveryObject): { id: string; body: string; bytes: number } {
+  let b = bodies.get(obj);
+  if (!b) {
+    const spec = obj.spec as { eventType: string; eventId?: string; payload?: unknown };
+    const id = spec.eventId ?? obj.metadata.uid ?? obj.metadata.name;
+    const payloadBytes = spec.payload === undefined ? 4 : Buffer.byteLength(JSON.stringify(spec.payload));
+    const body = JSON.stringify({ id, type: spec.eventType, timestamp: obj.metadata.creationTimestamp, data: spec.payload ?? null });
+    b = { id, body, bytes: payloadBytes };
+    bodies.set(obj, b);
+  }
+  return b;
+}
+
+export function deliveryRef(obj: DeliveryObject): ObjectRef {
+  return { apiVersion: API_VERSION, kind: DELIVERY.kind, namespace: obj.metadata.namespace!, name: obj.metadata.name, uid: obj.metadata.uid, resourceVersion: obj.metadata.resourceVersion };
+}
+
+export class DeliveryReconciler {
+  /** Outcomes of attempts whose status write failed: written before anything else is tried. */
+  private readonly unwritten = new Map<string, (status: DeliveryStatus | undefined) => OutcomeResult>();
+  private readonly now: () => number;
+  private readonly random: () => number;
+
+  constructor(private readonly d: DeliveryReconcilerDeps) {
+    this.now = d.now ?? Date.now;
+    this.random = d.random ?? Math.random;
+  }
+
+  async reconcile(key: string, signal: AbortSignal): Promise<Result | void> {
+    let obj = this.d.caches.delivery(key);
+    if (!obj) {
+      this.unwritten.delete(key);
+      return this.d.replay?.(key, signal);
+    }
+    switch (this.d.expectations.check(key, obj.metadata.resourceVersion)) {
+      case "wait":
+        return; // the watch brings our own write; the key is queued again then
+      case "expired":
+        obj = await this.fetch(key);
+        if (!obj) return;
+        break;
+      case "ok":
+        break;
+    }
+    if (obj.metadata.deletionTimestamp) return;
+
+    const pending = this.unwritten.get(key);
+    if (pending) {
+      const written = await this.writeOutcome(key, obj, pending);
+      this.unwritten.delete(key);
+      if (!written) return;
+      return this.afterOutcome(written);
+    }
+
+    if (obj.metadata.annotations?.[ANNOTATIONS.replay] !== undefined) await this.refuseReplay(obj, "it is not dead-lettered");
+
+    const [namespace] = key.split("/") as [string];
+    const parsed = this.d.caches.deliverySpec(obj);
+    if (!parsed.ok) {
+      // The CRD refuses such specs; an object from an older CRD is discarded with the reason.
+      const result = discard(obj.status, obj.metadata.generation, this.now(), "InvalidSpec", parsed.message);
+      await this.finish(key, obj, result, undefined);
+      return;
+    }
+    const spec = parsed.spec;
+    const subKey = `${namespace}/${spec.subscriptionRef.name}`;
+    const subObj = this.d.caches.subscription(subKey);
+    const subView = this.subscriptionView(subObj);
+    const policy = subView.kind === "ok" ? subView.policy : undefined;
+    const now = this.now();
+    const status = obj.status ?? {};
+    const nextAttemptAt = fromRfc3339(status.nextAttemptAt);
+    const due = nextAttemptAt === undefined || nextAttemptAt <= now;
+
+    let secret: SecretView = { kind: "none" };
+    let keys: Buffer[] = [];
+    if (policy?.secretRef && due && !policy.paused) {
+      const lookup = await this.d.secrets.keys(namespace, policy.secretRef);
+      if (lookup.kind === "ok") {
+        secret = { kind: "ok" };
+        keys = lookup.keys;
+      } else secret = lookup;
+    }
+    const endpoint = policy && subObj ? this.d.endpoints.ensure(subKey, subObj.metadata.uid, subObj.status, policy, now) : undefined;
+    const body = requestBody(obj);
+    const action = plan({
+      now,
+      delivery: { phase: status.phase, attempts: status.attempts ?? 0, nextAttemptAt, eventType: spec.eventType, payloadBytes: body.bytes },
+      subscription: subView,
+      secret,
+      endpoint: endpoint ? this.d.endpoints.view(endpoint) : undefined,
+    });
+    if (action.type !== "Attempt" && action.type !== "Park") this.d.endpoints.kick(endpoint, policy?.maxInFlight ?? 0);
+    return this.act(action, { key, obj, policy, endpoint, subKey, subObj, keys, signal, now });
+  }
+
+  private async act(
+    action: Action,
+    c: { key: string; obj: DeliveryObject; policy: Policy | undefined; endpoint: Endpoint | undefined; subKey: string; subObj: SubscriptionObject | undefined; keys: Buffer[]; signal: AbortSignal; now: number },
+  ): Promise<Result | void> {
+    switch (action.type) {
+      case "Nothing":
+        return;
+      case "WaitUntil":
+        return { requeueAfter: Math.max(0, action.at - c.now) };
+      case "Park":
+        this.d.endpoints.park(c.endpoint!, c.key, action.why);
+        return;
+      case "Wait": {
+        const generation = c.obj.metadata.generation;
+        if (conditionDiffers(c.obj.status?.conditions, { type: SUCCEEDED, status: "Unknown", reason: action.reason, message: action.message }, generation)) {
+          const written = await this.writeOutcome(c.key, c.obj, (s) => ({ status: waiting(s, generation, this.now(), action.reason, action.message) }));
+          if (written) {
+            this.d.events.record(deliveryRef(c.obj), action.reason === "Paused" ? "Normal" : "Warning", action.reason, `${action.message}; the delivery waits and nothing is lost`);
+          }
+        }
+        // Subscriptions are watched: their changes wake the delivery. Secrets are not: look again.
+        return action.reason === "SecretNotFound" ? { requeueAfter: SECRET_RECHECK_MS } : undefined;
+      }
+      case "DeadLetter": {
+        if (action.reason === "BreakerOpen") {
+          this.d.metrics.attempts.inc({ namespace: c.obj.metadata.namespace, subscription: c.subKey.split("/")[1], status: "failure", reason: "circuit_open" });
+        }
+        const result = deadLetter(c.obj.status, c.obj.metadata.generation, this.now(), action.reason, action.message);
+        await this.finish(c.key, c.obj, result, c.subKey);
+        return;
+      }
+      case "Discard": {
+        const result = discard(c.obj.status, c.obj.metadata.generation, this.now(), action.reason, action.message);
+        await this.finish(c.key, c.obj, result, c.subKey);
+        return;
+      }
+      case "Attempt":
+        return this.attempt(c.key, c.obj, c.policy!, c.endpoint!, c.subKey, action, c.keys, c.signal);
+    }
+  }
+
+  private subscriptionView(subObj: SubscriptionObject | undefined): SubscriptionView {
+    if (!subObj || subObj.metadata.deletionTimestamp) return { kind: "missing" };
+    const parsed = this.d.caches.subscriptionSpec(subObj);
+    if (!parsed.ok) return { kind: "invalid", message: parsed.message };
+    return { kind: "ok", policy: this.policyOf(subObj, parsed.spec) };
+  }
+
+  private readonly policies = new WeakMap<object, Policy>();
+  private policyOf(subObj: SubscriptionObject, spec: Parameters<typeof resolvePolicy>[0]): Policy {
+    let p = this.policies.get(subObj);
+    if (!p) {
+      p = resolvePolicy(spec, this.d.defaults);
+      this.policies.set(subObj, p);
+    }
+    return p;
+  }
+
+  /** One attempt: sign, POST, classify, update the endpoint, write the outcome. */
+  private async attempt(key: string, obj: DeliveryObject, policy: Policy, ep: Endpoint, subKey: string, action: Extract<Action, { type: "Attempt" }>, keys: Buffer[], signal: AbortSignal, replay?: { reason: string; requestId?: string }): Promise<Result | void> {
+    const [namespace, subscription] = subKey.split("/") as [string, string];
+    this.d.endpoints.acquire(ep, action.commit);
+    if (action.commit.breakerTransition) this.breakerTransition(ep, subKey, action.commit.breakerTransition);
+    const result = await this.send(obj, policy, keys, signal).finally(() => this.d.endpoints.release(ep, policy.maxInFlight));
+    const c = result.classification;
+
+    // Metrics and the endpoint's breaker and health: one signal per real attempt.
+    if (c !== "interrupted") {
+      this.d.metrics.attempts.inc({ namespace, subscription, status: attemptStatusLabel(c), reason: c.reason });
+      this.d.metrics.attemptDuration.observe({ namespace, subscription }, result.durationMs / 1000);
+    }
+    this.recordOnEndpoint(ep, subKey, policy, c, action.probe);
+
+    const outcome = (status: DeliveryStatus | undefined) =>
+      applyAttempt({ status, generation: obj.metadata.generation, now: this.now(), attempt: result, policy, random: this.random, interruptedAction: this.d.interruptedAction, ...(replay ? { replay } : {}) });
+    const written = await this.writeOutcomeOrKeep(key, obj, outcome);
+    if (!written) return;
+    if (written.final) this.onFinal(written.obj, written.final, subKey, replay !== undefined);
+    return this.afterOutcome(written);
+  }
+
+  /** Signs and sends; never throws. */
+  private async send(obj: DeliveryObject, policy: Policy, keys: Buffer[], signal: AbortSignal): Promise<AttemptResult> {
+    const { id, body } = requestBody(obj);
+    const startedAt = this.now();
+    const timestampSeconds = Math.floor(startedAt / 1000);
+    const headers: Record<string, string> = {
+      ...policy.headers,
+      "content-type": "application/json",
+      "user-agent": this.d.userAgent,
+    };
+    if (keys.length) {
+      Object.assign(
+        headers,
+        policy.scheme === "StandardWebhooks" ? signStandardWebhooks({ id, timestampSeconds, body, secrets: keys }) : signHmacSha256Hex({ id, timestampSeconds, body, secret: keys[0]! }),
+      );
+    } else if (policy.scheme === "StandardWebhooks") {
+      Object.assign(headers, { "webhook-id": id, "webhook-timestamp": String(timestampSeconds) });
+    } else {
+      Object.assign(headers, { "x-webhook-id": id, "x-webhook-timestamp": String(timestampSeconds) });
+    }
+    const sent = await this.d.sender.send({ url: policy.url, headers, body, timeoutMs: policy.timeoutMs, signal });
+    if (sent.kind === "response") {
+      return { startedAt, durationMs: sent.durationMs, responseStatus: sent.status, ...(sent.retryAfter ? { retryAfter: sent.retryAfter } : {}), classification: classify({ kind: "response", status: sent.status }) };
+    }
+    if (sent.interrupted) return { startedAt, durationMs: sent.durationMs, error: sent.message, classification: "interrupted" };
+    return { startedAt, durationMs: sent.durationMs, error: sent.message, classification: classify({ kind: "error", code: sent.code, name: sent.code }) };
+  }
+
+  private recordOnEndpoint(ep: Endpoint, subKey: string, policy: Policy, c: Classification | "interrupted", probe: boolean): void {
+    const now = this.now();
+    const signal = c === "interrupted" ? "none" : endpointSignal(c);
+    const hcfg = health.healthConfig(this.d.endpoints.view(ep).healthProbeIntervalMs);
+    const before = { breaker: ep.breaker.state, health: ep.health.state };
+    let bt: breaker.BreakerTransition | undefined;
+    let ht: health.HealthTransition | undefined;
+    switch (signal) {
+      case "success": {
+        const b = breaker.recordSuccess(ep.breaker, now, policy.breaker);
+        const h = health.recordSuccess(ep.health, now);
+        ep.breaker = b.state;
+        ep.health = h.state;
+        bt = b.transition;
+        ht = h.transition;
+        break;
+      }
+      case "failure":
+      case "gone": {
+        const b = breaker.recordFailure(ep.breaker, now, policy.breaker);
+        const h = health.recordFailure(ep.health, now, signal === "gone" ? "gone" : "failure", hcfg);
+        ep.breaker = b.state;
+        ep.health = h.state;
+        bt = b.transition;
+        ht = h.transition;
+        break;
+      }
+      case "none":
+        if (probe) ep.breaker = breaker.releaseProbe(ep.breaker);
+        break;
+    }
+    if (bt) this.breakerTransition(ep, subKey, bt);
+    if (ht) this.healthTransition(ep, subKey, ht);
+    // A probe reported back or the breaker moved: everyone parked on this endpoint looks again.
+    if (probe || bt || before.breaker !== ep.breaker.state || before.health !== ep.health.state) this.d.endpoints.wakeEndpoint(ep);
+    if (signal !== "none") {
+      ep.dirty = true;
+      this.d.endpointChanged(subKey, !!(bt || ht));
+    }
+  }
+
+  private breakerTransition(ep: Endpoint, subKey: string, t: breaker.BreakerTransition): void {
+    const [namespace, name] = subKey.split("/") as [string, string];
+    this.d.metrics.breakerState.set({ namespace, subscription: name }, breaker.breakerGaugeValue(t.to));
+    const ref = this.subscriptionRef(subKey);
+    if (ref) {
+      const detail =
+        t.to === "Open" ? `after ${ep.breaker.consecutiveFailures} consecutive failures; next probe at ${new Date(ep.breaker.nextProbeAt ?? this.now()).toISOString()}`
+        : t.to === "HalfOpen" ? "cooldown over: one probe request goes through"
+        : "the probe succeeded: deliveries flow again";
+      this.d.events.record(ref, t.to === "Closed" ? "Normal" : "Warning", `Breaker${t.to}`, `circuit breaker ${t.from} -> ${t.to}: ${detail}`);
+    }
+    ep.dirty = true;
+    ep.urgent = true;
+    this.d.log.info({ subscription: subKey, from: t.from, to: t.to }, "breaker transition");
+  }
+
+  private healthTransition(ep: Endpoint, subKey: string, t: health.HealthTransition): void {
+    const [namespace, name] = subKey.split("/") as [string, string];
+    this.d.metrics.endpointHealth.set({ namespace, subscription: name }, t.to === "Healthy" ? 0 : t.to === "Degraded" ? 1 : 2);
+    const ref = this.subscriptionRef(subKey);
+    if (ref) {
+      const why =
+        t.to === "Disabled" ?
+          ep.health.disabledReason === "Gone" ?
+            "the endpoint answered 410 Gone; deliveries wait and the endpoint is probed periodically"
+          : `${ep.health.consecutiveFailures} consecutive failures; deliveries wait and the endpoint is probed periodically`
+        : t.to === "Degraded" ? `${ep.health.consecutiveFailures} consecutive failures`
+        : "an attempt succeeded";
+      this.d.events.record(ref, t.to === "Healthy" ? "Normal" : "Warning", `Endpoint${t.to}`, `endpoint ${t.from} -> ${t.to}: ${why}`);
+    }
+    ep.urgent = true;
+  }
+
+  private subscriptionRef(subKey: string): ObjectRef | undefined {
+    const sub = this.d.caches.subscription(subKey);
+    if (!sub) return undefined;
+    return { apiVersion: API_VERSION, kind: "WebhookSubscription", namespace: sub.metadata.namespace!, name: sub.metadata.name, uid: sub.metadata.uid };
+  }
+
+  /** Writes a final status without an attempt (dead letter before sending, discard). */
+  private async finish(key: string, obj: DeliveryObject, result: OutcomeResult, subKey: string | undefined): Promise<void> {
+    const written = await this.writeOutcome(key, obj, () => result);
+    if (written?.final && subKey) this.onFinal(written.obj, written.final, subKey, false);
+    else if (written?.final) this.d.events.record(deliveryRef(written.obj), "Warning", written.final.reason, written.final.message);
+  }
+
+  /** Hooks for a delivery that reached a final phase. */
+  onFinal(obj: DeliveryObject, final: Final, subKey: string, replay: boolean): void {
+    const [namespace, subscription] = subKey.split("/") as [string, string];
+    this.d.metrics.deliveriesFinished.inc({ namespace, subscription, phase: final.phase, reason: final.reason });
+    const ep = this.d.endpoints.get(subKey);
+    if (final.phase === "Succeeded") {
+      if (ep) ep.succeededDelta++;
+      if (replay) this.d.events.record(deliveryRef(obj), "Normal", "Replayed", final.message);
+    } else if (final.phase === "DeadLettered") {
+      if (!replay) this.d.metrics.dlqOperations.inc({ operation: "enqueue" });
+      this.d.events.record(deliveryRef(obj), "Warning", replay ? "ReplayFailed" : "DeadLettered", final.message);
+    } else {
+      if (ep) ep.discardedDelta++;
+      if (final.reason === "Poison") this.d.metrics.dlqOperations.inc({ operation: "drop_poison" });
+      this.d.events.record(deliveryRef(obj), "Warning", final.reason === "Poison" ? "ReplayFailed" : "Discarded", final.message);
+    }
+    this.d.endpointChanged(subKey, false);
+  }
+
+  private afterOutcome(written: { obj: DeliveryObject; final?: Final }): Result | void {
+    const next = fromRfc3339(written.obj.status?.nextAttemptAt);
+    if (written.final || next === undefined) return;
+    return { requeueAfter: Math.max(0, next - this.now()) };
+  }
+
+  /**
+   * Writes an attempt's outcome; if the API server cannot be reached the outcome is kept and
+   * written first on the next reconcile, so the delivery is not attempted again meanwhile.
+   */
+  private async writeOutcomeOrKeep(key: string, obj: DeliveryObject, compute: (s: DeliveryStatus | undefined) => OutcomeResult) {
+    try {
+      return await this.writeOutcome(key, obj, compute);
+    } catch (err) {
+      this.unwritten.set(key, compute);
+      throw err;
+    }
+  }
+
+  /**
+   * Merge-patches status computed from the freshest copy: the patch carries the
+   * resourceVersion it was computed from; on Conflict the object is read again and the outcome
+   * re-applied to it. Returns undefined when the delivery no longer exists.
+   */
+  async writeOutcome(key: string, obj: DeliveryObject, compute: (s: DeliveryStatus | undefined) => OutcomeResult): Promise<{ obj: DeliveryObject; final?: Final } | undefined> {
+    const [namespace, name] = key.split("/") as [string, string];
+    let current: DeliveryObject | undefined = obj;
+    for (let i = 0; i < 5 && current; i++) {
+      const result = compute(current.status);
+      const patch = createMergePatch(current.status ?? {}, result.status);
+      if (patch === undefined) return { obj: current, ...(result.final ? { final: result.final } : {}) };
+      try {
+        const updated = (await this.d.statusWriter.patchStatus(DELIVERIES, namespace, name, patch, current.metadata.resourceVersion)) as DeliveryObject;
+        this.d.expectations.expect(key, updated.metadata.resourceVersion);
+        return { obj: updated, ...(result.final ? { final: result.final } : {}) };
+      } catch (err) {
+        if (err instanceof ApiError && err.isNotFound) return undefined;
+        if (!(err instanceof ApiError && err.isConflict)) throw err;
+        current = await this.fetch(key);
+      }
+    }
+    if (!current) return undefined;
+    throw new Error(`status of ${key} kept changing under us (5 conflicts in a row)`);
+  }
+
+  async fetch(key: string): Promise<DeliveryObject | undefined> {
+    const [namespace, name] = key.split("/") as [string, string];
+    try {
+      return await this.d.client.request<DeliveryObject>({ method: "GET", path: objectPath(DELIVERIES, namespace, name) });
+    } catch (err) {
+      if (err instanceof ApiError && err.isNotFound) return undefined;
+      throw err;
+    }
+  }
+
+  /** Removes a replay annotation that cannot be honoured, with a Warning Event. */
+  async refuseReplay(obj: DeliveryObject, why: string): Promise<void> {
+    const reason = obj.metadata.annotations?.[ANNOTATIONS.replay] ?? "";
+    this.d.events.record(deliveryRef(obj), "Warning", "ReplayRefused", `replay "${reason.slice(0, 200)}" refused: ${why}`);
+    try {
+      await this.d.statusWriter.patchMetadata(DELIVERIES, obj.metadata.namespace!, obj.metadata.name, { annotations: { [ANNOTATIONS.replay]: null } });
+    } catch (err) {
+      if (!(err instanceof ApiError && err.isNotFound)) throw err;
+    }
+  }
+
+  /** For the replay module: one attempt on a dead letter, outside the retry schedule. */
+  async replayAttempt(key: string, obj: DeliveryObject, replay: { reason: string; requestId?: string }, signal: AbortSignal): Promise<{ outcome: "succeeded" | "failed" | "skipped"; detail?: string }> {
+    const parsed = this.d.caches.deliverySpec(obj);
+    if (!parsed.ok) return { outcome: "skipped", detail: parsed.message };
+    const namespace = obj.metadata.namespace!;
+    const subKey = `${namespace}/${parsed.spec.subscriptionRef.name}`;
+    const subObj = this.d.caches.subscription(subKey);
+    const view = this.subscriptionView(subObj);
+    if (view.kind !== "ok" || !subObj) return { outcome: "skipped", detail: view.kind === "missing" ? "its subscription does not exist" : "its subscription is invalid" };
+    const policy = view.policy;
+    let keys: Buffer[] = [];
+    if (policy.secretRef) {
+      const lookup = await this.d.secrets.keys(namespace, policy.secretRef);
+      if (lookup.kind !== "ok") return { outcome: "skipped", detail: lookup.message };
+      keys = lookup.keys;
+    }
+    const ep = this.d.endpoints.ensure(subKey, subObj.metadata.uid, subObj.status, policy, this.now());
+    // A replay is an operator's explicit request: it bypasses backoff, breaker and health gates.
+    const commit = { breaker: ep.breaker, health: ep.health, bucket: ep.bucket };
+    await this.attempt(key, obj, policy, ep, subKey, { type: "Attempt", probe: false, commit }, keys, signal, replay);
+    const after = await this.fetch(key);
+    const phase = after?.status?.phase;
+    return { outcome: phase === "Succeeded" ? "succeeded" : "failed" };
+  }
+}

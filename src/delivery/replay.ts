@@ -1,0 +1,258 @@
+// Replays, from kubectl:
+//   kubectl annotate whdel NAME hookline.dev/replay="REASON"            one dead letter
+//   kubectl annotate whsub NAME hookline.dev/replay-dead-letters="REASON" [hookline.dev/replay-concurrency=N]
+// A replay is one immediate attempt outside the retry schedule. A bulk replay takes every dead
+// letter of the subscription, oldest first, in batches of N in parallel; its progress lives in
+// the subscription's status.lastReplay (with the batch in flight), and each replayed delivery
+// carries the replay's id, so a restarted operator resumes it without repeating or losing one.
+import { createHash, randomUUID } from "node:crypto";
+import type { Logger } from "pino";
+import { ANNOTATIONS, REPLAY_CONCURRENCY, REPLAY_REASON_MIN_LENGTH } from "../api/names.js";
+import type { SubscriptionReplayStatus } from "../api/subscription.js";
+import { toRfc3339 } from "../core/rfc3339.js";
+import { ApiError } from "../kube/client.js";
+import type { EventSink } from "../kube/events.js";
+import type { StatusWriter } from "../kube/status-writer.js";
+import type { Metrics } from "../observability/metrics.js";
+import type { Result } from "../runtime/controller.js";
+import type { Expectations } from "../runtime/expectations.js";
+import { DELIVERIES, SUBSCRIPTIONS, type Caches, type DeliveryObject, type SubscriptionObject } from "./caches.js";
+import { deliveryRef, type DeliveryReconciler } from "./delivery-reconciler.js";
+import { subscriptionRef } from "./subscription-reconciler.js";
+import type { TerminalIndex } from "./terminal-index.js";
+
+export interface ReplayerDeps {
+  caches: Caches;
+  terminal: TerminalIndex;
+  reconciler: DeliveryReconciler;
+  statusWriter: StatusWriter;
+  events: EventSink;
+  metrics: Metrics;
+  expectations: Expectations;
+  log: Logger;
+  /** Re-run the subscription's reconcile (status rollup) soon. */
+  touchSubscription: (subKey: string) => void;
+  now?: () => number;
+}
+
+export function validReason(reason: string | undefined): reason is string {
+  return reason !== undefined && reason.trim().length >= REPLAY_REASON_MIN_LENGTH;
+}
+
+/** The replay-concurrency annotation: default 5, clamped to 1..50; undefined when not a number. */
+export function parseConcurrency(value: string | undefined): number | undefined {
+  if (value === undefined || value.trim() === "") return REPLAY_CONCURRENCY.default;
+  if (!/^-?\d+$/.test(value.trim())) return undefined;
+  return Math.min(REPLAY_CONCURRENCY.max, Math.max(REPLAY_CONCURRENCY.min, Number(value.trim())));
+}
+
+function payloadKey(obj: DeliveryObject): string {
+  const spec = obj.spec as { eventId?: string; payload?: unknown };
+  const id = spec.eventId ?? obj.metadata.uid ?? obj.metadata.name;
+  return `${id}\u0000${createHash("sha256").update(JSON.stringify(spec.payload ?? null)).digest("hex")}`;
+}
+
+export class Replayer {
+  private readonly now: () => number;
+  /** Bulk replays running in this process, by subscription key. */
+  private readonly running = new Map<string, Promise<void>>();
+
+  constructor(private readonly d: ReplayerDeps) {
+    this.now = d.now ?? Date.now;
+  }
+
+  get activeBulkReplays(): number {
+    return this.running.size;
+  }
+
+  /** A replay annotation on a delivery that is not in the active cache (finished). */
+  async single(key: string, signal: AbortSignal): Promise<Result | void> {
+    const rec = this.d.terminal.get(key);
+    if (rec?.metadata.annotations?.[ANNOTATIONS.replay] === undefined) return;
+    const obj = await this.d.reconciler.fetch(key);
+    const reason = obj?.metadata.annotations?.[ANNOTATIONS.replay];
+    if (!obj || reason === undefined) return;
+    const phase = obj.status?.phase;
+    if (!validReason(reason)) return this.d.reconciler.refuseReplay(obj, `a reason of at least ${REPLAY_REASON_MIN_LENGTH} characters is required, e.g. hookline.dev/replay="endpoint fixed, INC-42"`);
+    if (phase === "Discarded") return this.d.reconciler.refuseReplay(obj, `it is Discarded (${obj.status?.discard?.reason ?? "unknown reason"}) and is never replayed`);
+    if (phase !== "DeadLettered") return this.d.reconciler.refuseReplay(obj, `it is not dead-lettered (phase ${phase ?? "Pending"})`);
+    this.d.metrics.dlqOperations.inc({ operation: "replay" });
+    const result = await this.d.reconciler.replayAttempt(key, obj, { reason }, signal);
+    if (result.outcome === "skipped") {
+      return this.d.reconciler.refuseReplay(obj, result.detail ?? "it cannot be replayed now");
+    }
+    await this.removeAnnotation(DELIVERIES, obj.metadata.namespace!, obj.metadata.name, ANNOTATIONS.replay);
+  }
+
+  /**
+   * Called from the subscription reconcile: starts, resumes or refuses a bulk replay. The run
+   * itself continues in the background; the subscription key is queued again when it ends.
+   */
+  async bulk(sub: SubscriptionObject, signal: AbortSignal): Promise<Result | void> {
+    const subKey = `${sub.metadata.namespace}/${sub.metadata.name}`;
+    const annotation = sub.metadata.annotations?.[ANNOTATIONS.replayDeadLetters];
+    const persisted = sub.status?.lastReplay;
+    const inProgress = persisted && !persisted.finishedAt && persisted.id ? persisted : undefined;
+
+    if (this.running.has(subKey) || (inProgress && annotation !== undefined)) {
+      if (annotation !== undefined) {
+        this.d.events.record(subscriptionRef(sub), "Warning", "ReplayRefused", `a bulk replay ("${inProgress?.reason ?? "running"}") is still running; annotate again when it has finished`);
+        await this.removeAnnotation(SUBSCRIPTIONS, sub.metadata.namespace!, sub.metadata.name, ANNOTATIONS.replayDeadLetters, ANNOTATIONS.replayConcurrency);
+      }
+      if (this.running.has(subKey)) return;
+    }
+    if (inProgress) {
+      this.start(subKey, inProgress, signal);
+      return;
+    }
+    if (annotation === undefined) return;
+
+    const concurrency = parseConcurrency(sub.metadata.annotations?.[ANNOTATIONS.replayConcurrency]);
+    const refuse = async (why: string) => {
+      this.d.events.record(subscriptionRef(sub), "Warning", "ReplayRefused", why);
+      await this.removeAnnotation(SUBSCRIPTIONS, sub.metadata.namespace!, sub.metadata.name, ANNOTATIONS.replayDeadLetters, ANNOTATIONS.replayConcurrency);
+    };
+    if (!validReason(annotation)) return refuse(`bulk replay refused: a reason of at least ${REPLAY_REASON_MIN_LENGTH} characters is required`);
+    if (concurrency === undefined) {
+      return refuse(`bulk replay refused: ${ANNOTATIONS.replayConcurrency}="${sub.metadata.annotations?.[ANNOTATIONS.replayConcurrency]}" is not a number (1..50, default 5)`);
+    }
+    const state: SubscriptionReplayStatus = {
+      reason: annotation,
+      requestedAt: toRfc3339(this.now()),
+      concurrency,
+      attempted: 0,
+      succeeded: 0,
+      failed: 0,
+      deduped: 0,
+      id: randomUUID(),
+      inFlight: [],
+    };
+    // Persist first: from here a restart resumes this replay instead of losing it.
+    await this.writeProgress(sub, state, true);
+    await this.removeAnnotation(SUBSCRIPTIONS, sub.metadata.namespace!, sub.metadata.name, ANNOTATIONS.replayDeadLetters, ANNOTATIONS.replayConcurrency);
+    this.d.events.record(subscriptionRef(sub), "Normal", "ReplayStarted", `replaying ${this.d.terminal.deadLetterCount(subKey)} dead letters, ${concurrency} at a time: ${annotation}`);
+    this.start(subKey, state, signal);
+  }
+
+  private start(subKey: string, state: SubscriptionReplayStatus, signal: AbortSignal): void {
+    const run = this.run(subKey, { ...state }, signal)
+      .catch((err: Error) => this.d.log.warn({ subscription: subKey, err: err.message }, "bulk replay interrupted; it resumes on the next reconcile"))
+      .finally(() => {
+        this.running.delete(subKey);
+        this.d.touchSubscription(subKey);
+      });
+    this.running.set(subKey, run);
+  }
+
+  private async run(subKey: string, state: SubscriptionReplayStatus, signal: AbortSignal): Promise<void> {
+    const id = state.id!;
+    const concurrency = state.concurrency ?? REPLAY_CONCURRENCY.default;
+    // The batch in flight at a crash: count what it did, redo what it did not.
+    const redo: string[] = [];
+    for (const key of state.inFlight ?? []) {
+      const obj = await this.d.reconciler.fetch(key);
+      const r = obj?.status?.lastReplay;
+      if (obj && r?.requestId === id) this.count(state, r.result === "Deduped" ? "deduped" : obj.status?.phase === "Succeeded" ? "succeeded" : "failed");
+      else if (obj?.status?.phase === "DeadLettered") redo.push(key);
+    }
+    state.inFlight = [];
+    const done = new Set<string>();
+    for (;;) {
+      if (signal.aborted) throw new Error("operator stopping");
+      const candidates = [...redo.splice(0), ...this.d.terminal.deadLettersOf(subKey)].filter((k) => !done.has(k));
+      if (candidates.length === 0) break;
+      // Fetch until a batch is full of dead letters this replay has not handled yet.
+      const batch: DeliveryObject[] = [];
+      for (const key of candidates) {
+        if (batch.length >= concurrency) break;
+        done.add(key);
+        const obj = await this.d.reconciler.fetch(key);
+        if (!obj || obj.status?.phase !== "DeadLettered" || obj.status?.lastReplay?.requestId === id) continue;
+        batch.push(obj);
+      }
+      if (batch.length === 0) continue;
+      state.inFlight = batch.map((o) => `${o.metadata.namespace}/${o.metadata.name}`);
+      await this.writeProgressByKey(subKey, state);
+      const pending = this.pendingTwins(subKey);
+      const results = await Promise.all(batch.map((obj) => this.replayOne(obj, state, pending, signal)));
+      for (const r of results) this.count(state, r);
+      state.inFlight = [];
+      await this.writeProgressByKey(subKey, state);
+    }
+    state.finishedAt = toRfc3339(this.now());
+    state.inFlight = [];
+    await this.writeProgressByKey(subKey, state);
+    const sub = this.d.caches.subscription(subKey);
+    if (sub) {
+      this.d.events.record(
+        subscriptionRef(sub),
+        state.failed ? "Warning" : "Normal",
+        "ReplayFinished",
+        `bulk replay "${state.reason}": attempted ${state.attempted}, succeeded ${state.succeeded}, failed ${state.failed}, deduped ${state.deduped}`,
+      );
+    }
+  }
+
+  private count(state: SubscriptionReplayStatus, r: "succeeded" | "failed" | "deduped" | "skipped"): void {
+    if (r === "skipped") return;
+    if (r === "deduped") state.deduped++;
+    else {
+      state.attempted++;
+      state[r]++;
+    }
+  }
+
+  /** (event id, payload) of every pending delivery of the subscription. */
+  private pendingTwins(subKey: string): Set<string> {
+    const out = new Set<string>();
+    for (const key of this.d.caches.deliveriesOf(subKey)) {
+      const obj = this.d.caches.delivery(key);
+      if (obj) out.add(payloadKey(obj));
+    }
+    return out;
+  }
+
+  private async replayOne(obj: DeliveryObject, state: SubscriptionReplayStatus, pending: Set<string>, signal: AbortSignal): Promise<"succeeded" | "failed" | "deduped" | "skipped"> {
+    const key = `${obj.metadata.namespace}/${obj.metadata.name}`;
+    const replay = { reason: state.reason, requestId: state.id! };
+    if (pending.has(payloadKey(obj))) {
+      await this.d.reconciler.writeOutcome(key, obj, (s) => ({
+        status: { ...(s ?? {}), lastReplay: { ...replay, at: toRfc3339(this.now()), result: "Deduped" } },
+      }));
+      this.d.events.record(deliveryRef(obj), "Normal", "ReplayDeduped", `not replayed: an equal delivery (same event id and payload) is pending`);
+      return "deduped";
+    }
+    this.d.metrics.dlqOperations.inc({ operation: "replay" });
+    try {
+      const r = await this.d.reconciler.replayAttempt(key, obj, replay, signal);
+      return r.outcome;
+    } catch (err) {
+      this.d.log.warn({ delivery: key, err: (err as Error).message }, "replay failed");
+      return "failed";
+    }
+  }
+
+  private async writeProgressByKey(subKey: string, state: SubscriptionReplayStatus): Promise<void> {
+    const sub = this.d.caches.subscription(subKey);
+    if (!sub) throw new Error("subscription deleted");
+    await this.writeProgress(sub, state, false);
+  }
+
+  /** Writes status.lastReplay (replacing it whole, without a resourceVersion: we own the field). */
+  private async writeProgress(sub: SubscriptionObject, state: SubscriptionReplayStatus, fresh: boolean): Promise<void> {
+    const prev = sub.status?.lastReplay ?? {};
+    const cleared = fresh ? Object.fromEntries(Object.keys(prev).map((k) => [k, null])) : {};
+    const lastReplay = { ...cleared, ...state, ...(state.finishedAt ? {} : { finishedAt: null }) };
+    const updated = await this.d.statusWriter.patchStatus(SUBSCRIPTIONS, sub.metadata.namespace!, sub.metadata.name, { lastReplay });
+    // The patch went in without a precondition; the cache catches up through the watch.
+    this.d.expectations.expect(`${sub.metadata.namespace}/${sub.metadata.name}`, updated.metadata.resourceVersion);
+  }
+
+  private async removeAnnotation(type: typeof DELIVERIES, namespace: string, name: string, ...keys: string[]): Promise<void> {
+    try {
+      await this.d.statusWriter.patchMetadata(type, namespace, name, { annotations: Object.fromEntries(keys.map((k) => [k, null])) });
+    } catch (err) {
+      if (!(err instanceof ApiError && err.isNotFound)) throw err;
+    }
+  }
+}

@@ -1,0 +1,140 @@
+// Reconciles one WebhookSubscription key: validates its spec and Secret (the Ready condition),
+// and rolls the endpoint's in-memory state up into status: breaker, health, EndpointHealthy,
+// delivery counts. Called at a bounded rate (see Manager.endpointChanged), at once on breaker
+// and health transitions. Writes only when something changed.
+import type { Logger } from "pino";
+import { API_VERSION, SUBSCRIPTION } from "../api/names.js";
+import type { SubscriptionStatus } from "../api/subscription.js";
+import * as breaker from "../core/breaker.js";
+import { conditionDiffers, getCondition, setCondition, type ConditionInput } from "../core/conditions.js";
+import * as health from "../core/health.js";
+import type { PolicyDefaults } from "../core/policy.js";
+import { resolvePolicy } from "../core/policy.js";
+import { ApiError } from "../kube/client.js";
+import type { EventSink } from "../kube/events.js";
+import { createMergePatch } from "../kube/merge-patch.js";
+import type { StatusWriter } from "../kube/status-writer.js";
+import type { ObjectRef } from "../kube/types.js";
+import type { Metrics } from "../observability/metrics.js";
+import type { Result } from "../runtime/controller.js";
+import type { Expectations } from "../runtime/expectations.js";
+import { SUBSCRIPTIONS, type Caches, type SubscriptionObject } from "./caches.js";
+import type { EndpointRegistry } from "./endpoints.js";
+import type { SecretCache } from "./secrets.js";
+
+export interface DeadLetterCounts {
+  deadLetterCount(subKey: string): number;
+}
+
+export interface SubscriptionReconcilerDeps {
+  caches: Caches;
+  endpoints: EndpointRegistry;
+  secrets: SecretCache;
+  statusWriter: StatusWriter;
+  events: EventSink;
+  expectations: Expectations;
+  metrics: Metrics;
+  deadLetters: DeadLetterCounts;
+  log: Logger;
+  defaults: PolicyDefaults;
+  /** Bulk replay: handles the replay-dead-letters annotation; returns when to look again. */
+  bulkReplay?: (sub: SubscriptionObject, signal: AbortSignal) => Promise<Result | void>;
+  now?: () => number;
+}
+
+export function subscriptionRef(sub: SubscriptionObject): ObjectRef {
+  return { apiVersion: API_VERSION, kind: SUBSCRIPTION.kind, namespace: sub.metadata.namespace!, name: sub.metadata.name, uid: sub.metadata.uid, resourceVersion: sub.metadata.resourceVersion };
+}
+
+export class SubscriptionReconciler {
+  private readonly now: () => number;
+
+  constructor(private readonly d: SubscriptionReconcilerDeps) {
+    this.now = d.now ?? Date.now;
+  }
+
+  async reconcile(key: string, signal: AbortSignal): Promise<Result | void> {
+    const [namespace, name] = key.split("/") as [string, string];
+    const sub = this.d.caches.subscription(key);
+    if (!sub) {
+      this.d.endpoints.remove(key);
+      this.d.metrics.forgetSubscription(namespace, name);
+      return;
+    }
+    if (this.d.expectations.check(key, sub.metadata.resourceVersion) === "wait") return;
+    const replayResult = this.d.bulkReplay ? await this.d.bulkReplay(sub, signal) : undefined;
+    await this.rollUp(key, sub);
+    return replayResult ?? undefined;
+  }
+
+  private async rollUp(key: string, sub: SubscriptionObject): Promise<void> {
+    const [namespace, name] = key.split("/") as [string, string];
+    const now = this.now();
+    const generation = sub.metadata.generation;
+    const prev: SubscriptionStatus = sub.status ?? {};
+    const parsed = this.d.caches.subscriptionSpec(sub);
+
+    let ready: ConditionInput;
+    if (!parsed.ok) {
+      ready = { type: "Ready", status: "False", reason: "InvalidSpec", message: parsed.message };
+    } else if (parsed.spec.secretRef) {
+      const lookup = await this.d.secrets.keys(namespace, { name: parsed.spec.secretRef.name, key: parsed.spec.secretRef.key, ...(parsed.spec.secretRef.previousKey ? { previousKey: parsed.spec.secretRef.previousKey } : {}) });
+      ready =
+        lookup.kind === "ok" ?
+          { type: "Ready", status: "True", reason: parsed.spec.paused ? "Paused" : "Ready", message: parsed.spec.paused ? "accepted; paused: deliveries are held" : `accepted; signing with ${lookup.keys.length} key${lookup.keys.length > 1 ? "s (rotation)" : ""}` }
+        : { type: "Ready", status: "False", reason: "SecretNotFound", message: `${lookup.message}; deliveries wait until it exists` };
+    } else {
+      ready = { type: "Ready", status: "True", reason: parsed.spec.paused ? "Paused" : "Ready", message: parsed.spec.paused ? "accepted; paused: deliveries are held" : "accepted; requests are not signed (no secretRef)" };
+    }
+
+    const policy = parsed.ok ? resolvePolicy(parsed.spec, this.d.defaults) : undefined;
+    const ep = this.d.endpoints.ensure(key, sub.metadata.uid, sub.status, policy, now);
+    const hs = health.toStatus(ep.health);
+    const endpointHealthy: ConditionInput =
+      ep.health.totalAttempts === 0 && !prev.health ? { type: "EndpointHealthy", status: "Unknown", reason: "NoAttempts", message: "no delivery attempted yet" }
+      : ep.health.state === "Healthy" ? { type: "EndpointHealthy", status: "True", reason: "Healthy", message: "the endpoint answers" }
+      : ep.health.state === "Degraded" ? { type: "EndpointHealthy", status: "False", reason: "Degraded", message: `${ep.health.consecutiveFailures} consecutive failures` }
+      : { type: "EndpointHealthy", status: "False", reason: ep.health.disabledReason === "Gone" ? "Gone" : "Disabled", message: `disabled${ep.health.disabledReason === "Gone" ? " after 410 Gone" : ` after ${ep.health.consecutiveFailures} consecutive failures`}; next probe at ${hs.nextProbeAt ?? "soon"}` };
+
+    const succeededDelta = ep.succeededDelta;
+    const discardedDelta = ep.discardedDelta;
+    const deadLettered = this.d.deadLetters.deadLetterCount(key);
+    let conditions = setCondition(prev.conditions, ready, now, generation);
+    conditions = setCondition(conditions, endpointHealthy, now, generation);
+    const next: SubscriptionStatus = {
+      ...prev,
+      observedGeneration: generation,
+      conditions,
+      breaker: breaker.toStatus(ep.breaker),
+      health: hs,
+      deliveries: {
+        pending: this.d.caches.deliveriesOf(key).size,
+        succeeded: (prev.deliveries?.succeeded ?? 0) + succeededDelta,
+        deadLettered,
+        discarded: (prev.deliveries?.discarded ?? 0) + discardedDelta,
+      },
+    };
+    this.d.metrics.breakerState.set({ namespace, subscription: name }, breaker.breakerGaugeValue(ep.breaker.state));
+    this.d.metrics.endpointHealth.set({ namespace, subscription: name }, ep.health.state === "Healthy" ? 0 : ep.health.state === "Degraded" ? 1 : 2);
+    this.d.metrics.dlqEntries.set({ namespace, subscription: name }, deadLettered);
+
+    const readyChanged = conditionDiffers(prev.conditions, ready, generation) && getCondition(prev.conditions, "Ready")?.reason !== ready.reason;
+    const patch = createMergePatch(prev, next);
+    ep.dirty = false;
+    ep.urgent = false;
+    if (patch === undefined) return;
+    try {
+      const updated = await this.d.statusWriter.patchStatus(SUBSCRIPTIONS, namespace, name, patch, sub.metadata.resourceVersion);
+      this.d.expectations.expect(key, updated.metadata.resourceVersion);
+      ep.succeededDelta -= succeededDelta;
+      ep.discardedDelta -= discardedDelta;
+    } catch (err) {
+      ep.dirty = true;
+      if (err instanceof ApiError && err.isNotFound) return;
+      throw err;
+    }
+    if (readyChanged) {
+      this.d.events.record(subscriptionRef(sub), ready.status === "True" ? "Normal" : "Warning", ready.reason, ready.message ?? ready.reason);
+    }
+  }
+}

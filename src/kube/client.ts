@@ -1,0 +1,242 @@
+// A small Kubernetes REST client on one undici Pool. Credentials and TLS come from
+// @kubernetes/client-node's KubeConfig (kubeconfig files, in-cluster tokens, exec plugins); the
+// requests are ours, so we can ask for metadata-only and Table projections, reuse connections,
+// stream watches and count every request by verb and resource. See docs/adr/0002-kube-client.md.
+import { Pool, errors as undiciErrors } from "undici";
+import type { KubeConfig } from "@kubernetes/client-node";
+import type { IncomingHttpHeaders } from "node:http";
+
+export type Verb = "get" | "list" | "watch" | "create" | "update" | "patch" | "delete" | "deletecollection";
+
+/** Counts API requests; the benchmark and tests read writes per delivery from it. */
+export interface RequestObserver {
+  observe(verb: Verb, resource: string, code: number, seconds: number): void;
+}
+
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    readonly reason: string,
+    message: string,
+    readonly body?: unknown,
+  ) {
+    super(message);
+    this.name = "ApiError";
+  }
+  get isNotFound() {
+    return this.status === 404;
+  }
+  get isConflict() {
+    return this.status === 409 && this.reason === "Conflict";
+  }
+  get isAlreadyExists() {
+    return this.status === 409 && this.reason === "AlreadyExists";
+  }
+  get isGone() {
+    return this.status === 410;
+  }
+}
+
+export const ACCEPT = {
+  json: "application/json",
+  metadata: "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json",
+  table: "application/json;as=Table;g=meta.k8s.io;v=v1,application/json",
+} as const;
+
+export const CONTENT_TYPE = {
+  json: "application/json",
+  merge: "application/merge-patch+json",
+  jsonPatch: "application/json-patch+json",
+  apply: "application/apply-patch+yaml",
+} as const;
+
+export interface RequestOptions {
+  method: "GET" | "POST" | "PUT" | "PATCH" | "DELETE";
+  path: string;
+  query?: Record<string, string | number | boolean | undefined>;
+  body?: unknown;
+  contentType?: string;
+  accept?: string;
+  signal?: AbortSignal;
+  /** Whole-request deadline; default 30 s. */
+  timeoutMs?: number;
+}
+
+export interface ClientOptions {
+  observer?: RequestObserver;
+  userAgent?: string;
+  /** Max concurrent connections to the API server (watches hold one each). */
+  connections?: number;
+}
+
+const AUTH_TTL_MS = 30_000;
+
+export class KubeClient {
+  private authHeaders: Record<string, string> = {};
+  private authFetchedAt = -Infinity;
+  private authPending: Promise<void> | undefined;
+
+  private constructor(
+    readonly server: string,
+    private readonly pool: Pool,
+    private readonly kc: KubeConfig,
+    private readonly opts: ClientOptions,
+  ) {}
+
+  static async create(kc: KubeConfig, opts: ClientOptions = {}): Promise<KubeClient> {
+    const cluster = kc.getCurrentCluster();
+    if (!cluster) throw new Error("kubeconfig has no current cluster: set a context (kubectl config use-context) or KUBECONFIG");
+    const https: { ca?: Buffer | string; cert?: Buffer | string; key?: Buffer | string; rejectUnauthorized?: boolean; headers?: Record<string, string> } = {};
+    await kc.applyToHTTPSOptions(https);
+    const server = cluster.server.replace(/\/+$/, "");
+    const pool = new Pool(server, {
+      connections: opts.connections ?? 64,
+      keepAliveTimeout: 30_000,
+      headersTimeout: 60_000,
+      // Watches stream for minutes; their liveness is checked by the reflector's watchdog.
+      bodyTimeout: 0,
+      connect: {
+        ca: https.ca,
+        cert: https.cert,
+        key: https.key,
+        rejectUnauthorized: cluster.skipTLSVerify ? false : https.rejectUnauthorized ?? true,
+        ...(cluster.tlsServerName ? { servername: cluster.tlsServerName } : {}),
+      },
+    });
+    const client = new KubeClient(server, pool, kc, opts);
+    client.authHeaders = pickAuth(https.headers);
+    client.authFetchedAt = Date.now();
+    return client;
+  }
+
+  async close(): Promise<void> {
+    await this.pool.close().catch(() => this.pool.destroy());
+  }
+
+  /** Closes at once, aborting open requests and watches. */
+  async destroy(): Promise<void> {
+    await this.pool.destroy();
+  }
+
+  private async auth(): Promise<Record<string, string>> {
+    if (Date.now() - this.authFetchedAt < AUTH_TTL_MS) return this.authHeaders;
+    this.authPending ??= (async () => {
+      const opts: { headers?: Record<string, string> } = {};
+      await this.kc.applyToHTTPSOptions(opts);
+      this.authHeaders = pickAuth(opts.headers);
+      this.authFetchedAt = Date.now();
+    })().finally(() => {
+      this.authPending = undefined;
+    });
+    await this.authPending;
+    return this.authHeaders;
+  }
+
+  async request<T = unknown>(opts: RequestOptions): Promise<T> {
+    const res = await this.send(opts);
+    const text = await res.body.text();
+    if (res.statusCode >= 400) throw toApiError(res.statusCode, text);
+    return (text ? JSON.parse(text) : undefined) as T;
+  }
+
+  /** Opens a streaming request (watch). The caller consumes and closes `body`. */
+  async stream(opts: RequestOptions): Promise<{ statusCode: number; headers: IncomingHttpHeaders; body: AsyncIterable<Buffer> & { destroy(err?: Error): void } }> {
+    const res = await this.send({ ...opts, timeoutMs: opts.timeoutMs ?? 0 });
+    if (res.statusCode >= 400) throw toApiError(res.statusCode, await res.body.text());
+    return res;
+  }
+
+  private async send(opts: RequestOptions) {
+    const started = performance.now();
+    const { verb, resource } = classifyRequest(opts);
+    const headers: Record<string, string> = {
+      ...(await this.auth()),
+      accept: opts.accept ?? ACCEPT.json,
+      "user-agent": this.opts.userAgent ?? "hookline",
+    };
+    let body: string | undefined;
+    if (opts.body !== undefined) {
+      body = typeof opts.body === "string" ? opts.body : JSON.stringify(opts.body);
+      headers["content-type"] = opts.contentType ?? CONTENT_TYPE.json;
+    }
+    const timeoutMs = opts.timeoutMs ?? 30_000;
+    const signals = [opts.signal, timeoutMs > 0 ? AbortSignal.timeout(timeoutMs) : undefined].filter((s): s is AbortSignal => !!s);
+    const signal = signals.length > 1 ? AbortSignal.any(signals) : signals[0];
+    let code = 0;
+    try {
+      const res = await this.pool.request({ method: opts.method, path: withQuery(opts.path, opts.query), headers, body, signal });
+      code = res.statusCode;
+      return res;
+    } catch (err) {
+      throw describeTransportError(err, opts);
+    } finally {
+      this.opts.observer?.observe(verb, resource, code, (performance.now() - started) / 1000);
+    }
+  }
+}
+
+function pickAuth(headers: Record<string, string> | undefined): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(headers ?? {})) if (k.toLowerCase() === "authorization") out.authorization = String(v);
+  return out;
+}
+
+function withQuery(path: string, query: RequestOptions["query"]): string {
+  if (!query) return path;
+  const params = new URLSearchParams();
+  for (const [k, v] of Object.entries(query)) if (v !== undefined && v !== "") params.set(k, String(v));
+  const qs = params.toString();
+  return qs ? `${path}?${qs}` : path;
+}
+
+/** Maps a request to the verb and resource Kubernetes' audit log would name. */
+export function classifyRequest(opts: Pick<RequestOptions, "method" | "path" | "query">): { verb: Verb; resource: string } {
+  const parts = opts.path.split("?")[0]!.split("/").filter(Boolean);
+  // /api/v1/namespaces/ns/secrets/name, /apis/g/v/namespaces/ns/plural/name/status, /apis/g/v/plural
+  const start = parts[0] === "api" ? 2 : 3;
+  let rest = parts.slice(start);
+  if (rest[0] === "namespaces" && rest.length > 2) rest = rest.slice(2);
+  const resource = rest[0] ?? "unknown";
+  const sub = rest[2];
+  const isItem = rest.length >= 2;
+  let verb: Verb;
+  switch (opts.method) {
+    case "GET":
+      verb = opts.query?.watch ? "watch" : isItem ? "get" : "list";
+      break;
+    case "POST":
+      verb = "create";
+      break;
+    case "PUT":
+      verb = "update";
+      break;
+    case "PATCH":
+      verb = "patch";
+      break;
+    case "DELETE":
+      verb = isItem ? "delete" : "deletecollection";
+      break;
+  }
+  return { verb, resource: sub ? `${resource}/${sub}` : resource };
+}
+
+function toApiError(status: number, text: string): ApiError {
+  let body: { reason?: string; message?: string } | undefined;
+  try {
+    body = JSON.parse(text) as typeof body;
+  } catch {
+    body = undefined;
+  }
+  const message = body?.message ?? (text.slice(0, 300) || `HTTP ${status}`);
+  return new ApiError(status, body?.reason ?? "", message, body);
+}
+
+function describeTransportError(err: unknown, opts: RequestOptions): Error {
+  if (err instanceof undiciErrors.UndiciError || err instanceof Error) {
+    const e = err as Error & { code?: string };
+    const wrapped = new Error(`${opts.method} ${opts.path.split("?")[0]}: ${e.code ?? e.name}: ${e.message}`, { cause: err });
+    (wrapped as Error & { code?: string }).code = e.code ?? e.name;
+    return wrapped;
+  }
+  return new Error(String(err));
+}

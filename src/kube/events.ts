@@ -1,0 +1,72 @@
+// Records Kubernetes Events (core/v1, what `kubectl describe` and `kubectl events` show). Repeats
+// of the same reason and message for the same object within a window are folded into nothing,
+// so a stuck delivery cannot spend the API write budget on Events. Messages are built by the
+// caller from safe parts only: never a secret, a header value or a payload.
+import type { Logger } from "pino";
+import type { KubeClient } from "./client.js";
+import { collectionPath, CORE, type ObjectRef } from "./types.js";
+
+export type EventType = "Normal" | "Warning";
+
+export interface EventSink {
+  record(ref: ObjectRef, type: EventType, reason: string, message: string): void;
+}
+
+export class EventRecorder implements EventSink {
+  private recent = new Map<string, number>();
+  private inFlight = new Set<Promise<void>>();
+
+  constructor(
+    private readonly client: KubeClient,
+    private readonly log: Logger,
+    private readonly opts: { component: string; host?: string; dedupeWindowMs?: number; now?: () => number } = { component: "hookline" },
+  ) {}
+
+  record(ref: ObjectRef, type: EventType, reason: string, message: string): void {
+    const now = (this.opts.now ?? Date.now)();
+    const window = this.opts.dedupeWindowMs ?? 10 * 60_000;
+    const key = `${ref.namespace}/${ref.kind}/${ref.name}/${ref.uid ?? ""}/${reason}/${message}`;
+    const last = this.recent.get(key);
+    if (last !== undefined && now - last < window) return;
+    this.recent.set(key, now);
+    if (this.recent.size > 10_000) this.prune(now, window);
+    const p = this.create(ref, type, reason, message, now).finally(() => this.inFlight.delete(p));
+    this.inFlight.add(p);
+  }
+
+  /** Waits for Events being written (shutdown). */
+  async flush(): Promise<void> {
+    await Promise.allSettled([...this.inFlight]);
+  }
+
+  private prune(now: number, window: number) {
+    for (const [k, t] of this.recent) if (now - t >= window) this.recent.delete(k);
+  }
+
+  private async create(ref: ObjectRef, type: EventType, reason: string, message: string, now: number): Promise<void> {
+    const ts = new Date(now).toISOString();
+    try {
+      await this.client.request({
+        method: "POST",
+        path: collectionPath(CORE.events, ref.namespace),
+        body: {
+          apiVersion: "v1",
+          kind: "Event",
+          metadata: { generateName: `${ref.name}.`, namespace: ref.namespace },
+          involvedObject: { apiVersion: ref.apiVersion, kind: ref.kind, name: ref.name, namespace: ref.namespace, uid: ref.uid, resourceVersion: ref.resourceVersion },
+          reason,
+          message: message.slice(0, 1024),
+          type,
+          source: { component: this.opts.component, ...(this.opts.host ? { host: this.opts.host } : {}) },
+          reportingComponent: this.opts.component,
+          reportingInstance: this.opts.host ?? this.opts.component,
+          firstTimestamp: ts,
+          lastTimestamp: ts,
+          count: 1,
+        },
+      });
+    } catch (err) {
+      this.log.warn({ err: (err as Error).message, reason, object: `${ref.namespace}/${ref.name}` }, "could not record Event");
+    }
+  }
+}

@@ -1,0 +1,175 @@
+// Leader election on a coordination.k8s.io/v1 Lease, as client-go's leaderelection does it:
+// acquire when the Lease is free or its holder has not renewed for leaseDuration (measured on
+// our own clock from when we last saw the record change, so clock skew between pods does not
+// matter), renew every retryPeriod, and give up leadership at once when a renew has not
+// succeeded within renewDeadline (before anyone else may take the Lease). Releasing empties
+// the holder so a standby takes over immediately instead of waiting for expiry.
+import type { Logger } from "pino";
+import { ApiError, type KubeClient } from "./client.js";
+import { collectionPath, CORE, objectPath } from "./types.js";
+import { sleep } from "./reflector.js";
+
+export interface LeaderElectorOptions {
+  client: KubeClient;
+  namespace: string;
+  name: string;
+  identity: string;
+  leaseDurationMs: number;
+  renewDeadlineMs: number;
+  retryPeriodMs: number;
+  log: Logger;
+  onStartedLeading: () => void;
+  onStoppedLeading: () => void;
+  random?: () => number;
+}
+
+interface Lease {
+  metadata: { name: string; namespace: string; resourceVersion?: string };
+  spec?: {
+    holderIdentity?: string;
+    leaseDurationSeconds?: number;
+    acquireTime?: string;
+    renewTime?: string;
+    leaseTransitions?: number;
+  };
+}
+
+/** MicroTime: the API server wants exactly six fractional digits. */
+export function microTime(ms: number): string {
+  return new Date(ms).toISOString().replace(/\.(\d{3})Z$/, ".$1000Z");
+}
+
+export class LeaderElector {
+  private leading = false;
+  private observed: { record: string; at: number } | undefined;
+  private lease: Lease | undefined;
+  private running: Promise<void> | undefined;
+  private abort = new AbortController();
+
+  constructor(private readonly o: LeaderElectorOptions) {}
+
+  get isLeader(): boolean {
+    return this.leading;
+  }
+
+  get holder(): string | undefined {
+    return this.lease?.spec?.holderIdentity;
+  }
+
+  start(): void {
+    if (this.running) return;
+    this.abort = new AbortController();
+    this.running = this.loop(this.abort.signal);
+  }
+
+  /** Stops campaigning; when leading, releases the Lease so a standby takes over at once. */
+  async stop(release = true): Promise<void> {
+    this.abort.abort();
+    await this.running;
+    this.running = undefined;
+    if (this.leading) {
+      this.leading = false;
+      this.o.onStoppedLeading();
+      if (release) await this.release();
+    }
+  }
+
+  private async loop(signal: AbortSignal): Promise<void> {
+    const random = this.o.random ?? Math.random;
+    while (!signal.aborted) {
+      // Campaign.
+      while (!signal.aborted && !this.leading) {
+        if (await this.tryAcquireOrRenew()) {
+          this.leading = true;
+          this.o.log.info({ lease: `${this.o.namespace}/${this.o.name}`, identity: this.o.identity }, "became leader");
+          this.o.onStartedLeading();
+          break;
+        }
+        await sleep(this.o.retryPeriodMs * (1 + random() * 0.2), signal);
+      }
+      // Renew.
+      let lastRenew = Date.now();
+      while (!signal.aborted && this.leading) {
+        await sleep(this.o.retryPeriodMs, signal);
+        if (signal.aborted) return;
+        const deadline = AbortSignal.timeout(Math.max(100, this.o.renewDeadlineMs - (Date.now() - lastRenew)));
+        const ok = await this.tryAcquireOrRenew(AbortSignal.any([signal, deadline]));
+        if (ok) lastRenew = Date.now();
+        else if (Date.now() - lastRenew >= this.o.renewDeadlineMs) {
+          this.leading = false;
+          this.o.log.error({ lease: `${this.o.namespace}/${this.o.name}` }, "lost leadership: could not renew the Lease within the renew deadline; delivery work stops");
+          this.o.onStoppedLeading();
+        }
+      }
+    }
+  }
+
+  private async tryAcquireOrRenew(signal?: AbortSignal): Promise<boolean> {
+    const now = Date.now();
+    const c = this.o.client;
+    const path = objectPath(CORE.leases, this.o.namespace, this.o.name);
+    const spec = (prev?: Lease["spec"]) => {
+      const takingOver = prev?.holderIdentity !== this.o.identity;
+      return {
+        holderIdentity: this.o.identity,
+        leaseDurationSeconds: Math.ceil(this.o.leaseDurationMs / 1000),
+        acquireTime: takingOver || !prev?.acquireTime ? microTime(now) : prev.acquireTime,
+        renewTime: microTime(now),
+        leaseTransitions: (prev?.leaseTransitions ?? 0) + (takingOver && prev?.holderIdentity ? 1 : 0),
+      };
+    };
+    try {
+      let lease: Lease;
+      try {
+        lease = await c.request<Lease>({ method: "GET", path, signal, timeoutMs: this.o.renewDeadlineMs });
+      } catch (err) {
+        if (!(err instanceof ApiError && err.isNotFound)) throw err;
+        this.lease = await c.request<Lease>({
+          method: "POST",
+          path: collectionPath(CORE.leases, this.o.namespace),
+          body: { apiVersion: "coordination.k8s.io/v1", kind: "Lease", metadata: { name: this.o.name, namespace: this.o.namespace }, spec: spec() },
+          signal,
+        });
+        this.observed = { record: JSON.stringify(this.lease.spec), at: Date.now() };
+        return true;
+      }
+      const record = JSON.stringify(lease.spec ?? {});
+      if (!this.observed || this.observed.record !== record) this.observed = { record, at: now };
+      const holder = lease.spec?.holderIdentity;
+      const durationMs = (lease.spec?.leaseDurationSeconds ?? Math.ceil(this.o.leaseDurationMs / 1000)) * 1000;
+      if (holder && holder !== this.o.identity && this.observed.at + durationMs > now) {
+        this.lease = lease;
+        return false;
+      }
+      this.lease = await c.request<Lease>({
+        method: "PUT",
+        path,
+        body: { ...lease, spec: spec(lease.spec) },
+        signal,
+      });
+      this.observed = { record: JSON.stringify(this.lease.spec), at: Date.now() };
+      return true;
+    } catch (err) {
+      if (!(err instanceof ApiError && err.isConflict)) {
+        this.o.log.warn({ lease: `${this.o.namespace}/${this.o.name}`, err: (err as Error).message }, "lease acquire/renew failed");
+      }
+      return false;
+    }
+  }
+
+  private async release(): Promise<void> {
+    const lease = this.lease;
+    if (!lease || lease.spec?.holderIdentity !== this.o.identity) return;
+    try {
+      await this.o.client.request({
+        method: "PUT",
+        path: objectPath(CORE.leases, this.o.namespace, this.o.name),
+        body: { ...lease, spec: { ...lease.spec, holderIdentity: "", leaseDurationSeconds: 1, renewTime: microTime(Date.now()) } },
+        timeoutMs: 2_000,
+      });
+      this.o.log.info({ lease: `${this.o.namespace}/${this.o.name}` }, "released the leader Lease");
+    } catch (err) {
+      this.o.log.warn({ err: (err as Error).message }, "could not release the Lease; a standby takes over when it expires");
+    }
+  }
+}

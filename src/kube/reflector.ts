@@ -1,0 +1,303 @@
+// List-then-watch of one collection into an in-memory store, as client-go's Reflector does:
+// paginated list, watch from its resourceVersion with bookmarks, relist on 410 Gone, restart
+// with jittered backoff after any other error, and a watchdog that restarts a silent watch.
+// Items can be projected (metadata-only or Table rows) so a store holds only what it needs.
+import type { Logger } from "pino";
+import { ACCEPT, ApiError, type KubeClient } from "./client.js";
+import type { ObjectMeta } from "./types.js";
+
+export type Representation = "json" | "metadata" | "table";
+
+/** What `transform` receives: the object, or for Table watches the row's metadata and cells by column name. */
+export interface RawItem {
+  metadata: ObjectMeta;
+  [field: string]: unknown;
+  /** Table representation only: printer-column values by column name. */
+  cells?: Record<string, unknown>;
+}
+
+export interface ReflectorHandler<T> {
+  add(obj: T): void;
+  update(old: T, obj: T): void;
+  delete(obj: T): void;
+  /** After every successful list (the first one means the store is synced). */
+  listed?(): void;
+}
+
+export interface ReflectorOptions<T> {
+  client: KubeClient;
+  /** For logs. */
+  name: string;
+  /** Collection path, e.g. /apis/hookline.dev/v1alpha1/namespaces/shop/webhookdeliveries. */
+  path: string;
+  fieldSelector?: string;
+  labelSelector?: string;
+  representation?: Representation;
+  /** Projects an item into what the store keeps; returning undefined skips it. */
+  transform: (item: RawItem) => T | undefined;
+  handler: ReflectorHandler<T>;
+  log: Logger;
+  pageSize?: number;
+  /** Watches are closed by the server after a random time in [min, 2*min) seconds. */
+  minWatchTimeoutSeconds?: number;
+  backoff?: { initialMs: number; maxMs: number };
+  random?: () => number;
+  /** Called when the reflector starts failing and when it recovers. */
+  onHealth?: (healthy: boolean) => void;
+}
+
+interface WatchEvent {
+  type: "ADDED" | "MODIFIED" | "DELETED" | "BOOKMARK" | "ERROR";
+  object: Record<string, unknown>;
+}
+
+export class GoneError extends Error {}
+
+export function objectKey(meta: Pick<ObjectMeta, "namespace" | "name">): string {
+  return meta.namespace ? `${meta.namespace}/${meta.name}` : meta.name;
+}
+
+export class Reflector<T extends { metadata: Pick<ObjectMeta, "name" | "namespace" | "resourceVersion"> }> {
+  readonly store = new Map<string, T>();
+  private resourceVersion: string | undefined;
+  private running: Promise<void> | undefined;
+  private abort = new AbortController();
+  private synced = false;
+  private syncWaiters: Array<() => void> = [];
+  private columns: string[] = [];
+  private failures = 0;
+
+  constructor(private readonly opts: ReflectorOptions<T>) {}
+
+  get hasSynced(): boolean {
+    return this.synced;
+  }
+
+  get lastResourceVersion(): string | undefined {
+    return this.resourceVersion;
+  }
+
+  start(): void {
+    if (this.running) return;
+    this.abort = new AbortController();
+    this.running = this.loop(this.abort.signal);
+  }
+
+  async stop(): Promise<void> {
+    this.abort.abort(new Error("reflector stopped"));
+    await this.running;
+    this.running = undefined;
+  }
+
+  waitForSync(signal?: AbortSignal): Promise<void> {
+    if (this.synced) return Promise.resolve();
+    return new Promise((resolve, reject) => {
+      this.syncWaiters.push(resolve);
+      signal?.addEventListener("abort", () => reject(signal.reason as Error), { once: true });
+    });
+  }
+
+  private async loop(signal: AbortSignal): Promise<void> {
+    const { initialMs, maxMs } = this.opts.backoff ?? { initialMs: 500, maxMs: 30_000 };
+    const random = this.opts.random ?? Math.random;
+    while (!signal.aborted) {
+      try {
+        if (this.resourceVersion === undefined) await this.list(signal);
+        await this.watch(signal);
+        this.recovered();
+      } catch (err) {
+        if (signal.aborted) break;
+        if (err instanceof GoneError || (err instanceof ApiError && err.isGone)) {
+          this.opts.log.info({ reflector: this.opts.name }, "watch expired (410 Gone), relisting");
+          this.resourceVersion = undefined;
+          continue;
+        }
+        this.failures++;
+        if (this.failures === 1) this.opts.onHealth?.(false);
+        const delay = Math.min(maxMs, initialMs * 2 ** Math.min(this.failures - 1, 16));
+        const jittered = Math.round(delay * (0.5 + random() / 2));
+        this.opts.log.warn({ reflector: this.opts.name, err: describe(err), retryInMs: jittered, failures: this.failures }, "list/watch failed, retrying");
+        await sleep(jittered, signal);
+      }
+    }
+  }
+
+  private recovered() {
+    if (this.failures > 0) {
+      this.failures = 0;
+      this.opts.onHealth?.(true);
+    }
+  }
+
+  private async list(signal: AbortSignal): Promise<void> {
+    const seen = new Map<string, T>();
+    let continueToken: string | undefined;
+    let rv: string | undefined;
+    do {
+      const page = await this.opts.client.request<{
+        metadata?: { resourceVersion?: string; continue?: string };
+        items?: RawItem[];
+        rows?: TableRow[];
+        columnDefinitions?: Array<{ name: string }>;
+      }>({
+        method: "GET",
+        path: this.opts.path,
+        accept: ACCEPT[this.opts.representation ?? "json"],
+        query: {
+          limit: this.opts.pageSize ?? 500,
+          continue: continueToken,
+          fieldSelector: this.opts.fieldSelector,
+          labelSelector: this.opts.labelSelector,
+          ...(this.opts.representation === "table" ? { includeObject: "Metadata" } : {}),
+        },
+        signal,
+        timeoutMs: 60_000,
+      });
+      if (page.columnDefinitions?.length) this.columns = page.columnDefinitions.map((c) => c.name);
+      const items = this.opts.representation === "table" ? (page.rows ?? []).map((r) => this.fromRow(r)) : (page.items ?? []);
+      for (const item of items) {
+        const obj = this.opts.transform(item);
+        if (obj) seen.set(objectKey(obj.metadata), obj);
+      }
+      continueToken = page.metadata?.continue || undefined;
+      rv = page.metadata?.resourceVersion;
+    } while (continueToken);
+
+    // Replace the store, telling the handler what changed since the last list.
+    for (const [key, old] of this.store) {
+      if (!seen.has(key)) {
+        this.store.delete(key);
+        this.opts.handler.delete(old);
+      }
+    }
+    for (const [key, obj] of seen) {
+      const old = this.store.get(key);
+      this.store.set(key, obj);
+      if (!old) this.opts.handler.add(obj);
+      else if (old.metadata.resourceVersion !== obj.metadata.resourceVersion) this.opts.handler.update(old, obj);
+    }
+    this.resourceVersion = rv;
+    this.opts.handler.listed?.();
+    if (!this.synced) {
+      this.synced = true;
+      for (const w of this.syncWaiters.splice(0)) w();
+    }
+    this.recovered();
+  }
+
+  private fromRow(row: TableRow): RawItem {
+    const cells: Record<string, unknown> = {};
+    this.columns.forEach((name, i) => (cells[name] = row.cells?.[i]));
+    return { metadata: row.object?.metadata ?? ({} as ObjectMeta), cells };
+  }
+
+  private async watch(outer: AbortSignal): Promise<void> {
+    const min = this.opts.minWatchTimeoutSeconds ?? 300;
+    const timeoutSeconds = Math.floor(min + (this.opts.random ?? Math.random)() * min);
+    const abort = new AbortController();
+    const signal = AbortSignal.any([outer, abort.signal]);
+    // The server ends the watch after timeoutSeconds; silence well past that means a dead connection.
+    const watchdogMs = (timeoutSeconds + 30) * 1000;
+    let watchdog = setTimeout(() => abort.abort(new Error("watch silent, restarting")), watchdogMs);
+    const feed = () => {
+      clearTimeout(watchdog);
+      watchdog = setTimeout(() => abort.abort(new Error("watch silent, restarting")), watchdogMs);
+    };
+    try {
+      const res = await this.opts.client.stream({
+        method: "GET",
+        path: this.opts.path,
+        accept: ACCEPT[this.opts.representation ?? "json"],
+        query: {
+          watch: 1,
+          resourceVersion: this.resourceVersion,
+          allowWatchBookmarks: true,
+          timeoutSeconds,
+          fieldSelector: this.opts.fieldSelector,
+          labelSelector: this.opts.labelSelector,
+          ...(this.opts.representation === "table" ? { includeObject: "Metadata" } : {}),
+        },
+        signal,
+      });
+      let buffered = "";
+      for await (const chunk of res.body) {
+        feed();
+        buffered += chunk.toString("utf8");
+        let nl: number;
+        while ((nl = buffered.indexOf("\n")) >= 0) {
+          const line = buffered.slice(0, nl);
+          buffered = buffered.slice(nl + 1);
+          if (line.trim()) this.onEvent(JSON.parse(line) as WatchEvent);
+        }
+      }
+    } catch (err) {
+      if (abort.signal.aborted && !outer.aborted) {
+        this.opts.log.warn({ reflector: this.opts.name }, "watch silent past its timeout, restarting");
+        return;
+      }
+      throw err;
+    } finally {
+      clearTimeout(watchdog);
+    }
+  }
+
+  private onEvent(event: WatchEvent): void {
+    if (event.type === "ERROR") {
+      const status = event.object as { code?: number; message?: string; reason?: string };
+      if (status.code === 410) throw new GoneError(status.message ?? "resource version too old");
+      throw new ApiError(status.code ?? 500, status.reason ?? "", status.message ?? "watch error");
+    }
+    const meta = (event.object.metadata ?? {}) as ObjectMeta;
+    if (event.type === "BOOKMARK") {
+      if (meta.resourceVersion) this.resourceVersion = meta.resourceVersion;
+      return;
+    }
+    let item: RawItem;
+    if (this.opts.representation === "table") {
+      const table = event.object as { rows?: TableRow[]; columnDefinitions?: Array<{ name: string }> };
+      if (table.columnDefinitions?.length) this.columns = table.columnDefinitions.map((c) => c.name);
+      const row = table.rows?.[0];
+      if (!row) return;
+      item = this.fromRow(row);
+    } else {
+      item = event.object as unknown as RawItem;
+    }
+    const rv = item.metadata.resourceVersion;
+    const obj = this.opts.transform(item);
+    const key = objectKey(item.metadata);
+    const old = this.store.get(key);
+    if (event.type === "DELETED" || !obj) {
+      if (old) {
+        this.store.delete(key);
+        this.opts.handler.delete(obj ?? old);
+      }
+    } else {
+      this.store.set(key, obj);
+      if (old) this.opts.handler.update(old, obj);
+      else this.opts.handler.add(obj);
+    }
+    if (rv) this.resourceVersion = rv;
+  }
+}
+
+interface TableRow {
+  cells?: unknown[];
+  object?: { metadata?: ObjectMeta };
+}
+
+export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal?.aborted) return resolve();
+    const t = setTimeout(done, ms);
+    function done() {
+      clearTimeout(t);
+      signal?.removeEventListener("abort", done);
+      resolve();
+    }
+    signal?.addEventListener("abort", done, { once: true });
+  });
+}
+
+function describe(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}

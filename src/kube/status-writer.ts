@@ -1,0 +1,33 @@
+// Writes the status subresource with a JSON merge patch that carries the resourceVersion it was
+// planned from, so a write based on a stale read fails with 409 Conflict instead of clobbering.
+import { CONTENT_TYPE, type KubeClient } from "./client.js";
+import { objectPath, type KubeObject, type ResourceType } from "./types.js";
+
+export class StatusWriter {
+  constructor(private readonly client: KubeClient) {}
+
+  /**
+   * Merge-patches `status` (null deletes a field). With `resourceVersion`, the write is refused
+   * with a Conflict ApiError when the object changed since. Returns the updated object.
+   */
+  async patchStatus<S>(type: ResourceType, namespace: string, name: string, status: S, resourceVersion?: string): Promise<KubeObject<unknown, S>> {
+    return this.client.request<KubeObject<unknown, S>>({
+      method: "PATCH",
+      path: objectPath(type, namespace, name, "status"),
+      query: { fieldManager: "hookline" },
+      contentType: CONTENT_TYPE.merge,
+      body: { metadata: resourceVersion ? { resourceVersion } : {}, status },
+    });
+  }
+
+  /** Merge-patches metadata (annotations, labels) on the main resource. */
+  async patchMetadata(type: ResourceType, namespace: string, name: string, metadata: { annotations?: Record<string, string | null>; labels?: Record<string, string | null> }, resourceVersion?: string): Promise<KubeObject> {
+    return this.client.request<KubeObject>({
+      method: "PATCH",
+      path: objectPath(type, namespace, name),
+      query: { fieldManager: "hookline" },
+      contentType: CONTENT_TYPE.merge,
+      body: { metadata: { ...metadata, ...(resourceVersion ? { resourceVersion } : {}) } },
+    });
+  }
+}

@@ -1,0 +1,117 @@
+// The one prom-client Registry (created by the composition root) and every metric Hookline
+// exports. Names and labels of the webhook_* metrics are the contract (../shared/API.md); label
+// values are bounded (namespace, subscription, a closed set of reasons), never raw error text.
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
+import type { RequestObserver, Verb } from "../kube/client.js";
+
+export type AttemptStatus = "success" | "failure";
+
+export class Metrics implements RequestObserver {
+  readonly registry = new Registry();
+  readonly attempts: Counter<"namespace" | "subscription" | "status" | "reason">;
+  readonly attemptDuration: Histogram<"namespace" | "subscription">;
+  readonly breakerState: Gauge<"namespace" | "subscription">;
+  readonly dlqOperations: Counter<"operation">;
+  readonly dlqEntries: Gauge<"namespace" | "subscription">;
+  readonly inFlight: Gauge;
+  readonly drain: Counter<"result">;
+  readonly leader: Gauge;
+  readonly apiRequests: Counter<"verb" | "resource" | "code">;
+  readonly apiRequestDuration: Histogram<"verb">;
+  readonly queueDepth: Gauge<"controller">;
+  readonly reconciles: Counter<"controller" | "result">;
+  readonly endpointHealth: Gauge<"namespace" | "subscription">;
+  readonly deliveriesFinished: Counter<"namespace" | "subscription" | "phase" | "reason">;
+
+  constructor(opts: { defaultMetrics?: boolean } = {}) {
+    const registers = [this.registry];
+    if (opts.defaultMetrics ?? true) collectDefaultMetrics({ register: this.registry, prefix: "hookline_" });
+    this.attempts = new Counter({
+      name: "webhook_delivery_attempts_total",
+      help: "Delivery attempts by outcome. status: success|failure; reason: http_2xx, http_5xx, timeout, network, circuit_open, ...",
+      labelNames: ["namespace", "subscription", "status", "reason"],
+      registers,
+    });
+    this.attemptDuration = new Histogram({
+      name: "webhook_delivery_duration_seconds",
+      help: "Duration of one delivery attempt, from request start to response headers or error.",
+      labelNames: ["namespace", "subscription"],
+      // Up past the longest per-attempt timeout (120 s).
+      buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 180],
+      registers,
+    });
+    this.breakerState = new Gauge({
+      name: "webhook_breaker_state",
+      help: "Circuit breaker state per subscription: 0 Closed, 1 Open, 2 HalfOpen.",
+      labelNames: ["namespace", "subscription"],
+      registers,
+    });
+    this.dlqOperations = new Counter({
+      name: "webhook_dlq_operations_total",
+      help: "Dead-letter operations: enqueue, replay, drop_overflow, drop_poison.",
+      labelNames: ["operation"],
+      registers,
+    });
+    this.dlqEntries = new Gauge({
+      name: "webhook_dlq_entries",
+      help: "Dead letters held per subscription.",
+      labelNames: ["namespace", "subscription"],
+      registers,
+    });
+    this.inFlight = new Gauge({ name: "webhook_deliveries_in_flight", help: "Delivery requests in flight.", registers });
+    this.drain = new Counter({ name: "webhook_drain_total", help: "Shutdown drains: drained (all in-flight finished) or timeout.", labelNames: ["result"], registers });
+    this.leader = new Gauge({ name: "hookline_leader", help: "1 while this process is the leader and delivers, 0 otherwise.", registers });
+    this.apiRequests = new Counter({
+      name: "hookline_kube_api_requests_total",
+      help: "Kubernetes API requests by verb, resource and HTTP code (0: no response).",
+      labelNames: ["verb", "resource", "code"],
+      registers,
+    });
+    this.apiRequestDuration = new Histogram({
+      name: "hookline_kube_api_request_duration_seconds",
+      help: "Kubernetes API request latency (watches excluded).",
+      labelNames: ["verb"],
+      buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+      registers,
+    });
+    this.queueDepth = new Gauge({ name: "hookline_workqueue_depth", help: "Keys ready to reconcile, per controller.", labelNames: ["controller"], registers });
+    this.reconciles = new Counter({ name: "hookline_reconcile_total", help: "Reconciles by controller and result.", labelNames: ["controller", "result"], registers });
+    this.endpointHealth = new Gauge({
+      name: "webhook_endpoint_health",
+      help: "Endpoint health per subscription: 0 Healthy, 1 Degraded, 2 Disabled.",
+      labelNames: ["namespace", "subscription"],
+      registers,
+    });
+    this.deliveriesFinished = new Counter({
+      name: "webhook_deliveries_finished_total",
+      help: "Deliveries that reached a final phase (Succeeded, DeadLettered, Discarded), with the reason.",
+      labelNames: ["namespace", "subscription", "phase", "reason"],
+      registers,
+    });
+  }
+
+  observe(verb: Verb, resource: string, code: number, seconds: number): void {
+    this.apiRequests.inc({ verb, resource, code: String(code) });
+    if (verb !== "watch") this.apiRequestDuration.observe({ verb }, seconds);
+  }
+
+  reconciled(controller: string, result: string, _seconds: number): void {
+    this.reconciles.inc({ controller, result });
+  }
+
+  /** Forget the series of a deleted subscription (bounded label sets). */
+  forgetSubscription(namespace: string, subscription: string): void {
+    for (const m of [this.breakerState, this.dlqEntries, this.endpointHealth]) m.remove({ namespace, subscription });
+  }
+
+  /** API requests so far by verb (summed over resources), for tests and the benchmark. */
+  async apiRequestCounts(filter?: (labels: { verb: string; resource: string }) => boolean): Promise<Record<string, number>> {
+    const out: Record<string, number> = {};
+    for (const v of (await this.apiRequests.get()).values) {
+      const labels = v.labels as { verb: string; resource: string };
+      if (filter && !filter(labels)) continue;
+      out[labels.verb] = (out[labels.verb] ?? 0) + v.value;
+    }
+    return out;
+  }
+}

@@ -1,0 +1,45 @@
+import { describe, expect, it } from "vitest";
+import { Expectations } from "./expectations.js";
+
+describe("Expectations", () => {
+  it("makes a key wait until the cache shows the version we wrote", () => {
+    const now = 0;
+    const e = new Expectations(1000, () => now);
+    e.expect("ns/a", "12");
+    expect(e.check("ns/a", "11")).toBe("wait");
+    e.observe("ns/a", "11");
+    expect(e.check("ns/a", "11")).toBe("wait");
+    e.observe("ns/a", "12");
+    expect(e.check("ns/a", "12")).toBe("ok");
+    expect(e.size).toBe(0);
+  });
+
+  it("is satisfied when the object leaves the cache", () => {
+    const e = new Expectations();
+    e.expect("ns/a", "5");
+    e.observe("ns/a", undefined);
+    expect(e.check("ns/a", undefined)).toBe("ok");
+  });
+
+  it("reports expiry so the caller reads the object fresh", () => {
+    let now = 0;
+    const e = new Expectations(1000, () => now);
+    e.expect("ns/a", "7");
+    now = 1001;
+    expect(e.check("ns/a", "6")).toBe("expired");
+    expect(e.check("ns/a", "6")).toBe("ok");
+  });
+
+  it("compares resourceVersions for equality only (they are opaque)", () => {
+    const e = new Expectations();
+    e.expect("ns/a", "100");
+    // "99" < "100" numerically but the cache must still wait; "101" is not our write either.
+    expect(e.check("ns/a", "101")).toBe("wait");
+  });
+
+  it("keeps keys apart", () => {
+    const e = new Expectations();
+    e.expect("ns/a", "1");
+    expect(e.check("ns/b", "0")).toBe("ok");
+  });
+});

@@ -1,0 +1,63 @@
+// "Expectations", as controller-runtime and client-go controllers keep them: after writing an
+// object we remember the resourceVersion the write returned, and do not act on that object from
+// the cache until the watch has delivered that version (or removed the object). A stale cache
+// can then never cause a second attempt. resourceVersions are compared for equality only.
+
+export class Expectations {
+  private readonly pending = new Map<string, { rv: string; at: number }>();
+
+  constructor(
+    private readonly ttlMs = 60_000,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  /** We wrote `key` and the API server answered with `rv`. */
+  expect(key: string, rv: string | undefined): void {
+    if (rv) this.pending.set(key, { rv, at: this.now() });
+  }
+
+  /**
+   * The cache delivered `rv` for `key` (add/update), or the object left the cache (rv undefined).
+   * True when `rv` is exactly our own last write (nothing new to reconcile).
+   */
+  observe(key: string, rv: string | undefined): boolean {
+    const p = this.pending.get(key);
+    if (!p) return false;
+    if (rv === undefined || rv === p.rv) {
+      this.pending.delete(key);
+      return rv !== undefined;
+    }
+    return false;
+  }
+
+  /**
+   * ok: the cached copy (at `cachedRv`) is at least as new as our last write. wait: it is older;
+   * the watch will bring the newer one. expired: the watch has not shown our write for too long
+   * (a relist skipped past it, or it is stuck): read the object from the API server instead.
+   */
+  check(key: string, cachedRv: string | undefined): "ok" | "wait" | "expired" {
+    const p = this.pending.get(key);
+    if (!p) return "ok";
+    if (p.rv === cachedRv) {
+      this.pending.delete(key);
+      return "ok";
+    }
+    if (this.now() - p.at > this.ttlMs) {
+      this.pending.delete(key);
+      return "expired";
+    }
+    return "wait";
+  }
+
+  forget(key: string): void {
+    this.pending.delete(key);
+  }
+
+  clear(): void {
+    this.pending.clear();
+  }
+
+  get size(): number {
+    return this.pending.size;
+  }
+}
