@@ -1,0 +1,50 @@
+// Typed access to Hookline's resources from tests, through kubectl (what users use).
+import { kubectl, kubectlOk } from "./cluster.js";
+
+export interface Obj {
+  metadata: { name: string; namespace: string; uid: string; resourceVersion: string; annotations?: Record<string, string>; generation?: number };
+  spec: Record<string, unknown>;
+  status?: Record<string, any>;
+}
+
+export async function apply(manifest: unknown | unknown[]): Promise<void> {
+  const docs = Array.isArray(manifest) ? manifest : [manifest];
+  await kubectlOk(["apply", "-f", "-"], { input: JSON.stringify({ apiVersion: "v1", kind: "List", items: docs }) });
+}
+
+export async function getObj(kind: "whsub" | "whdel" | string, namespace: string, name: string): Promise<Obj | undefined> {
+  const r = await kubectl(["get", kind, name, "-n", namespace, "-o", "json"]);
+  if (r.code !== 0) {
+    if (/NotFound|not found/.test(r.stderr)) return undefined;
+    throw new Error(r.stderr);
+  }
+  return JSON.parse(r.stdout) as Obj;
+}
+
+export async function listObjs(kind: string, namespace: string, extra: string[] = []): Promise<Obj[]> {
+  return (JSON.parse(await kubectlOk(["get", kind, "-n", namespace, "-o", "json", ...extra])) as { items: Obj[] }).items;
+}
+
+export function subscription(namespace: string, name: string, spec: Record<string, unknown>): unknown {
+  return { apiVersion: "hookline.dev/v1alpha1", kind: "WebhookSubscription", metadata: { name, namespace }, spec };
+}
+
+export function delivery(namespace: string, name: string, subscriptionName: string, extra: Record<string, unknown> = {}): unknown {
+  return {
+    apiVersion: "hookline.dev/v1alpha1",
+    kind: "WebhookDelivery",
+    metadata: { name, namespace },
+    spec: { subscriptionRef: { name: subscriptionName }, eventType: "order.paid", payload: { order: name }, ...extra },
+  };
+}
+
+export const TEST_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+
+export function secret(namespace: string, name: string, data: Record<string, string> = { secret: TEST_SECRET }): unknown {
+  return { apiVersion: "v1", kind: "Secret", metadata: { name, namespace }, type: "Opaque", stringData: data };
+}
+
+export async function events(namespace: string, name?: string): Promise<Array<{ reason: string; message: string; type: string; involvedObject: { name: string; kind: string } }>> {
+  const items = (JSON.parse(await kubectlOk(["get", "events", "-n", namespace, "-o", "json"])) as { items: any[] }).items;
+  return items.filter((e) => !name || e.involvedObject?.name === name);
+}

@@ -1,0 +1,55 @@
+// Runs the real operator in the test process against the shared control plane, watching only
+// the test's namespaces, with its own metrics registry and a captured log.
+import { Writable } from "node:stream";
+import { inject } from "vitest";
+import { Operator } from "../../src/cli/operator.js";
+import { loadConfig } from "../../src/config/config.js";
+import { createLogger } from "../../src/observability/logger.js";
+import { Metrics } from "../../src/observability/metrics.js";
+
+export interface TestOperator {
+  op: Operator;
+  /** Every log line so far (JSON). */
+  logs: string[];
+  stop(): Promise<void>;
+  /** Kubernetes API requests by verb so far, optionally for one resource (e.g. "webhookdeliveries/status"). */
+  apiRequests(resource?: string): Promise<Record<string, number>>;
+  metric(name: string, labels?: Record<string, string>): Promise<number>;
+}
+
+export const LOOPBACK = "127.0.0.0/8,::1/128";
+
+export async function startOperator(opts: { namespaces: string[]; env?: Record<string, string>; statusIntervalMs?: number; kubeconfig?: string }): Promise<TestOperator> {
+  const config = loadConfig({
+    WATCH_NAMESPACES: opts.namespaces.join(","),
+    WEBHOOK_ALLOWED_NETWORKS: LOOPBACK,
+    METRICS_PORT: "0",
+    HEALTH_PORT: "0",
+    LEADER_ELECT: "false",
+    LOG_LEVEL: "debug",
+    ...opts.env,
+  });
+  const logs: string[] = [];
+  const sink = new Writable({
+    write(chunk: Buffer, _enc, cb) {
+      for (const line of chunk.toString("utf8").split("\n")) if (line) logs.push(line);
+      cb();
+    },
+  });
+  const log = createLogger({ level: config.logLevel, destination: sink });
+  const metrics = new Metrics({ defaultMetrics: false });
+  const op = new Operator({ config, kubeconfig: opts.kubeconfig ?? inject("kubeconfig"), log, metrics, ...(opts.statusIntervalMs ? { statusIntervalMs: opts.statusIntervalMs } : {}) });
+  await op.start();
+  return {
+    op,
+    logs,
+    stop: () => op.stop(),
+    apiRequests: (resource) => metrics.apiRequestCounts(resource ? (l) => l.resource === resource : undefined),
+    metric: async (name, labels = {}) => {
+      const m = metrics.registry.getSingleMetric(name);
+      if (!m) throw new Error(`no metric ${name}`);
+      const values = (await m.get()).values.filter((v) => Object.entries(labels).every(([k, val]) => (v.labels as Record<string, unknown>)[k] === val));
+      return values.reduce((s, v) => s + v.value, 0);
+    },
+  };
+}
