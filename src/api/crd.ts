@@ -126,7 +126,9 @@ export const DELIVERY_COLUMNS: PrinterColumn[] = [
   { name: "Phase", type: "string", jsonPath: ".status.phase", description: "Pending, Retrying, Succeeded, DeadLettered or Discarded" },
   { name: "Attempts", type: "integer", jsonPath: ".status.attempts", description: "Attempts made" },
   { name: "Last status", type: "integer", jsonPath: ".status.lastAttempt.responseStatus", description: "HTTP status of the last attempt" },
-  { name: "Next attempt", type: "date", jsonPath: ".status.nextAttemptAt", description: "When the next attempt is due" },
+  // A string, not a date: kubectl renders a date column as an age, and an age in the future
+  // (the usual case here) as "<invalid>".
+  { name: "Next attempt", type: "string", jsonPath: ".status.nextAttemptAt", description: "When the next attempt is due (RFC 3339)" },
   { name: "Age", type: "date", jsonPath: ".metadata.creationTimestamp", description: "Age" },
   { name: "Reason", type: "string", jsonPath: ".status.conditions[?(@.type==\"Succeeded\")].reason", description: "Why it is in this phase", priority: 1 },
   { name: "Finished", type: "date", jsonPath: ".status.finishedAt", description: "When it finished", priority: 1 },

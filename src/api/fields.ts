@@ -45,21 +45,38 @@ export function int(min: number, max: number, description: string) {
 export function duration(min: string, max: string, description: string) {
   const lo = parseDuration(min);
   const hi = parseDuration(max);
+  // A malformed value is the pattern's to refuse (one clear message); the range rule judges
+  // only well-formed ones, so "10 seconds" does not also report a CEL type conversion error.
   const inRange = (v: string) => {
     const ms = safeDuration(v);
-    return ms !== undefined && ms >= lo && ms <= hi;
+    return ms === undefined || (ms >= lo && ms <= hi);
   };
   return withRules(
-    z.string().regex(new RegExp(DURATION_PATTERN), { message: "must be a duration such as 250ms, 10s or 1h30m" }),
+    z
+      .string()
+      .max(DURATION_MAX_LENGTH)
+      .regex(new RegExp(DURATION_PATTERN), { message: "must be a duration such as 250ms, 10s or 1h30m" }),
     { description: `${description} A duration such as 250ms, 10s or 1h30m, from ${min} to ${max}.`, pattern: DURATION_PATTERN },
     [
       {
-        rule: `duration(self) >= duration('${min}') && duration(self) <= duration('${max}')`,
+        rule: `!${celIsDuration("self")} || (duration(self) >= duration('${min}') && duration(self) <= duration('${max}'))`,
         message: `must be between ${formatDuration(lo)} and ${formatDuration(hi)}`,
         check: inRange,
       },
     ],
   );
+}
+
+/** Longest duration string accepted (bounds the cost of the CEL rules that match it). */
+export const DURATION_MAX_LENGTH = 64;
+
+/**
+ * CEL: `expr` (a string) is a well-formed duration. Rules guard `duration(expr)` with it: CEL's
+ * duration() is Go's, which parses what the pattern refuses ("-1s", "1us") and fails with a type
+ * conversion error on the rest.
+ */
+export function celIsDuration(expr: string): string {
+  return `${expr}.matches(r'${DURATION_PATTERN}')`;
 }
 
 export function safeDuration(value: string | undefined): number | undefined {

@@ -2,7 +2,7 @@
 // the source of truth: the CRD (crds/), the TypeScript types and the operator's runtime
 // validation are all derived from it.
 import { z } from "zod";
-import { conditions, duration, int, objectName, safeDuration, timestamp, withRules } from "./fields.js";
+import { celIsDuration, conditions, duration, int, objectName, safeDuration, timestamp, withRules } from "./fields.js";
 
 /** Headers Hookline sets itself; a subscription may not override them. */
 export const RESERVED_HEADERS = [
@@ -65,10 +65,15 @@ export const retrySchema = withRules(
   { description: "Exponential backoff with jitter between attempts: initialBackoff * multiplier^n, capped at maxBackoff." },
   [
     {
-      rule: "!has(self.initialBackoff) || !has(self.maxBackoff) || duration(self.maxBackoff) >= duration(self.initialBackoff)",
+      // Malformed durations are left to their own pattern (one clear message each).
+      rule: `!has(self.initialBackoff) || !has(self.maxBackoff) || !${celIsDuration("self.initialBackoff")} || !${celIsDuration("self.maxBackoff")} || duration(self.maxBackoff) >= duration(self.initialBackoff)`,
       message: "maxBackoff must be greater than or equal to initialBackoff",
       fieldPath: ".maxBackoff",
-      check: (r) => (safeDuration(r.maxBackoff) ?? 0) >= (safeDuration(r.initialBackoff) ?? 0),
+      check: (r) => {
+        const initial = safeDuration(r.initialBackoff);
+        const max = safeDuration(r.maxBackoff);
+        return initial === undefined || max === undefined || max >= initial;
+      },
     },
   ],
 );

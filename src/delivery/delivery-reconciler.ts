@@ -48,7 +48,8 @@ export interface DeliveryReconcilerDeps {
   random?: () => number;
 }
 
-const SECRET_RECHECK_MS = 10_000;
+/** A missing Secret is not watched: look again after 1 s, 2 s, 4 s ... up to 30 s. */
+const SECRET_RECHECK = { initialMs: 1_000, maxMs: 30_000 };
 
 /** The request body, built once per delivery version: {"id","type","timestamp","data"}. */
 const bodies = new WeakMap<object, { id: string; body: string; bytes: number }>();
@@ -73,6 +74,8 @@ export function deliveryRef(obj: DeliveryObject): ObjectRef {
 export class DeliveryReconciler {
   /** Outcomes of attempts whose status write failed: written before anything else is tried. */
   private readonly unwritten = new Map<string, (status: DeliveryStatus | undefined) => OutcomeResult>();
+  /** Consecutive Secret rechecks per delivery key, for the recheck backoff. */
+  private readonly secretWaits = new Map<string, number>();
   private readonly now: () => number;
   private readonly random: () => number;
 
@@ -85,6 +88,7 @@ export class DeliveryReconciler {
     let obj = this.d.caches.delivery(key);
     if (!obj) {
       this.unwritten.delete(key);
+      this.secretWaits.delete(key);
       return this.d.replay?.(key, signal);
     }
     switch (this.d.expectations.check(key, obj.metadata.resourceVersion)) {
@@ -170,7 +174,10 @@ export class DeliveryReconciler {
           }
         }
         // Subscriptions are watched: their changes wake the delivery. Secrets are not: look again.
-        return action.reason === "SecretNotFound" ? { requeueAfter: SECRET_RECHECK_MS } : undefined;
+        if (action.reason !== "SecretNotFound") return;
+        const n = this.secretWaits.get(c.key) ?? 0;
+        this.secretWaits.set(c.key, n + 1);
+        return { requeueAfter: Math.min(SECRET_RECHECK.maxMs, SECRET_RECHECK.initialMs * 2 ** n) };
       }
       case "DeadLetter": {
         if (action.reason === "BreakerOpen") {
@@ -186,6 +193,7 @@ export class DeliveryReconciler {
         return;
       }
       case "Attempt":
+        this.secretWaits.delete(c.key);
         return this.attempt(c.key, c.obj, c.policy!, c.endpoint!, c.subKey, action, c.keys, c.signal);
     }
   }

@@ -12,6 +12,12 @@ export async function apply(manifest: unknown | unknown[]): Promise<void> {
   await kubectlOk(["apply", "-f", "-"], { input: JSON.stringify({ apiVersion: "v1", kind: "List", items: docs }) });
 }
 
+/** kubectl create (no last-applied annotation: works for payloads near the size limit). */
+export async function create(manifest: unknown | unknown[]): Promise<void> {
+  const docs = Array.isArray(manifest) ? manifest : [manifest];
+  await kubectlOk(["create", "-f", "-"], { input: JSON.stringify({ apiVersion: "v1", kind: "List", items: docs }) });
+}
+
 export async function getObj(kind: "whsub" | "whdel" | string, namespace: string, name: string): Promise<Obj | undefined> {
   const r = await kubectl(["get", kind, name, "-n", namespace, "-o", "json"]);
   if (r.code !== 0) {

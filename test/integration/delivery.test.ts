@@ -1,7 +1,7 @@
 // The delivery engine end to end: a real API server, the real operator, real receivers.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createNamespace, deleteNamespace, waitFor } from "../helpers/cluster.js";
-import { apply, delivery, getObj, secret, subscription, TEST_SECRET } from "../helpers/kube.js";
+import { createNamespace, deleteNamespace, kubectlOk, waitFor } from "../helpers/cluster.js";
+import { apply, create, delivery, events, getObj, secret, subscription, TEST_SECRET } from "../helpers/kube.js";
 import { startOperator, type TestOperator } from "../helpers/operator.js";
 import { Receiver } from "../helpers/receiver.js";
 
@@ -67,6 +67,246 @@ describe("delivery: three customers", () => {
         expect(() => Receiver.verify(req, TEST_SECRET)).not.toThrow();
         expect(JSON.parse(req.body)).toMatchObject({ id, type: "order.paid" });
       }
+    }
+  });
+});
+
+const phaseOf = async (ns: string, name: string) => (await getObj("whdel", ns, name))?.status?.phase as string | undefined;
+const until = (ns: string, name: string, phase: string, timeoutMs = 30_000) =>
+  waitFor(async () => {
+    const d = await getObj("whdel", ns, name);
+    return d?.status?.phase === phase ? d : undefined;
+  }, { description: `${ns}/${name} ${phase}`, timeoutMs });
+const succeededCondition = (d: any) => d?.status?.conditions?.find((c: any) => c.type === "Succeeded");
+
+describe("delivery: durability and timeouts", () => {
+  let ns: string;
+  const receivers: Receiver[] = [];
+  const operators: TestOperator[] = [];
+
+  beforeAll(async () => {
+    ns = await createNamespace("durable");
+    await apply(secret(ns, "signing"));
+  });
+  afterAll(async () => {
+    await Promise.all(operators.map((o) => o.stop()));
+    await Promise.all(receivers.map((r) => r.close()));
+    await deleteNamespace(ns);
+  });
+
+  it("keeps the backoff schedule and attempt count across an operator restart", async () => {
+    const r = await Receiver.start(Receiver.sequence([500], 200));
+    receivers.push(r);
+    const first = await startOperator({ namespaces: [ns] });
+    operators.push(first);
+    await apply([
+      subscription(ns, "slow-backoff", { url: r.url(), secretRef: { name: "signing" }, retry: { initialBackoff: "3s", jitterPercent: 0, maxAttempts: 5 } }),
+      delivery(ns, "restart-me", "slow-backoff"),
+    ]);
+    const retrying = await until(ns, "restart-me", "Retrying");
+    expect(retrying.status!.attempts).toBe(1);
+    const due = Date.parse(retrying.status!.nextAttemptAt);
+    await first.stop();
+    const second = await startOperator({ namespaces: [ns] });
+    operators.push(second);
+    const done = await until(ns, "restart-me", "Succeeded");
+    expect(r.requests).toHaveLength(2);
+    // No early attempt: the restarted operator waited for the stored nextAttemptAt.
+    expect(r.requests[1]!.at).toBeGreaterThanOrEqual(due - 50);
+    expect(done.status!.attempts).toBe(2);
+    expect(r.requests[0]!.headers["webhook-id"]).toBe(r.requests[1]!.headers["webhook-id"]);
+    await second.stop();
+  });
+
+  it("ends an attempt to a receiver that never answers at the timeout, as a retryable failure", async () => {
+    const r = await Receiver.start(() => "hang");
+    receivers.push(r);
+    const op = await startOperator({ namespaces: [ns] });
+    operators.push(op);
+    await apply([
+      subscription(ns, "hangs", { url: r.url(), timeout: "300ms", retry: { initialBackoff: "50ms", maxAttempts: 2, jitterPercent: 0 } }),
+      delivery(ns, "to-hang", "hangs"),
+    ]);
+    const d = await until(ns, "to-hang", "DeadLettered");
+    expect(r.requests).toHaveLength(2);
+    expect(d.status!.deadLetter.reason).toBe("Exhausted");
+    for (const a of d.status!.history) {
+      expect(a.reason).toBe("timeout");
+      expect(a.outcome).toBe("Failed");
+      expect(a.durationMs).toBeGreaterThanOrEqual(250);
+      expect(a.durationMs).toBeLessThan(3000);
+    }
+    expect(await op.metric("webhook_delivery_attempts_total", { reason: "timeout" })).toBe(2);
+    await op.stop();
+  });
+});
+
+describe("delivery: no double attempts, API writes per delivery", () => {
+  it("sends exactly one request per delivery for ten created at once, with at most 2 writes each", async () => {
+    const ns = await createNamespace("ten");
+    const r = await Receiver.start(() => 200);
+    const op = await startOperator({ namespaces: [ns] });
+    try {
+      await apply([secret(ns, "signing"), subscription(ns, "ten", { url: r.url(), secretRef: { name: "signing" } })]);
+      await waitFor(async () => (await getObj("whsub", ns, "ten"))?.status?.conditions?.some((c: any) => c.type === "Ready" && c.status === "True"), { description: "subscription Ready" });
+      const before = await op.apiRequests();
+      const writes = (c: Record<string, number>) => (c.create ?? 0) + (c.patch ?? 0) + (c.update ?? 0) + (c.delete ?? 0);
+      await apply(Array.from({ length: 10 }, (_, i) => delivery(ns, `d-${i}`, "ten")));
+      for (let i = 0; i < 10; i++) await until(ns, `d-${i}`, "Succeeded");
+      // Let the bounded-rate subscription rollup happen, then count.
+      await waitFor(async () => (await getObj("whsub", ns, "ten"))?.status?.deliveries?.succeeded === 10, { description: "rollup counts 10" });
+      const after = await op.apiRequests();
+      expect(r.requests).toHaveLength(10);
+      expect(new Set(r.requests.map((q) => q.headers["webhook-id"])).size).toBe(10);
+      const statusPatches = (await op.apiRequests("webhookdeliveries/status")).patch ?? 0;
+      expect(statusPatches).toBe(10); // one status write per attempt outcome
+      const perDelivery = (writes(after) - writes(before)) / 10;
+      expect(perDelivery).toBeLessThanOrEqual(2);
+      console.log(`[writes] ${perDelivery} API writes per delivery (first-attempt success, including subscription status rollups)`);
+    } finally {
+      await op.stop();
+      await r.close();
+      await deleteNamespace(ns);
+    }
+  });
+});
+
+describe("delivery: waiting, never losing", () => {
+  let ns: string;
+  let op: TestOperator;
+  let r: Receiver;
+
+  beforeAll(async () => {
+    ns = await createNamespace("waits");
+    r = await Receiver.start(() => 200);
+    op = await startOperator({ namespaces: [ns] });
+  });
+  afterAll(async () => {
+    await op?.stop();
+    await r?.close();
+    await deleteNamespace(ns);
+  });
+
+  it("waits for a missing Secret with a condition and an Event, then delivers", async () => {
+    await apply([subscription(ns, "needs-secret", { url: r.url("/s"), secretRef: { name: "late-secret" } }), delivery(ns, "wait-secret", "needs-secret")]);
+    const waiting = await waitFor(async () => {
+      const d = await getObj("whdel", ns, "wait-secret");
+      return succeededCondition(d)?.reason === "SecretNotFound" ? d : undefined;
+    }, { description: "SecretNotFound condition" });
+    expect(succeededCondition(waiting).status).toBe("Unknown");
+    expect(waiting.status!.phase).toBe("Pending");
+    await waitFor(async () => (await events(ns, "wait-secret")).some((e) => e.reason === "SecretNotFound" && e.type === "Warning"), { description: "SecretNotFound Event" });
+    await waitFor(async () => (await getObj("whsub", ns, "needs-secret"))?.status?.conditions?.some((c: any) => c.type === "Ready" && c.status === "False" && c.reason === "SecretNotFound"), { description: "subscription not Ready" });
+    expect(r.requests.filter((q) => q.path === "/s")).toHaveLength(0);
+    await apply(secret(ns, "late-secret"));
+    await until(ns, "wait-secret", "Succeeded");
+    const req = r.requests.find((q) => q.path === "/s")!;
+    expect(() => Receiver.verify(req, TEST_SECRET)).not.toThrow();
+  });
+
+  it("waits for a missing subscription, then delivers when it appears", async () => {
+    await apply(delivery(ns, "wait-sub", "not-yet"));
+    await waitFor(async () => succeededCondition(await getObj("whdel", ns, "wait-sub"))?.reason === "SubscriptionNotFound", { description: "SubscriptionNotFound condition" });
+    await waitFor(async () => (await events(ns, "wait-sub")).some((e) => e.reason === "SubscriptionNotFound" && e.type === "Warning"), { description: "SubscriptionNotFound Event" });
+    await apply(subscription(ns, "not-yet", { url: r.url("/late") }));
+    await until(ns, "wait-sub", "Succeeded");
+    expect(r.requests.filter((q) => q.path === "/late")).toHaveLength(1);
+  });
+
+  it("holds deliveries of a paused subscription until it is unpaused", async () => {
+    await apply([subscription(ns, "paused", { url: r.url("/paused"), paused: true }), delivery(ns, "held", "paused")]);
+    await waitFor(async () => succeededCondition(await getObj("whdel", ns, "held"))?.reason === "Paused", { description: "Paused condition" });
+    expect(r.requests.filter((q) => q.path === "/paused")).toHaveLength(0);
+    await apply(subscription(ns, "paused", { url: r.url("/paused"), paused: false }));
+    await until(ns, "held", "Succeeded");
+    expect(r.requests.filter((q) => q.path === "/paused")).toHaveLength(1);
+  });
+
+  it("discards an event type the subscription does not list, and an oversized payload, without a request", async () => {
+    await apply([subscription(ns, "picky", { url: r.url("/picky"), eventTypes: ["invoice.*"] }), delivery(ns, "wrong-type", "picky")]);
+    // kubectl apply would store the payload again in its last-applied annotation (256 KiB max).
+    await create(delivery(ns, "too-big", "picky", { eventType: "invoice.paid", payload: { blob: "x".repeat(300 * 1024) } }));
+    const wrong = await until(ns, "wrong-type", "Discarded");
+    expect(wrong.status!.discard.reason).toBe("EventTypeNotSubscribed");
+    expect(succeededCondition(wrong)).toMatchObject({ status: "False", reason: "EventTypeNotSubscribed" });
+    const big = await until(ns, "too-big", "Discarded");
+    expect(big.status!.discard.reason).toBe("PayloadTooLarge");
+    expect(r.requests.filter((q) => q.path === "/picky")).toHaveLength(0);
+    await waitFor(async () => (await events(ns, "too-big")).some((e) => e.reason === "Discarded"), { description: "Discarded Event" });
+  });
+});
+
+describe("delivery: network guard (loopback not allowed)", () => {
+  it("refuses link-local, private, loopback literals and names resolving to loopback without connecting", async () => {
+    const ns = await createNamespace("guard");
+    const r = await Receiver.start(() => 200);
+    const op = await startOperator({ namespaces: [ns], env: { WEBHOOK_ALLOWED_NETWORKS: "" } });
+    try {
+      const targets = {
+        metadata: "http://169.254.169.254/latest/meta-data",
+        private: "http://10.0.0.1/hook",
+        "ipv6-loopback": `http://[::1]:${r.port}/hook`,
+        "name-to-loopback": `https://localhost:${r.port}/hook`,
+        "ipv4-loopback": `https://127.0.0.1:${r.port}/hook`,
+      };
+      await apply(Object.entries(targets).flatMap(([name, url]) => [subscription(ns, name, { url, retry: { maxAttempts: 3, initialBackoff: "50ms" } }), delivery(ns, `to-${name}`, name)]));
+      for (const name of Object.keys(targets)) {
+        const d = await until(ns, `to-${name}`, "DeadLettered");
+        expect(d.status!.deadLetter.reason, name).toBe("Blocked");
+        expect(d.status!.attempts, name).toBe(1);
+        expect(d.status!.lastAttempt.reason, name).toBe("blocked");
+        expect(d.status!.lastAttempt.error, name).toMatch(/not in WEBHOOK_ALLOWED_NETWORKS/);
+      }
+      expect(r.requests).toHaveLength(0);
+      expect(await op.metric("webhook_delivery_attempts_total", { reason: "blocked" })).toBe(5);
+    } finally {
+      await op.stop();
+      await r.close();
+      await deleteNamespace(ns);
+    }
+  });
+});
+
+describe("delivery: secret hygiene", () => {
+  it("never puts a secret value in logs, status or Events", async () => {
+    const ns = await createNamespace("hygiene");
+    const plain = `plain-secret-${Math.random().toString(36).slice(2)}-value`;
+    const whsec = `whsec_${Buffer.from(`hygiene-${Math.random()}`).toString("base64")}`;
+    const ok = await Receiver.start(() => 200);
+    const bad = await Receiver.start(() => 401);
+    const op = await startOperator({ namespaces: [ns] });
+    try {
+      await apply([
+        secret(ns, "s1", { secret: whsec, previous: plain }),
+        secret(ns, "s2", { secret: plain }),
+        subscription(ns, "std", { url: ok.url(), secretRef: { name: "s1", previousKey: "previous" }, headers: { "X-Tenant": "acme" } }),
+        subscription(ns, "hex", { url: bad.url(), secretRef: { name: "s2" }, signature: { scheme: "HMACSHA256Hex" } }),
+        subscription(ns, "missing-key", { url: ok.url(), secretRef: { name: "s2", key: "nope" } }),
+        delivery(ns, "h1", "std"),
+        delivery(ns, "h2", "hex"),
+        delivery(ns, "h3", "missing-key"),
+      ]);
+      await until(ns, "h1", "Succeeded");
+      await until(ns, "h2", "DeadLettered");
+      await waitFor(async () => succeededCondition(await getObj("whdel", ns, "h3"))?.reason === "SecretNotFound", { description: "h3 waits for its key" });
+      // Rotation: two signatures while previousKey exists.
+      expect(String(ok.requests[0]!.headers["webhook-signature"]).split(" ")).toHaveLength(2);
+      expect(bad.requests[0]!.headers["x-webhook-signature"]).toMatch(/^sha256=[0-9a-f]{64}$/);
+      const everything = [
+        op.logs.join("\n"),
+        await kubectlOk(["get", "whdel,whsub", "-n", ns, "-o", "json"]),
+        await kubectlOk(["get", "events", "-n", ns, "-o", "json"]),
+        await (await fetch(`http://127.0.0.1:${op.op.metricsPort}/metrics`)).text(),
+      ].join("\n");
+      expect(everything.length).toBeGreaterThan(1000);
+      for (const needle of [plain, whsec, whsec.slice("whsec_".length), Buffer.from(plain).toString("base64")]) {
+        expect(everything.includes(needle), `found ${needle}`).toBe(false);
+      }
+    } finally {
+      await op.stop();
+      await ok.close();
+      await bad.close();
+      await deleteNamespace(ns);
     }
   });
 });

@@ -1,0 +1,206 @@
+// Fan-out: one event becomes one WebhookDelivery per matching, non-paused subscription of its
+// namespace. Each delivery is named from (event id, subscription) (see naming.ts), so the API
+// server itself makes a publish idempotent: AlreadyExists means an earlier publish of the same
+// event created it. Shared by the three doors: the library (src/index.ts), `hookline publish`
+// and the operator's HTTP endpoint (server.ts).
+import { API_VERSION, DELIVERY, LABELS } from "../api/names.js";
+import { matchesEventType } from "../core/policy.js";
+import { ApiError, type KubeClient } from "../kube/client.js";
+import { collectionPath, objectPath, type ResourceType } from "../kube/types.js";
+import { GROUP, SUBSCRIPTION, VERSION } from "../api/names.js";
+import { IdempotencyConflictError, PublishFailedError, type PublishFailure } from "./errors.js";
+import { validateEvent, type ValidEvent } from "./input.js";
+import { deliveryName, labelValue } from "./naming.js";
+
+const SUBSCRIPTIONS: ResourceType = { group: GROUP, version: VERSION, plural: SUBSCRIPTION.plural };
+const DELIVERIES: ResourceType = { group: GROUP, version: VERSION, plural: DELIVERY.plural };
+
+/** The field manager of deliveries created by a publish (visible in managedFields). */
+export const PUBLISH_FIELD_MANAGER = "hookline-publish";
+
+/** What the fan-out reads of a subscription: a WebhookSubscription object, from a list or a cache. */
+export interface SubscriptionLike {
+  metadata: { name: string; namespace?: string; deletionTimestamp?: string };
+  spec?: unknown;
+}
+
+export interface DeliveryResult {
+  subscription: string;
+  /** Name of the WebhookDelivery (`kubectl get whdel NAME`). */
+  name: string;
+  /** `created` now, or `existing`: an earlier publish of this event id created it. */
+  result: "created" | "existing";
+}
+
+/** A subscription that wants the event type but gets no delivery, and why. */
+export interface SkippedSubscription {
+  subscription: string;
+  reason: "Paused" | "Deleting";
+}
+
+export interface PublishResult {
+  /** The event id (generated when the input had none): publish again with it to retry safely. */
+  id: string;
+  namespace: string;
+  type: string;
+  /** One entry per matching subscription, sorted by subscription name. */
+  deliveries: DeliveryResult[];
+  skipped: SkippedSubscription[];
+}
+
+export interface FanoutOptions {
+  /**
+   * Subscriptions to match against (all namespaces may be mixed in; others are ignored). The
+   * operator passes its watch cache; when absent, the namespace's subscriptions are listed.
+   */
+  subscriptions?: () => Iterable<SubscriptionLike>;
+  /** Deliveries created at once; default 8. */
+  concurrency?: number;
+  signal?: AbortSignal;
+  /** Id generator for events without one; default crypto.randomUUID. */
+  newId?: () => string;
+}
+
+/** Which subscriptions of `namespace` get an event of `type`, sorted by name. Pure. */
+export function selectSubscriptions(subscriptions: Iterable<SubscriptionLike>, namespace: string, type: string): { matched: string[]; skipped: SkippedSubscription[] } {
+  const matched: string[] = [];
+  const skipped: SkippedSubscription[] = [];
+  for (const sub of subscriptions) {
+    if (sub.metadata.namespace !== undefined && sub.metadata.namespace !== namespace) continue;
+    const spec = (sub.spec ?? {}) as { eventTypes?: unknown; paused?: unknown };
+    const eventTypes = Array.isArray(spec.eventTypes) ? spec.eventTypes.filter((t): t is string => typeof t === "string") : undefined;
+    if (!matchesEventType(eventTypes, type)) continue;
+    const name = sub.metadata.name;
+    if (sub.metadata.deletionTimestamp) skipped.push({ subscription: name, reason: "Deleting" });
+    else if (spec.paused === true) skipped.push({ subscription: name, reason: "Paused" });
+    else matched.push(name);
+  }
+  const byName = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
+  matched.sort(byName);
+  skipped.sort((a, b) => byName(a.subscription, b.subscription));
+  return { matched, skipped };
+}
+
+/** The WebhookDelivery a publish creates for one subscription. */
+export function deliveryFor(event: ValidEvent, subscription: string): { apiVersion: string; kind: string; metadata: { name: string; namespace: string; labels: Record<string, string> }; spec: Record<string, unknown> } {
+  return {
+    apiVersion: API_VERSION,
+    kind: DELIVERY.kind,
+    metadata: {
+      name: deliveryName(event.id, subscription),
+      namespace: event.namespace,
+      labels: { [LABELS.subscription]: labelValue(subscription), [LABELS.eventId]: labelValue(event.id) },
+    },
+    spec: {
+      subscriptionRef: { name: subscription },
+      eventType: event.type,
+      eventId: event.id,
+      // A null payload is sent as `data: null`; the API server would prune a null field anyway.
+      ...(event.data === null ? {} : { payload: event.data }),
+    },
+  };
+}
+
+/** Deep equality of JSON values; a null property equals a missing one (the API server may drop either). */
+export function sameJson(a: unknown, b: unknown): boolean {
+  if (a === b) return true;
+  if (a === null || b === null || a === undefined || b === undefined) return (a ?? null) === (b ?? null);
+  if (typeof a !== "object" || typeof b !== "object") return false;
+  if (Array.isArray(a) !== Array.isArray(b)) return false;
+  if (Array.isArray(a)) {
+    const bs = b as unknown[];
+    return a.length === bs.length && a.every((v, i) => sameJson(v, bs[i]));
+  }
+  const ao = a as Record<string, unknown>;
+  const bo = b as Record<string, unknown>;
+  const keys = new Set([...Object.keys(ao), ...Object.keys(bo)]);
+  for (const k of keys) if (!sameJson(ao[k], bo[k])) return false;
+  return true;
+}
+
+async function listSubscriptions(client: KubeClient, namespace: string, signal?: AbortSignal): Promise<SubscriptionLike[]> {
+  const items: SubscriptionLike[] = [];
+  let cont: string | undefined;
+  do {
+    const page = await client.request<{ items?: SubscriptionLike[]; metadata?: { continue?: string } }>({
+      method: "GET",
+      path: collectionPath(SUBSCRIPTIONS, namespace),
+      query: { limit: 500, continue: cont },
+      ...(signal ? { signal } : {}),
+    });
+    items.push(...(page.items ?? []));
+    cont = page.metadata?.continue || undefined;
+  } while (cont);
+  return items;
+}
+
+/** On AlreadyExists: the delivery is ours only if it carries the same event. */
+async function checkExisting(client: KubeClient, event: ValidEvent, subscription: string, name: string, signal?: AbortSignal): Promise<void> {
+  const got = await client.request<{ spec?: { subscriptionRef?: { name?: string }; eventType?: string; eventId?: string; payload?: unknown } }>({
+    method: "GET",
+    path: objectPath(DELIVERIES, event.namespace, name),
+    ...(signal ? { signal } : {}),
+  });
+  const spec = got.spec ?? {};
+  const difference =
+    spec.subscriptionRef?.name !== subscription ? "subscription"
+    : spec.eventType !== event.type ? "eventType"
+    : spec.eventId !== event.id ? "eventId"
+    : !sameJson(spec.payload, event.data) ? "payload"
+    : undefined;
+  if (difference) throw new IdempotencyConflictError(event.id, name, subscription, difference);
+}
+
+/**
+ * Publishes one event: validates it (PublishInputError / PayloadTooLargeError), creates one
+ * delivery per matching, non-paused subscription, and reports each as created or existing.
+ * Throws IdempotencyConflictError when the id was used for another event, and
+ * PublishFailedError (with what was done) when the API server refused some creates.
+ */
+export async function publish(client: KubeClient, input: { namespace: string; type: string; id?: string; data: unknown }, opts: FanoutOptions = {}): Promise<PublishResult> {
+  const event = validateEvent(input, opts.newId);
+  const subscriptions = opts.subscriptions ? opts.subscriptions() : await listSubscriptions(client, event.namespace, opts.signal);
+  const { matched, skipped } = selectSubscriptions(subscriptions, event.namespace, event.type);
+  const deliveries: DeliveryResult[] = [];
+  const failures: PublishFailure[] = [];
+  let conflict: IdempotencyConflictError | undefined;
+
+  const createOne = async (subscription: string): Promise<void> => {
+    const body = deliveryFor(event, subscription);
+    const name = body.metadata.name;
+    try {
+      await client.request({
+        method: "POST",
+        path: collectionPath(DELIVERIES, event.namespace),
+        query: { fieldManager: PUBLISH_FIELD_MANAGER },
+        body,
+        ...(opts.signal ? { signal: opts.signal } : {}),
+      });
+      deliveries.push({ subscription, name, result: "created" });
+    } catch (err) {
+      if (err instanceof ApiError && err.isAlreadyExists) {
+        try {
+          await checkExisting(client, event, subscription, name, opts.signal);
+          deliveries.push({ subscription, name, result: "existing" });
+        } catch (checkErr) {
+          if (checkErr instanceof IdempotencyConflictError) conflict ??= checkErr;
+          else failures.push({ subscription, name, status: checkErr instanceof ApiError ? checkErr.status : undefined, message: (checkErr as Error).message });
+        }
+        return;
+      }
+      failures.push({ subscription, name, status: err instanceof ApiError ? err.status : undefined, message: (err as Error).message });
+    }
+  };
+
+  const queue = [...matched];
+  const workers = Array.from({ length: Math.min(queue.length, Math.max(1, opts.concurrency ?? 8)) }, async () => {
+    for (let sub = queue.shift(); sub !== undefined; sub = queue.shift()) await createOne(sub);
+  });
+  await Promise.all(workers);
+
+  if (conflict) throw conflict;
+  deliveries.sort((a, b) => (a.subscription < b.subscription ? -1 : a.subscription > b.subscription ? 1 : 0));
+  const result: PublishResult = { id: event.id, namespace: event.namespace, type: event.type, deliveries, skipped };
+  if (failures.length) throw new PublishFailedError(result, failures);
+  return result;
+}
