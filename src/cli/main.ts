@@ -21,6 +21,10 @@ export async function main(argv: string[]): Promise<number> {
       return operatorCommand(rest);
     case "dev":
       return devCommand(rest);
+    case "publish":
+      return (await import("./publish.js")).publishCommand(rest);
+    case "demo":
+      return (await import("./demo.js")).demoCommand(rest);
     case undefined:
     case "help":
     case "--help":

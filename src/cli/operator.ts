@@ -24,6 +24,7 @@ import { objectKey } from "../kube/reflector.js";
 import { StatusWriter } from "../kube/status-writer.js";
 import { closeServer, healthServer, listen, metricsServer } from "../observability/http-servers.js";
 import { createLogger } from "../observability/logger.js";
+import { publishServer } from "../publish/server.js";
 import { Metrics } from "../observability/metrics.js";
 import { Controller } from "../runtime/controller.js";
 import { Expectations } from "../runtime/expectations.js";
@@ -71,6 +72,8 @@ export class Operator {
   private readonly unhealthyReflectors = new Set<string>();
   metricsPort = 0;
   healthPort = 0;
+  /** Port of the publish endpoint once listening (PUBLISH_PORT; 0 picks one); undefined when off. */
+  publishPort: number | undefined;
   private stopped: Promise<void> | undefined;
 
   constructor(private readonly opts: OperatorOptions) {
@@ -190,6 +193,7 @@ export class Operator {
     this.terminal.start();
     await Promise.all([this.caches.waitForSync(), this.terminal.waitForSync()]);
     log.info({ subscriptions: this.caches.subscriptions.size, activeDeliveries: this.caches.deliveries.size, finishedDeliveries: this.terminal.size }, "caches synced");
+    if (config.publishPort !== undefined) await this.startPublishServer(config.publishPort);
 
     const le = config.leaderElection;
     if (le.enabled) {
@@ -218,6 +222,20 @@ export class Operator {
     this.metricsPort = await listen(metrics, this.config.metricsPort);
     this.healthPort = await listen(health, this.config.healthPort);
     this.log.info({ metricsPort: this.metricsPort, healthPort: this.healthPort }, "serving /metrics, /healthz and /readyz");
+  }
+
+  /** The HTTP publish door (docs/publishing.md): every replica serves it, leader or not. */
+  private async startPublishServer(port: number): Promise<void> {
+    const server = publishServer({
+      client: this.client,
+      log: this.log.child({ component: "publish" }),
+      ready: () => this.ready,
+      subscriptions: () => this.caches.subscriptions.values(),
+      watchNamespaces: this.config.watchNamespaces,
+    });
+    this.servers.push(server);
+    this.publishPort = await listen(server, port);
+    this.log.info({ publishPort: this.publishPort }, "serving POST /v1/namespaces/{namespace}/events");
   }
 
   /** A clear message when the CRDs are missing; the watches keep retrying meanwhile. */

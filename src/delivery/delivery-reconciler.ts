@@ -149,6 +149,7 @@ export class DeliveryReconciler {
       secret,
       endpoint: endpoint ? this.d.endpoints.view(endpoint) : undefined,
     });
+    if (this.d.log.isLevelEnabled("debug")) this.d.log.debug({ delivery: key, action: action.type, ...("why" in action ? { why: action.why } : {}), ...("at" in action ? { inMs: action.at - now } : {}) }, "planned");
     if (action.type !== "Attempt" && action.type !== "Park") this.d.endpoints.kick(endpoint, policy?.maxInFlight ?? 0);
     return this.act(action, { key, obj, policy, endpoint, subKey, subObj, keys, signal, now });
   }

@@ -3,11 +3,10 @@
 // server itself makes a publish idempotent: AlreadyExists means an earlier publish of the same
 // event created it. Shared by the three doors: the library (src/index.ts), `hookline publish`
 // and the operator's HTTP endpoint (server.ts).
-import { API_VERSION, DELIVERY, LABELS } from "../api/names.js";
+import { API_VERSION, DELIVERY, GROUP, LABELS, SUBSCRIPTION, VERSION } from "../api/names.js";
 import { matchesEventType } from "../core/policy.js";
 import { ApiError, type KubeClient } from "../kube/client.js";
 import { collectionPath, objectPath, type ResourceType } from "../kube/types.js";
-import { GROUP, SUBSCRIPTION, VERSION } from "../api/names.js";
 import { IdempotencyConflictError, PublishFailedError, type PublishFailure } from "./errors.js";
 import { validateEvent, type ValidEvent } from "./input.js";
 import { deliveryName, labelValue } from "./naming.js";

@@ -14,6 +14,15 @@ describe("Expectations", () => {
     expect(e.size).toBe(0);
   });
 
+  it("says our own write needs no reconcile, unless a reconcile waited for it", () => {
+    const e = new Expectations();
+    e.expect("ns/a", "2");
+    expect(e.observe("ns/a", "2")).toBe(true);
+    e.expect("ns/b", "2");
+    expect(e.check("ns/b", "1")).toBe("wait");
+    expect(e.observe("ns/b", "2")).toBe(false);
+  });
+
   it("is satisfied when the object leaves the cache", () => {
     const e = new Expectations();
     e.expect("ns/a", "5");

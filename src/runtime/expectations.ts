@@ -4,7 +4,7 @@
 // can then never cause a second attempt. resourceVersions are compared for equality only.
 
 export class Expectations {
-  private readonly pending = new Map<string, { rv: string; at: number }>();
+  private readonly pending = new Map<string, { rv: string; at: number; deferred?: boolean }>();
 
   constructor(
     private readonly ttlMs = 60_000,
@@ -18,14 +18,16 @@ export class Expectations {
 
   /**
    * The cache delivered `rv` for `key` (add/update), or the object left the cache (rv undefined).
-   * True when `rv` is exactly our own last write (nothing new to reconcile).
+   * True when `rv` is exactly our own last write and no reconcile is waiting for it (nothing new
+   * to reconcile); false means the key should be queued.
    */
   observe(key: string, rv: string | undefined): boolean {
     const p = this.pending.get(key);
     if (!p) return false;
     if (rv === undefined || rv === p.rv) {
       this.pending.delete(key);
-      return rv !== undefined;
+      // A reconcile that waited for this version must run now.
+      return rv !== undefined && !p.deferred;
     }
     return false;
   }
@@ -46,6 +48,7 @@ export class Expectations {
       this.pending.delete(key);
       return "expired";
     }
+    p.deferred = true;
     return "wait";
   }
 

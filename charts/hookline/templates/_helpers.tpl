@@ -1,0 +1,108 @@
+{{/* Names, labels and derived values shared by the templates. */}}
+
+{{- define "hookline.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "hookline.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "hookline.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "hookline.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "hookline.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "hookline.labels" -}}
+helm.sh/chart: {{ include "hookline.chart" . }}
+{{ include "hookline.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: hookline
+{{- end }}
+
+{{- define "hookline.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "hookline.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "hookline.image" -}}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- else }}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+{{- end }}
+
+{{- define "hookline.leaseName" -}}
+{{- default (printf "%s-leader" (include "hookline.fullname" .)) .Values.leaderElection.leaseName | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "hookline.metricsServiceName" -}}
+{{- printf "%s-metrics" (include "hookline.fullname" . | trunc 55 | trimSuffix "-") }}
+{{- end }}
+
+{{/*
+WEBHOOK_DRAIN_TIMEOUT_MS: explicit, or the grace period minus the margin. Refuses a drain timeout
+that leaves less than the margin before SIGKILL.
+*/}}
+{{- define "hookline.drainTimeoutMs" -}}
+{{- $grace := int .Values.terminationGracePeriodSeconds }}
+{{- $margin := int .Values.drain.marginSeconds }}
+{{- if lt $grace $margin }}
+{{- fail (printf "terminationGracePeriodSeconds (%d) must be at least drain.marginSeconds (%d)" $grace $margin) }}
+{{- end }}
+{{- $budget := mul (sub $grace $margin) 1000 }}
+{{- if kindIs "invalid" .Values.drain.timeoutMs }}
+{{- $budget }}
+{{- else }}
+{{- $t := int64 .Values.drain.timeoutMs }}
+{{- if gt $t (int64 $budget) }}
+{{- fail (printf "drain.timeoutMs (%d) must leave drain.marginSeconds (%d s) of terminationGracePeriodSeconds (%d s): at most %d" $t $margin $grace $budget) }}
+{{- end }}
+{{- $t }}
+{{- end }}
+{{- end }}
+
+{{/* Label matchers that select this install's series in alert expressions. */}}
+{{- define "hookline.jobSelector" -}}
+{{- default (printf "job=%q" (include "hookline.metricsServiceName" .)) .Values.prometheusRule.jobSelector }}
+{{- end }}
+
+{{/* The rules of the operator's role in the namespaces it serves (ClusterRole or Role). */}}
+{{- define "hookline.watchRules" -}}
+- apiGroups: ["hookline.dev"]
+  resources: ["webhooksubscriptions"]
+  verbs: ["list", "watch", "patch"]
+- apiGroups: ["hookline.dev"]
+  resources: ["webhooksubscriptions/status"]
+  verbs: ["patch"]
+- apiGroups: ["hookline.dev"]
+  resources: ["webhookdeliveries"]
+  verbs: ["get", "list", "watch", "patch", "delete"{{ if .Values.publish.enabled }}, "create"{{ end }}]
+- apiGroups: ["hookline.dev"]
+  resources: ["webhookdeliveries/status"]
+  verbs: ["patch"]
+- apiGroups: [""]
+  resources: ["secrets"]
+  verbs: ["get"]
+- apiGroups: [""]
+  resources: ["events"]
+  verbs: ["create"]
+{{- end }}

@@ -1,0 +1,149 @@
+// `hookline publish`: fans one event out to every matching subscription of a namespace, with
+// the caller's kubeconfig, and prints what it created. Exit 0 on success (also when nothing
+// matched), 2 for a usage or input problem, 1 when the cluster refused or failed.
+import { readFileSync } from "node:fs";
+import { parseArgs } from "node:util";
+import { KubeConfig } from "@kubernetes/client-node";
+import { MAX_PAYLOAD_BYTES } from "../api/names.js";
+import { ApiError, KubeClient } from "../kube/client.js";
+import { IdempotencyConflictError, PublishFailedError, PublishInputError } from "../publish/errors.js";
+import { publish, type PublishResult } from "../publish/fanout.js";
+import { USER_AGENT } from "../version.js";
+
+const USAGE = `usage: hookline publish --namespace NS --type TYPE [--id ID] --data JSON|@FILE|@- [--kubeconfig PATH] [-o table|json]
+
+Publishes one event: creates one WebhookDelivery for every subscription of the namespace whose
+eventTypes match TYPE (and that is not paused). The delivery names derive from the event id, so
+publishing the same --id again creates nothing new: retrying is safe. Without --id a random id
+is generated and printed.
+
+  -n, --namespace NS     namespace of the subscriptions (required)
+  -t, --type TYPE        event type, e.g. order.paid (required)
+      --id ID            event id, the idempotency key (default: a random UUID)
+  -d, --data JSON        the event data: inline JSON, @FILE, or @- for stdin (required;
+                         at most ${MAX_PAYLOAD_BYTES} bytes serialized)
+      --kubeconfig PATH  default: KUBECONFIG, ~/.kube/config, or in-cluster credentials
+  -o, --output FORMAT    table (default) or json
+
+Your credentials need list on webhooksubscriptions and create on webhookdeliveries in NS.
+
+examples:
+  hookline publish -n shop -t order.paid --id evt-1001 -d '{"order": 1001, "total": "42.00"}'
+  hookline publish -n shop -t invoice.paid -d @invoice.json -o json
+`;
+
+const FLAG: Record<string, string> = { namespace: "--namespace", type: "--type", id: "--id", data: "--data", event: "--data" };
+
+class UsageError extends Error {}
+
+function readData(arg: string): unknown {
+  let text = arg;
+  let source = "--data";
+  if (arg.startsWith("@")) {
+    const file = arg.slice(1);
+    source = file === "-" ? "stdin" : file;
+    try {
+      text = readFileSync(file === "-" ? 0 : file, "utf8");
+    } catch (err) {
+      throw new UsageError(`cannot read --data ${arg}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+    }
+  }
+  try {
+    return JSON.parse(text) as unknown;
+  } catch (err) {
+    throw new UsageError(`${source} is not valid JSON (${(err as Error).message}); quote strings as JSON, e.g. --data '"hello"', or use @FILE`);
+  }
+}
+
+function table(rows: string[][]): string {
+  const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)));
+  return rows.map((r) => r.map((cell, i) => (i === r.length - 1 ? cell : cell.padEnd(widths[i]! + 3))).join("")).join("\n") + "\n";
+}
+
+function printResult(result: PublishResult, output: string, failures: Array<{ subscription: string; name: string; message: string }> = []): void {
+  if (output === "json") {
+    process.stdout.write(JSON.stringify(failures.length ? { ...result, failures } : result, null, 2) + "\n");
+    return;
+  }
+  const rows = [
+    ["SUBSCRIPTION", "DELIVERY", "RESULT"],
+    ...result.deliveries.map((d) => [d.subscription, d.name, d.result]),
+    ...failures.map((f) => [f.subscription, f.name, `failed: ${f.message}`]),
+    ...result.skipped.map((s) => [s.subscription, "-", `skipped (${s.reason})`]),
+  ];
+  const created = result.deliveries.filter((d) => d.result === "created").length;
+  if (rows.length > 1) process.stdout.write(table(rows));
+  const summary =
+    result.deliveries.length === 0 && failures.length === 0 ?
+      `no subscription in namespace ${result.namespace} takes ${result.type} events: nothing to deliver (kubectl get whsub -n ${result.namespace})`
+    : `event ${result.id} (${result.type}) in namespace ${result.namespace}: ${created} created, ${result.deliveries.length - created} existing` +
+      (failures.length ? `, ${failures.length} failed` : "");
+  process.stderr.write(`${summary}\n`);
+}
+
+export async function publishCommand(args: string[]): Promise<number> {
+  let values;
+  try {
+    ({ values } = parseArgs({
+      args,
+      options: {
+        namespace: { type: "string", short: "n" },
+        type: { type: "string", short: "t" },
+        id: { type: "string" },
+        data: { type: "string", short: "d" },
+        kubeconfig: { type: "string" },
+        output: { type: "string", short: "o", default: "table" },
+        help: { type: "boolean", short: "h" },
+      },
+      allowPositionals: false,
+    }));
+  } catch (err) {
+    process.stderr.write(`hookline publish: ${(err as Error).message}\n\n${USAGE}`);
+    return 2;
+  }
+  if (values.help) {
+    process.stdout.write(USAGE);
+    return 0;
+  }
+  const output = values.output;
+  try {
+    for (const flag of ["namespace", "type", "data"] as const) if (values[flag] === undefined) throw new UsageError(`--${flag} is required`);
+    if (output !== "table" && output !== "json") throw new UsageError(`--output must be table or json, got "${output}"`);
+    const data = readData(values.data!);
+    const kc = new KubeConfig();
+    if (values.kubeconfig) kc.loadFromFile(values.kubeconfig);
+    else kc.loadFromDefault();
+    const client = await KubeClient.create(kc, { userAgent: USER_AGENT, connections: 8 });
+    try {
+      const result = await publish(client, { namespace: values.namespace!, type: values.type!, ...(values.id !== undefined ? { id: values.id } : {}), data });
+      printResult(result, output);
+      return 0;
+    } finally {
+      await client.close();
+    }
+  } catch (err) {
+    if (err instanceof UsageError) {
+      process.stderr.write(`hookline publish: ${err.message}\n(see hookline publish --help)\n`);
+      return 2;
+    }
+    if (err instanceof PublishInputError) {
+      process.stderr.write(`hookline publish: ${FLAG[err.field] ?? err.field}: ${err.message}\n`);
+      return 2;
+    }
+    if (err instanceof PublishFailedError) {
+      printResult(err.result, output, err.failures);
+      process.stderr.write(`hookline publish: ${err.message}\n`);
+      return 1;
+    }
+    if (err instanceof IdempotencyConflictError) {
+      process.stderr.write(`hookline publish: ${err.message}\n`);
+      return 1;
+    }
+    if (err instanceof ApiError && (err.status === 401 || err.status === 403)) {
+      process.stderr.write(`hookline publish: ${err.message}\n(publishing needs list on webhooksubscriptions and create on webhookdeliveries in namespace ${values.namespace}; see docs/publishing.md)\n`);
+      return 1;
+    }
+    process.stderr.write(`hookline publish: ${(err as Error).message}\n`);
+    return 1;
+  }
+}

@@ -1,0 +1,130 @@
+// Who is calling the publish endpoint, and may they create deliveries in this namespace? The
+// caller's bearer token is checked with a TokenReview and the caller with a SubjectAccessReview
+// for `create webhookdeliveries.hookline.dev`, both answered by the API server with its own
+// authenticators and authorizers (RBAC, webhooks...). Answers are kept briefly (default 10 s,
+// bounded) and concurrent identical questions share one request, so a burst from one service
+// costs two API calls. Tokens are kept only as SHA-256 digests and never logged.
+import { createHash } from "node:crypto";
+import { DELIVERY, GROUP } from "../api/names.js";
+import type { KubeClient } from "../kube/client.js";
+import { collectionPath, CORE } from "../kube/types.js";
+
+export interface Caller {
+  username: string;
+  uid?: string;
+  groups: string[];
+  extra?: Record<string, string[]>;
+}
+
+export type Authentication = { ok: true; caller: Caller } | { ok: false; reason: string };
+export type Authorization = { allowed: true } | { allowed: false; reason: string };
+
+/** A time-bounded, size-bounded map of promises; failed promises are forgotten at once. */
+export class TtlCache<V> {
+  private readonly entries = new Map<string, { value: Promise<V>; expires: number }>();
+
+  constructor(
+    private readonly ttlMs: number,
+    private readonly max: number,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  get size(): number {
+    return this.entries.size;
+  }
+
+  get(key: string, load: () => Promise<V>): Promise<V> {
+    const now = this.now();
+    const hit = this.entries.get(key);
+    if (hit && hit.expires > now) return hit.value;
+    if (hit) this.entries.delete(key);
+    const value = load();
+    this.entries.set(key, { value, expires: now + this.ttlMs });
+    value.catch(() => {
+      if (this.entries.get(key)?.value === value) this.entries.delete(key);
+    });
+    // Over the bound: drop the oldest (a Map iterates in insertion order).
+    for (const k of this.entries.keys()) {
+      if (this.entries.size <= this.max) break;
+      this.entries.delete(k);
+    }
+    return value;
+  }
+}
+
+export interface ReviewerOptions {
+  /** How long an answer is reused; default 10 s. */
+  ttlMs?: number;
+  /** Answers kept at most (per kind); default 10 000. */
+  maxEntries?: number;
+  now?: () => number;
+}
+
+interface TokenReviewStatus {
+  authenticated?: boolean;
+  user?: { username?: string; uid?: string; groups?: string[]; extra?: Record<string, string[]> };
+  error?: string;
+}
+
+interface SubjectAccessReviewStatus {
+  allowed?: boolean;
+  denied?: boolean;
+  reason?: string;
+}
+
+export function tokenDigest(token: string): string {
+  return createHash("sha256").update(token).digest("hex");
+}
+
+export class Reviewer {
+  private readonly tokens: TtlCache<Authentication>;
+  private readonly access: TtlCache<Authorization>;
+
+  constructor(
+    private readonly client: KubeClient,
+    opts: ReviewerOptions = {},
+  ) {
+    const ttl = opts.ttlMs ?? 10_000;
+    const max = opts.maxEntries ?? 10_000;
+    this.tokens = new TtlCache(ttl, max, opts.now);
+    this.access = new TtlCache(ttl, max, opts.now);
+  }
+
+  /** TokenReview of a bearer token. Throws only when the API server cannot answer. */
+  authenticate(token: string): Promise<Authentication> {
+    return this.tokens.get(tokenDigest(token), async () => {
+      const review = await this.client.request<{ status?: TokenReviewStatus }>({
+        method: "POST",
+        path: collectionPath(CORE.tokenReviews),
+        body: { apiVersion: "authentication.k8s.io/v1", kind: "TokenReview", spec: { token } },
+      });
+      const s = review.status ?? {};
+      if (!s.authenticated || !s.user?.username) return { ok: false, reason: "the bearer token is not valid (expired, revoked or unknown)" };
+      return { ok: true, caller: { username: s.user.username, ...(s.user.uid ? { uid: s.user.uid } : {}), groups: s.user.groups ?? [], ...(s.user.extra ? { extra: s.user.extra } : {}) } };
+    });
+  }
+
+  /** SubjectAccessReview: may `caller` create webhookdeliveries in `namespace`? */
+  authorize(token: string, caller: Caller, namespace: string): Promise<Authorization> {
+    return this.access.get(`${tokenDigest(token)}/${namespace}`, async () => {
+      const review = await this.client.request<{ status?: SubjectAccessReviewStatus }>({
+        method: "POST",
+        path: collectionPath(CORE.subjectAccessReviews),
+        body: {
+          apiVersion: "authorization.k8s.io/v1",
+          kind: "SubjectAccessReview",
+          spec: {
+            user: caller.username,
+            ...(caller.uid ? { uid: caller.uid } : {}),
+            groups: caller.groups,
+            ...(caller.extra ? { extra: caller.extra } : {}),
+            resourceAttributes: { namespace, verb: "create", group: GROUP, resource: DELIVERY.plural },
+          },
+        },
+      });
+      const s = review.status ?? {};
+      if (s.allowed && !s.denied) return { allowed: true };
+      return { allowed: false, reason: `${caller.username} may not create ${DELIVERY.plural}.${GROUP} in namespace "${namespace}"${s.reason ? ` (${s.reason})` : ""}` };
+    });
+  }
+}

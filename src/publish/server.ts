@@ -1,0 +1,220 @@
+// The HTTP publish door, on its own port (PUBLISH_PORT): `POST /v1/namespaces/{ns}/events` with
+// `{"type","id"?,"data"}`, for services in any language. The caller is authenticated with its
+// own Kubernetes bearer token (TokenReview) and authorized like a kubectl user would be (a
+// SubjectAccessReview for `create webhookdeliveries.hookline.dev` in that namespace); only then
+// are the deliveries created, with the operator's identity. Matching reads the operator's
+// subscription cache. Bodies are streamed against a limit, never buffered past it. Tokens and
+// payloads are never logged. See docs/publishing.md for the API reference.
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { Logger } from "pino";
+import { MAX_PAYLOAD_BYTES } from "../api/names.js";
+import { ApiError, type KubeClient } from "../kube/client.js";
+import { objectPath, CORE } from "../kube/types.js";
+import { Reviewer, TtlCache, type ReviewerOptions } from "./auth.js";
+import { IdempotencyConflictError, PayloadTooLargeError, PublishFailedError, PublishInputError } from "./errors.js";
+import { publish, type SubscriptionLike } from "./fanout.js";
+
+export interface PublishServerOptions {
+  /** The operator's client: it runs the reviews and creates the deliveries. */
+  client: KubeClient;
+  log: Logger;
+  /** Requests are refused with 503 while this says not ready. */
+  ready(): { ready: boolean; reason?: string };
+  /** The operator's subscription cache; when absent, subscriptions are listed per request. */
+  subscriptions?: () => Iterable<SubscriptionLike>;
+  /** Namespaces the operator watches (empty: all); others answer 404. */
+  watchNamespaces?: readonly string[];
+  /** TokenReview / SubjectAccessReview answer cache (default 10 s, 10 000 entries). */
+  reviews?: ReviewerOptions;
+  /** Largest request body; default MAX_PAYLOAD_BYTES plus 16 KiB for the envelope. */
+  maxBodyBytes?: number;
+}
+
+export const EVENTS_PATH = /^\/v1\/namespaces\/([^/]+)\/events\/?$/;
+const ENVELOPE_BYTES = 16 * 1024;
+/** A refused body is read and dropped up to this many bytes (so the client sees the answer), then the connection is cut. */
+const DISCARD_LIMIT_BYTES = 4 * 1024 * 1024;
+const BODY_FIELDS = new Set(["type", "id", "data"]);
+const NAMESPACE = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
+
+interface Reply {
+  status: number;
+  body: Record<string, unknown>;
+  headers?: Record<string, string>;
+}
+
+const refuse = (status: number, error: string, extra: Record<string, unknown> = {}, headers?: Record<string, string>): Reply => ({ status, body: { error, ...extra }, ...(headers ? { headers } : {}) });
+
+function send(res: ServerResponse, reply: Reply): void {
+  if (res.headersSent || res.destroyed) return;
+  const text = JSON.stringify(reply.body);
+  res.writeHead(reply.status, { "content-type": "application/json", "content-length": Buffer.byteLength(text), "cache-control": "no-store", ...(reply.headers ?? {}) });
+  res.end(text);
+}
+
+/** Drops what is left of a request body, up to DISCARD_LIMIT_BYTES, then cuts the connection. */
+const discarding = new WeakSet<IncomingMessage>();
+
+function discardBody(req: IncomingMessage): void {
+  if (req.complete || discarding.has(req)) return;
+  discarding.add(req);
+  let dropped = 0;
+  req.removeAllListeners("data");
+  req.on("data", (chunk: Buffer) => {
+    dropped += chunk.length;
+    if (dropped > DISCARD_LIMIT_BYTES) req.socket.destroy();
+  });
+  req.on("error", () => undefined);
+  req.resume();
+}
+
+type Body = { ok: true; body: Buffer } | { ok: false; size: number };
+
+/** Reads a body up to `limit` bytes; past it, resolves `ok: false` at once and drops the rest. */
+function readBody(req: IncomingMessage, limit: number): Promise<Body> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const onData = (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > limit) {
+        req.off("data", onData);
+        chunks.length = 0;
+        discardBody(req);
+        resolve({ ok: false, size });
+        return;
+      }
+      chunks.push(chunk);
+    };
+    req.on("data", onData);
+    req.once("end", () => resolve({ ok: true, body: Buffer.concat(chunks) }));
+    req.once("error", reject);
+  });
+}
+
+function bearerToken(req: IncomingMessage): string | undefined {
+  const header = req.headers.authorization;
+  if (!header) return undefined;
+  const m = /^Bearer\s+(\S+)\s*$/i.exec(header);
+  return m?.[1];
+}
+
+function tooLarge(limit: number, size?: number): Reply {
+  return refuse(413, `the request body is ${size !== undefined ? `${size} bytes or more` : "too large"}; the limit is ${limit} bytes (data at most ${MAX_PAYLOAD_BYTES} bytes serialized)`, { field: "data", limit: MAX_PAYLOAD_BYTES });
+}
+
+/** The parsed body as publish input, or the 400 naming what is wrong. */
+function parseBody(raw: Buffer, namespace: string): { ok: true; input: { namespace: string; type: string; id?: string; data: unknown } } | { ok: false; reply: Reply } {
+  let body: unknown;
+  try {
+    body = JSON.parse(raw.toString("utf8"));
+  } catch (err) {
+    const detail = raw.length === 0 ? "the body is empty" : (err as Error).message;
+    return { ok: false, reply: refuse(400, `the body is not valid JSON (${detail}); send {"type": "...", "id": "...", "data": ...}`, { field: "body" }) };
+  }
+  if (typeof body !== "object" || body === null || Array.isArray(body)) {
+    return { ok: false, reply: refuse(400, 'the body must be a JSON object: {"type": "...", "id": "...", "data": ...}', { field: "body" }) };
+  }
+  const unknown = Object.keys(body).find((k) => !BODY_FIELDS.has(k));
+  if (unknown !== undefined) {
+    const hint = unknown === "namespace" ? "the namespace is taken from the URL path" : "expected type, id and data";
+    return { ok: false, reply: refuse(400, `unknown field "${unknown}" (${hint})`, { field: unknown }) };
+  }
+  return { ok: true, input: { ...(body as { type: string; id?: string; data: unknown }), namespace } };
+}
+
+export function publishServer(opts: PublishServerOptions): Server {
+  const { client, log } = opts;
+  const limit = opts.maxBodyBytes ?? MAX_PAYLOAD_BYTES + ENVELOPE_BYTES;
+  const reviewer = new Reviewer(client, opts.reviews);
+  const namespaces = new TtlCache<boolean | undefined>(opts.reviews?.ttlMs ?? 10_000, 10_000, opts.reviews?.now);
+  const watched = opts.watchNamespaces?.length ? new Set(opts.watchNamespaces) : undefined;
+
+  /** Whether the namespace exists; undefined when the operator may not read namespaces. */
+  const namespaceExists = (ns: string) =>
+    namespaces.get(ns, async () => {
+      try {
+        await client.request({ method: "GET", path: objectPath(CORE.namespaces, undefined, ns) });
+        return true;
+      } catch (err) {
+        if (err instanceof ApiError && err.isNotFound) return false;
+        if (err instanceof ApiError && err.status === 403) return undefined;
+        throw err;
+      }
+    });
+
+  const handle = async (req: IncomingMessage): Promise<Reply & { caller?: string }> => {
+    const path = (req.url ?? "/").split("?")[0]!;
+    const route = EVENTS_PATH.exec(path);
+    if (!route) return refuse(404, `not found: POST /v1/namespaces/{namespace}/events is the only route`);
+    if (req.method !== "POST") return refuse(405, `method ${req.method ?? "?"} not allowed: use POST`, {}, { allow: "POST" });
+    let namespace: string;
+    try {
+      namespace = decodeURIComponent(route[1]!);
+    } catch {
+      return refuse(404, "not found: the namespace in the path is not valid");
+    }
+    if (!NAMESPACE.test(namespace) || namespace.length > 63) return refuse(404, `namespace "${namespace}" not found: not a valid namespace name`);
+
+    const readiness = opts.ready();
+    if (!readiness.ready) return refuse(503, `not ready: ${readiness.reason ?? "starting"}; retry shortly`, {}, { "retry-after": "1" });
+
+    const declared = req.headers["content-length"] !== undefined ? Number(req.headers["content-length"]) : undefined;
+    if (declared !== undefined && declared > limit) return tooLarge(limit, declared);
+
+    const token = bearerToken(req);
+    const challenge = { "www-authenticate": 'Bearer realm="hookline"' };
+    if (!token) return refuse(401, "authentication required: send your Kubernetes token as Authorization: Bearer <token> (e.g. kubectl create token SERVICEACCOUNT)", {}, challenge);
+    const authn = await reviewer.authenticate(token);
+    if (!authn.ok) return refuse(401, authn.reason, {}, challenge);
+    const caller = authn.caller.username;
+    const authz = await reviewer.authorize(token, authn.caller, namespace);
+    if (!authz.allowed) return { ...refuse(403, `forbidden: ${authz.reason}`), caller };
+
+    const exists = await namespaceExists(namespace);
+    if (exists === false) return { ...refuse(404, `namespace "${namespace}" not found`), caller };
+    if (watched && !watched.has(namespace)) return { ...refuse(404, `namespace "${namespace}" is not watched by this operator (WATCH_NAMESPACES); events published there would not be delivered`), caller };
+
+    const read = await readBody(req, limit);
+    if (!read.ok) return { ...tooLarge(limit, read.size), caller };
+    const parsed = parseBody(read.body, namespace);
+    if (!parsed.ok) return { ...parsed.reply, caller };
+    try {
+      const result = await publish(client, parsed.input, opts.subscriptions ? { subscriptions: opts.subscriptions } : {});
+      const created = result.deliveries.filter((d) => d.result === "created").length;
+      log.info({ namespace, type: result.type, id: result.id, caller, created, existing: result.deliveries.length - created }, "event published");
+      return { status: 202, body: result as unknown as Record<string, unknown>, caller };
+    } catch (err) {
+      if (err instanceof PayloadTooLargeError) return { ...refuse(413, err.message, { field: err.field, limit: err.limit }), caller };
+      if (err instanceof PublishInputError) return { ...refuse(400, err.message, { field: err.field }), caller };
+      if (err instanceof IdempotencyConflictError) return { ...refuse(409, err.message, { field: "id", delivery: err.delivery }), caller };
+      if (err instanceof PublishFailedError) {
+        const transient = err.failures.some((f) => f.status === undefined || f.status === 429 || f.status >= 500);
+        return {
+          ...refuse(transient ? 503 : 500, err.message, { id: err.result.id, deliveries: err.result.deliveries, failures: err.failures.map(({ subscription, name, message }) => ({ subscription, name, message })) }, transient ? { "retry-after": "1" } : undefined),
+          caller,
+        };
+      }
+      throw err;
+    }
+  };
+
+  const server = createServer((req, res) => {
+    const started = performance.now();
+    handle(req)
+      .catch((err: Error): Reply => {
+        log.warn({ err: err.message }, "publish request failed");
+        return refuse(503, `the Kubernetes API server could not be reached or refused the operator: ${err.message}; retry shortly`, {}, { "retry-after": "1" });
+      })
+      .then((reply: Reply & { caller?: string }) => {
+        send(res, reply);
+        discardBody(req);
+        if (reply.status !== 202) log.debug({ status: reply.status, caller: reply.caller, path: (req.url ?? "").split("?")[0], durationMs: Math.round(performance.now() - started) }, "publish request refused");
+      })
+      .catch(() => res.destroy());
+  });
+  // Slow or stalled clients cannot hold a connection for long.
+  server.requestTimeout = 30_000;
+  server.headersTimeout = 10_000;
+  return server;
+}

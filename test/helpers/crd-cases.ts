@@ -1,0 +1,546 @@
+// The invalid-spec table: specs the API server must refuse, each with the field its message
+// names, the rule's message, and the one part of the CRD schema that refuses it.
+//
+// test/integration/crds.test.ts submits every case to the installed hookline.dev CRDs and
+// checks the refusal; test/integration/crd-mutation.test.ts deletes each case's rule from a
+// private copy of the CRD and checks that the same write is then accepted, so every rule in
+// this table is shown to be the thing doing the refusing.
+import { DURATION_PATTERN } from "../../src/api/duration.js";
+import { kubectl, kubectlOk } from "./cluster.js";
+import type { KubectlResult } from "./cluster.js";
+
+export type CaseKind = "subscription" | "delivery";
+
+export const CASE_KINDS: Record<CaseKind, string> = { subscription: "WebhookSubscription", delivery: "WebhookDelivery" };
+
+type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
+type JsonObject = { [key: string]: Json };
+
+/**
+ * Where a rule lives: `path` is a list of keys from the CRD's `openAPIV3Schema` to the schema
+ * node that holds it (see `at`), then exactly one of
+ * - `keyword`: a keyword of that node (`minimum`, `maximum`, `enum`, `pattern`),
+ * - `required`: an entry of that node's `required` list,
+ * - `rule`: text found in exactly one `x-kubernetes-validations[].rule` of that node.
+ */
+export type Enforcer =
+  | { path: string[]; keyword: "minimum" | "maximum" | "enum" | "pattern" }
+  | { path: string[]; required: string }
+  | { path: string[]; rule: string };
+
+export interface InvalidSpecCase {
+  name: string;
+  kind: CaseKind;
+  /** The spec created. For an update case, a valid spec created first. */
+  spec: JsonObject;
+  /** For an update case: the spec then written over it, which is refused. */
+  update?: JsonObject;
+  /** The field the refusal names, as the API server spells it (`spec.retry.maxAttempts`). */
+  field: string;
+  /** Text of the rule's message. */
+  message: string;
+  enforcedBy: Enforcer;
+}
+
+/**
+ * A field path (`spec.retry.maxAttempts`, `spec.eventTypes[]` for the items of a list, `` for
+ * the root) as a path of keys into openAPIV3Schema.
+ */
+export function at(fieldPath: string): string[] {
+  const path: string[] = [];
+  for (const part of fieldPath.split(".").filter(Boolean)) {
+    const name = part.replace(/\[\]$/, "");
+    path.push("properties", name);
+    if (part.endsWith("[]")) path.push("items");
+  }
+  return path;
+}
+
+export function describeEnforcer(e: Enforcer): string {
+  let where = "";
+  for (const [i, key] of e.path.entries()) {
+    if (key === "items") where += "[]";
+    else if (e.path[i - 1] === "properties") where += where ? `.${key}` : key;
+  }
+  where ||= "<root>";
+  if ("keyword" in e) return `${where}: ${e.keyword}`;
+  if ("required" in e) return `${where}: required "${e.required}"`;
+  return `${where}: x-kubernetes-validations rule containing "${e.rule}"`;
+}
+
+const URL_OK = "https://hooks.example.com/orders";
+const sub = (extra: JsonObject = {}): JsonObject => ({ url: URL_OK, ...extra });
+const del = (extra: JsonObject = {}): JsonObject => ({ subscriptionRef: { name: "acme" }, eventType: "order.paid", payload: { order: 1001 }, ...extra });
+
+const ge = (n: number) => `should be greater than or equal to ${n}`;
+const le = (n: number) => `should be less than or equal to ${n}`;
+const durationPattern = `should match '${DURATION_PATTERN}'`;
+const nameRule = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$";
+const RESERVED_HEADERS_MESSAGE = "headers may not set host, content-type, content-length";
+
+export const INVALID_SPEC_CASES: InvalidSpecCase[] = [
+  // Integer bounds.
+  {
+    name: "retry.maxAttempts 0",
+    kind: "subscription",
+    spec: sub({ retry: { maxAttempts: 0 } }),
+    field: "spec.retry.maxAttempts",
+    message: ge(1),
+    enforcedBy: { path: at("spec.retry.maxAttempts"), keyword: "minimum" },
+  },
+  {
+    name: "retry.maxAttempts 51",
+    kind: "subscription",
+    spec: sub({ retry: { maxAttempts: 51 } }),
+    field: "spec.retry.maxAttempts",
+    message: le(50),
+    enforcedBy: { path: at("spec.retry.maxAttempts"), keyword: "maximum" },
+  },
+  {
+    name: "retry.multiplier 0",
+    kind: "subscription",
+    spec: sub({ retry: { multiplier: 0 } }),
+    field: "spec.retry.multiplier",
+    message: ge(1),
+    enforcedBy: { path: at("spec.retry.multiplier"), keyword: "minimum" },
+  },
+  {
+    name: "retry.multiplier 11",
+    kind: "subscription",
+    spec: sub({ retry: { multiplier: 11 } }),
+    field: "spec.retry.multiplier",
+    message: le(10),
+    enforcedBy: { path: at("spec.retry.multiplier"), keyword: "maximum" },
+  },
+  {
+    name: "retry.jitterPercent 101",
+    kind: "subscription",
+    spec: sub({ retry: { jitterPercent: 101 } }),
+    field: "spec.retry.jitterPercent",
+    message: le(100),
+    enforcedBy: { path: at("spec.retry.jitterPercent"), keyword: "maximum" },
+  },
+  {
+    name: "circuitBreaker.failureThreshold 0",
+    kind: "subscription",
+    spec: sub({ circuitBreaker: { failureThreshold: 0 } }),
+    field: "spec.circuitBreaker.failureThreshold",
+    message: ge(1),
+    enforcedBy: { path: at("spec.circuitBreaker.failureThreshold"), keyword: "minimum" },
+  },
+  {
+    name: "circuitBreaker.failureThreshold 101",
+    kind: "subscription",
+    spec: sub({ circuitBreaker: { failureThreshold: 101 } }),
+    field: "spec.circuitBreaker.failureThreshold",
+    message: le(100),
+    enforcedBy: { path: at("spec.circuitBreaker.failureThreshold"), keyword: "maximum" },
+  },
+  {
+    name: "circuitBreaker.successThreshold 21",
+    kind: "subscription",
+    spec: sub({ circuitBreaker: { successThreshold: 21 } }),
+    field: "spec.circuitBreaker.successThreshold",
+    message: le(20),
+    enforcedBy: { path: at("spec.circuitBreaker.successThreshold"), keyword: "maximum" },
+  },
+  {
+    name: "maxInFlight 0",
+    kind: "subscription",
+    spec: sub({ maxInFlight: 0 }),
+    field: "spec.maxInFlight",
+    message: ge(1),
+    enforcedBy: { path: at("spec.maxInFlight"), keyword: "minimum" },
+  },
+  {
+    name: "rateLimit.perSecond 0",
+    kind: "subscription",
+    spec: sub({ rateLimit: { perSecond: 0 } }),
+    field: "spec.rateLimit.perSecond",
+    message: ge(1),
+    enforcedBy: { path: at("spec.rateLimit.perSecond"), keyword: "minimum" },
+  },
+  {
+    name: "deadLetter.maxEntries 0",
+    kind: "subscription",
+    spec: sub({ deadLetter: { maxEntries: 0 } }),
+    field: "spec.deadLetter.maxEntries",
+    message: ge(1),
+    enforcedBy: { path: at("spec.deadLetter.maxEntries"), keyword: "minimum" },
+  },
+  {
+    name: "deadLetter.maxReplays 101",
+    kind: "subscription",
+    spec: sub({ deadLetter: { maxReplays: 101 } }),
+    field: "spec.deadLetter.maxReplays",
+    message: le(100),
+    enforcedBy: { path: at("spec.deadLetter.maxReplays"), keyword: "maximum" },
+  },
+  // Enums.
+  {
+    name: "signature.scheme HMACSHA1",
+    kind: "subscription",
+    spec: sub({ signature: { scheme: "HMACSHA1" } }),
+    field: "spec.signature.scheme",
+    message: 'Unsupported value: "HMACSHA1": supported values: "StandardWebhooks", "HMACSHA256Hex"',
+    enforcedBy: { path: at("spec.signature.scheme"), keyword: "enum" },
+  },
+  {
+    name: "circuitBreaker.whenOpen Drop",
+    kind: "subscription",
+    spec: sub({ circuitBreaker: { whenOpen: "Drop" } }),
+    field: "spec.circuitBreaker.whenOpen",
+    message: 'Unsupported value: "Drop": supported values: "Defer", "DeadLetter"',
+    enforcedBy: { path: at("spec.circuitBreaker.whenOpen"), keyword: "enum" },
+  },
+  // Duration strings: the format, then the ranges.
+  {
+    name: 'retry.initialBackoff "10 seconds"',
+    kind: "subscription",
+    spec: sub({ retry: { initialBackoff: "10 seconds" } }),
+    field: "spec.retry.initialBackoff",
+    message: durationPattern,
+    enforcedBy: { path: at("spec.retry.initialBackoff"), keyword: "pattern" },
+  },
+  {
+    name: 'timeout "-1s"',
+    kind: "subscription",
+    spec: sub({ timeout: "-1s" }),
+    field: "spec.timeout",
+    message: durationPattern,
+    enforcedBy: { path: at("spec.timeout"), keyword: "pattern" },
+  },
+  {
+    name: 'retention.succeeded "1d" (no day unit)',
+    kind: "subscription",
+    spec: sub({ retention: { succeeded: "1d" } }),
+    field: "spec.retention.succeeded",
+    message: durationPattern,
+    enforcedBy: { path: at("spec.retention.succeeded"), keyword: "pattern" },
+  },
+  {
+    name: "timeout 99ms (below 100ms)",
+    kind: "subscription",
+    spec: sub({ timeout: "99ms" }),
+    field: "spec.timeout",
+    message: "must be between 100ms and 2m",
+    enforcedBy: { path: at("spec.timeout"), rule: "duration(self) >= duration('100ms')" },
+  },
+  {
+    name: "timeout 2m1s (above 120s)",
+    kind: "subscription",
+    spec: sub({ timeout: "2m1s" }),
+    field: "spec.timeout",
+    message: "must be between 100ms and 2m",
+    enforcedBy: { path: at("spec.timeout"), rule: "duration(self) >= duration('100ms')" },
+  },
+  {
+    name: "circuitBreaker.cooldown 999ms (below 1s)",
+    kind: "subscription",
+    spec: sub({ circuitBreaker: { cooldown: "999ms" } }),
+    field: "spec.circuitBreaker.cooldown",
+    message: "must be between 1s and 5m",
+    enforcedBy: { path: at("spec.circuitBreaker.cooldown"), rule: "duration(self) >= duration('1s')" },
+  },
+  {
+    name: "circuitBreaker.cooldown 301s (above 300s)",
+    kind: "subscription",
+    spec: sub({ circuitBreaker: { cooldown: "301s" } }),
+    field: "spec.circuitBreaker.cooldown",
+    message: "must be between 1s and 5m",
+    enforcedBy: { path: at("spec.circuitBreaker.cooldown"), rule: "duration(self) >= duration('1s')" },
+  },
+  {
+    name: "retention.deadLettered 8761h (above a year)",
+    kind: "subscription",
+    spec: sub({ retention: { deadLettered: "8761h" } }),
+    field: "spec.retention.deadLettered",
+    message: "must be between 0s and 8760h",
+    enforcedBy: { path: at("spec.retention.deadLettered"), rule: "duration(self) <= duration('8760h')" },
+  },
+  // CEL rules.
+  {
+    name: "retry.maxBackoff 5s below initialBackoff 10s",
+    kind: "subscription",
+    spec: sub({ retry: { initialBackoff: "10s", maxBackoff: "5s" } }),
+    field: "spec.retry.maxBackoff",
+    message: "maxBackoff must be greater than or equal to initialBackoff",
+    enforcedBy: { path: at("spec.retry"), rule: "duration(self.maxBackoff) >= duration(self.initialBackoff)" },
+  },
+  {
+    name: "url ftp://x",
+    kind: "subscription",
+    spec: { url: "ftp://x" },
+    field: "spec.url",
+    message: "url must be an absolute http:// or https:// URL with a host",
+    enforcedBy: { path: at("spec.url"), rule: "getScheme()" },
+  },
+  {
+    name: 'url "not a url"',
+    kind: "subscription",
+    spec: { url: "not a url" },
+    field: "spec.url",
+    message: "url must be an absolute http:// or https:// URL with a host",
+    enforcedBy: { path: at("spec.url"), rule: "getScheme()" },
+  },
+  {
+    name: "headers Content-Type (reserved)",
+    kind: "subscription",
+    spec: sub({ headers: { "Content-Type": "text/plain" } }),
+    field: "spec.headers",
+    message: RESERVED_HEADERS_MESSAGE,
+    enforcedBy: { path: at("spec.headers"), rule: "k.lowerAscii() in" },
+  },
+  {
+    name: "headers webhook-signature (reserved)",
+    kind: "subscription",
+    spec: sub({ headers: { "webhook-signature": "v1,forged" } }),
+    field: "spec.headers",
+    message: RESERVED_HEADERS_MESSAGE,
+    enforcedBy: { path: at("spec.headers"), rule: "k.lowerAscii() in" },
+  },
+  {
+    name: "headers value with a newline",
+    kind: "subscription",
+    spec: sub({ headers: { "X-Tenant": "acme\r\nX-Injected: 1" } }),
+    field: "spec.headers",
+    message: "header values may not contain line breaks",
+    enforcedBy: { path: at("spec.headers"), rule: "contains('\\n')" },
+  },
+  {
+    name: 'headers name "X Tenant" (not an HTTP token)',
+    kind: "subscription",
+    spec: sub({ headers: { "X Tenant": "acme" } }),
+    field: "spec.headers",
+    message: "header names must be HTTP tokens",
+    enforcedBy: { path: at("spec.headers"), rule: "k.matches(" },
+  },
+  // Required fields and patterns.
+  {
+    name: "url missing",
+    kind: "subscription",
+    spec: { eventTypes: ["order.paid"] },
+    field: "spec.url",
+    message: "Required value",
+    enforcedBy: { path: at("spec"), required: "url" },
+  },
+  {
+    name: 'eventTypes entry "order paid"',
+    kind: "subscription",
+    spec: sub({ eventTypes: ["order.paid", "order paid"] }),
+    field: "spec.eventTypes[1]",
+    message: "should match '^(\\*|[A-Za-z0-9][A-Za-z0-9_.:/-]*?(\\.\\*)?)$'",
+    enforcedBy: { path: at("spec.eventTypes[]"), keyword: "pattern" },
+  },
+  {
+    name: 'secretRef.name "Acme_Signing"',
+    kind: "subscription",
+    spec: sub({ secretRef: { name: "Acme_Signing" } }),
+    field: "spec.secretRef.name",
+    message: `should match '${nameRule}'`,
+    enforcedBy: { path: at("spec.secretRef.name"), keyword: "pattern" },
+  },
+  {
+    name: "delivery subscriptionRef missing",
+    kind: "delivery",
+    spec: { eventType: "order.paid", payload: { order: 1001 } },
+    field: "spec.subscriptionRef",
+    message: "Required value",
+    enforcedBy: { path: at("spec"), required: "subscriptionRef" },
+  },
+  {
+    name: "delivery eventType missing",
+    kind: "delivery",
+    spec: { subscriptionRef: { name: "acme" }, payload: { order: 1001 } },
+    field: "spec.eventType",
+    message: "Required value",
+    enforcedBy: { path: at("spec"), required: "eventType" },
+  },
+  // A delivery is immutable: an event does not change after the fact.
+  {
+    name: "delivery subscriptionRef changed",
+    kind: "delivery",
+    spec: del(),
+    update: del({ subscriptionRef: { name: "globex" } }),
+    field: "spec.subscriptionRef",
+    message: "subscriptionRef is immutable: create a new WebhookDelivery instead",
+    enforcedBy: { path: at("spec.subscriptionRef"), rule: "self == oldSelf" },
+  },
+  {
+    name: "delivery eventType changed",
+    kind: "delivery",
+    spec: del(),
+    update: del({ eventType: "order.refunded" }),
+    field: "spec.eventType",
+    message: "eventType is immutable: create a new WebhookDelivery instead",
+    enforcedBy: { path: at("spec.eventType"), rule: "self == oldSelf" },
+  },
+  {
+    name: "delivery eventId changed",
+    kind: "delivery",
+    spec: del({ eventId: "evt-1001" }),
+    update: del({ eventId: "evt-1002" }),
+    field: "spec.eventId",
+    message: "eventId is immutable: create a new WebhookDelivery instead",
+    enforcedBy: { path: at("spec.eventId"), rule: "self == oldSelf" },
+  },
+  {
+    name: "delivery eventId added after create",
+    kind: "delivery",
+    spec: del(),
+    update: del({ eventId: "evt-1001" }),
+    field: "spec.eventId",
+    message: "eventId is immutable: create a new WebhookDelivery instead",
+    enforcedBy: { path: at("spec"), rule: "has(self.eventId) == has(oldSelf.eventId)" },
+  },
+  {
+    name: "delivery eventId removed after create",
+    kind: "delivery",
+    spec: del({ eventId: "evt-1001" }),
+    update: del(),
+    field: "spec.eventId",
+    message: "eventId is immutable: create a new WebhookDelivery instead",
+    enforcedBy: { path: at("spec"), rule: "has(self.eventId) == has(oldSelf.eventId)" },
+  },
+  {
+    name: "delivery payload changed",
+    kind: "delivery",
+    spec: del(),
+    update: del({ payload: { order: 1001, amount: 1 } }),
+    field: "spec.payload",
+    message: "payload is immutable: create a new WebhookDelivery instead",
+    enforcedBy: { path: at("spec"), rule: "self.subscriptionRef != oldSelf.subscriptionRef" },
+  },
+  {
+    name: "delivery payload replaced by a scalar",
+    kind: "delivery",
+    spec: del(),
+    update: del({ payload: "1001" }),
+    field: "spec.payload",
+    message: "payload is immutable: create a new WebhookDelivery instead",
+    enforcedBy: { path: at("spec"), rule: "self.subscriptionRef != oldSelf.subscriptionRef" },
+  },
+];
+
+// ---------------------------------------------------------------------------------------------
+// Reading and editing a CRD's schema.
+
+function openApiSchema(crd: JsonObject): JsonObject {
+  const spec = crd.spec as JsonObject;
+  const version = (spec.versions as JsonObject[])[0]!;
+  return (version.schema as JsonObject).openAPIV3Schema as JsonObject;
+}
+
+/** The schema node at `path` under openAPIV3Schema; throws naming the path when it is missing. */
+export function schemaNode(crd: JsonObject, path: string[]): JsonObject {
+  let node: Json = openApiSchema(crd);
+  for (const [i, key] of path.entries()) {
+    if (node === null || typeof node !== "object" || Array.isArray(node) || !(key in node)) {
+      throw new Error(`the CRD schema has no ${path.slice(0, i + 1).join(".")}`);
+    }
+    node = node[key]!;
+  }
+  if (node === null || typeof node !== "object" || Array.isArray(node)) throw new Error(`${path.join(".")} is not a schema`);
+  return node;
+}
+
+/** The CEL rule entries of a node that contain `text`. */
+export function matchingRules(node: JsonObject, text: string): JsonObject[] {
+  return ((node["x-kubernetes-validations"] ?? []) as JsonObject[]).filter((v) => String(v.rule).includes(text));
+}
+
+/**
+ * Checks that the enforcer names something present in the CRD (exactly one CEL rule for `rule`)
+ * and returns a description of it, e.g. `minimum = 1`.
+ */
+export function findEnforcer(crd: JsonObject, e: Enforcer): string {
+  const node = schemaNode(crd, e.path);
+  if ("keyword" in e) {
+    if (!(e.keyword in node)) throw new Error(`${describeEnforcer(e)}: no such keyword`);
+    return `${e.keyword} = ${JSON.stringify(node[e.keyword])}`;
+  }
+  if ("required" in e) {
+    if (!((node.required ?? []) as string[]).includes(e.required)) throw new Error(`${describeEnforcer(e)}: not in required`);
+    return `required includes ${e.required}`;
+  }
+  const rules = matchingRules(node, e.rule);
+  if (rules.length !== 1) throw new Error(`${describeEnforcer(e)}: ${rules.length} rules match, expected exactly 1`);
+  return `rule ${String(rules[0]!.rule)}`;
+}
+
+/** A copy of `crd` with exactly the enforcer's rule deleted. */
+export function withoutEnforcer(crd: JsonObject, e: Enforcer): JsonObject {
+  findEnforcer(crd, e);
+  const copy = structuredClone(crd);
+  const node = schemaNode(copy, e.path);
+  if ("keyword" in e) {
+    delete node[e.keyword];
+  } else if ("required" in e) {
+    const rest = (node.required as string[]).filter((r) => r !== e.required);
+    if (rest.length) node.required = rest;
+    else delete node.required;
+  } else {
+    const rest = (node["x-kubernetes-validations"] as JsonObject[]).filter((v) => !String(v.rule).includes(e.rule));
+    if (rest.length) node["x-kubernetes-validations"] = rest;
+    else delete node["x-kubernetes-validations"];
+  }
+  return copy;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Submitting a case through kubectl.
+
+export interface CaseTarget {
+  apiVersion: string;
+  kind: string;
+  namespace: string;
+  name: string;
+}
+
+export function caseObject(target: CaseTarget, spec: JsonObject): JsonObject {
+  return { apiVersion: target.apiVersion, kind: target.kind, metadata: { name: target.name, namespace: target.namespace }, spec };
+}
+
+/**
+ * For an update case, creates the valid object the refused update is written over.
+ * `flags`: extra kubectl flags (e.g. `--cache-dir`).
+ */
+export async function prepareCase(c: InvalidSpecCase, target: CaseTarget, flags: string[] = []): Promise<void> {
+  if (!c.update) return;
+  await kubectlOk([...flags, "create", "-f", "-"], { input: JSON.stringify(caseObject(target, c.spec)) });
+}
+
+/**
+ * The write that must be refused: `kubectl create` of the spec, or `kubectl replace` with the
+ * update. Prints the object (JSON) when the server accepts it.
+ */
+export function submitCase(c: InvalidSpecCase, target: CaseTarget, opts: { dryRun: boolean; flags?: string[] }): Promise<KubectlResult> {
+  const dryRun = opts.dryRun ? ["--dry-run=server"] : [];
+  const verb = c.update ? "replace" : "create";
+  return kubectl([...(opts.flags ?? []), verb, ...dryRun, "-o", "json", "-f", "-"], {
+    input: JSON.stringify(caseObject(target, c.update ?? c.spec)),
+  });
+}
+
+/** The spec written by the case (the update for an update case). */
+export function submittedSpec(c: InvalidSpecCase): JsonObject {
+  return c.update ?? c.spec;
+}
+
+/**
+ * The causes of a refusal as kubectl prints them: `The X "n" is invalid: <cause>` for one, or
+ * one `* <cause>` line each for several. Leaves out the API server's note that CEL rules were
+ * skipped because of the other errors (it names no field and refuses nothing by itself).
+ */
+const CEL_SKIPPED = /^<nil>: Invalid value: null: some validation rules were not checked because the object was invalid/;
+
+export function refusalCauses(stderr: string): string[] {
+  const m = /is invalid: ?([\s\S]*)$/.exec(stderr.trim());
+  if (!m) return [];
+  const body = m[1]!.trim();
+  if (!body.startsWith("* ")) return [body];
+  return body
+    .split(/\n(?=\* )/)
+    .map((line) => line.replace(/^\* /, "").trim())
+    .filter((cause) => cause && !CEL_SKIPPED.test(cause));
+}

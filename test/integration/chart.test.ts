@@ -1,0 +1,250 @@
+// The Helm chart, with the real helm (hack/build-helm.sh) and the real API server: lint and
+// template with the default values and the variants in charts/hookline/ci/, every rendered
+// manifest accepted by `kubectl apply --dry-run=server --validate=strict`, what the manifests
+// say (replicas, leader election, drain derived from the grace period, probes, restricted
+// security context, every operator variable, least-privilege rules), and the schema refusing
+// bad values at `helm template` time.
+import { readFileSync, readdirSync } from "node:fs";
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { INT_VARS } from "../../src/config/config.js";
+import { createNamespace, deleteNamespace, kubectl, kubectlOk } from "../helpers/cluster.js";
+import { CHART, ROOT, find, helm, render, templateArgs, type K8sObject, type RenderOptions } from "../helpers/helm.js";
+import { MONITORING_CRDS } from "../helpers/monitoring-crds.js";
+
+const VARIANTS = readdirSync(`${CHART}/ci`).filter((f) => f.endsWith("-values.yaml")).sort();
+
+function env(deploy: K8sObject): Record<string, { value?: string; valueFrom?: unknown }> {
+  const c = deploy.spec.template.spec.containers[0];
+  return Object.fromEntries((c.env as Array<{ name: string; value?: string; valueFrom?: unknown }>).map((e) => [e.name, e]));
+}
+
+/** Every variable the operator reads (src/config/config.ts). */
+const OPERATOR_VARS = [
+  ...Object.values(INT_VARS).map((v) => v.name),
+  "WEBHOOK_DRAIN_TIMEOUT_ACTION",
+  "WEBHOOK_ALLOWED_NETWORKS",
+  "WATCH_NAMESPACES",
+  "PUBLISH_PORT",
+  "LEADER_ELECT",
+  "LEADER_ELECTION_LEASE_NAME",
+  "LEADER_ELECTION_NAMESPACE",
+  "POD_NAME",
+  "POD_NAMESPACE",
+  "LOG_LEVEL",
+];
+
+describe("helm chart", () => {
+  let ns: string;
+  const teams: string[] = [];
+
+  beforeAll(async () => {
+    ns = await createNamespace("chart");
+    teams.push(await createNamespace("chart-team-a"), await createNamespace("chart-team-b"));
+    // ServiceMonitor / PrometheusRule: minimal typed CRDs (see monitoring-crds.ts).
+    await kubectlOk(["apply", "-f", "-"], { input: JSON.stringify({ apiVersion: "v1", kind: "List", items: MONITORING_CRDS }) });
+    await kubectlOk(["wait", "--for=condition=Established", "crd/servicemonitors.monitoring.coreos.com", "crd/prometheusrules.monitoring.coreos.com", "--timeout=60s"]);
+  });
+  afterAll(async () => {
+    for (const n of [ns, ...teams]) if (n) await deleteNamespace(n);
+  });
+
+  /** Values of a variant, with the namespaced variant pointed at namespaces that exist. */
+  function variant(file: string | undefined, release: string): RenderOptions {
+    return {
+      release,
+      namespace: ns,
+      valuesFiles: file ? [`${CHART}/ci/${file}`] : [],
+      setJson: file === "namespaced-values.yaml" ? { watchNamespaces: teams } : {},
+      includeCrds: !file,
+    };
+  }
+
+  it("has at least four variant values files", () => {
+    expect(VARIANTS).toEqual(expect.arrayContaining(["namespaced-values.yaml", "monitoring-values.yaml", "networkpolicy-values.yaml", "resources-values.yaml"]));
+  });
+
+  it("ships the same CRDs as crds/", () => {
+    const top = readdirSync(`${ROOT}crds`).filter((f) => f.endsWith(".yaml")).sort();
+    expect(readdirSync(`${CHART}/crds`).sort()).toEqual(top);
+    for (const f of top) expect(readFileSync(`${CHART}/crds/${f}`, "utf8"), f).toBe(readFileSync(`${ROOT}crds/${f}`, "utf8"));
+  });
+
+  it.each([undefined, ...VARIANTS])("helm lint --strict passes with %s", async (file) => {
+    const r = await helm(["lint", "--strict", CHART, ...(file ? ["--values", `${CHART}/ci/${file}`] : [])]);
+    expect(r.code, r.stdout + r.stderr).toBe(0);
+    expect(r.stdout).toContain("0 chart(s) failed");
+    expect(r.stdout).not.toMatch(/\[(WARNING|ERROR)\]/);
+  });
+
+  it.each([undefined, ...VARIANTS])("every manifest rendered with %s is accepted by the API server (dry-run=server, strict)", async (file) => {
+    const release = `hl-${(file ?? "default").replace(/-values\.yaml$/, "")}`;
+    const { objects, yaml } = await render(variant(file, release));
+    expect(objects.length).toBeGreaterThan(5);
+    const r = await kubectl(["apply", "--dry-run=server", "--validate=strict", "-f", "-"], { input: yaml, timeoutMs: 60_000 });
+    expect(r.code, r.stderr).toBe(0);
+    // One line per object, each "created (server dry run)" or "configured/unchanged (server dry run)".
+    const lines = r.stdout.trim().split("\n");
+    expect(lines).toHaveLength(objects.length);
+    for (const line of lines) expect(line).toMatch(/\((server dry run)\)$/);
+  });
+
+  it("default values: 2 replicas, leader election, drain derived from the grace period, probes, restricted pods", async () => {
+    const { objects } = await render({ release: "hl", namespace: ns });
+    const kinds = objects.map((o) => o.kind).sort();
+    expect(kinds).toEqual(["ClusterRole", "ClusterRoleBinding", "ConfigMap", "Deployment", "PodDisruptionBudget", "Role", "RoleBinding", "Service", "ServiceAccount"]);
+    const deploy = find(objects, "Deployment");
+    const pod = deploy.spec.template.spec;
+    expect(deploy.spec.replicas).toBe(2);
+    expect(pod.terminationGracePeriodSeconds).toBe(30);
+    const e = env(deploy);
+    for (const name of OPERATOR_VARS) expect(e, name).toHaveProperty(name);
+    expect(e.LEADER_ELECT!.value).toBe("true");
+    expect(e.WEBHOOK_DRAIN_TIMEOUT_MS!.value).toBe("25000");
+    expect(e.LEADER_ELECTION_LEASE_NAME!.value).toBe("hl-hookline-leader");
+    expect(e.LEADER_ELECTION_NAMESPACE!.value).toBe(ns);
+    expect(e.POD_NAME!.valueFrom).toEqual({ fieldRef: { fieldPath: "metadata.name" } });
+    expect(e.POD_NAMESPACE!.valueFrom).toEqual({ fieldRef: { fieldPath: "metadata.namespace" } });
+    // Numbers stay integers the operator accepts (not 1.8e+06).
+    for (const name of Object.values(INT_VARS).map((v) => v.name)) expect(e[name]!.value, name).toMatch(/^\d+$/);
+    const c = pod.containers[0];
+    expect(c.livenessProbe.httpGet).toEqual({ path: "/healthz", port: "health" });
+    expect(c.readinessProbe.httpGet).toEqual({ path: "/readyz", port: "health" });
+    expect(c.ports.map((p: { name: string; containerPort: number }) => `${p.name}:${p.containerPort}`)).toEqual(["metrics:8080", "health:8081"]);
+    expect(c.resources.requests).toEqual({ cpu: "100m", memory: "128Mi" });
+    expect(c.resources.limits.memory).toBe("512Mi");
+    expect(c.securityContext).toMatchObject({ allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, runAsNonRoot: true, capabilities: { drop: ["ALL"] }, seccompProfile: { type: "RuntimeDefault" } });
+    expect(pod.securityContext).toMatchObject({ runAsNonRoot: true, seccompProfile: { type: "RuntimeDefault" } });
+    expect(pod.serviceAccountName).toBe("hl-hookline");
+    expect(c.image).toBe("ghcr.io/hookline/hookline:0.1.0");
+    const svc = find(objects, "Service");
+    expect(svc.spec.ports).toEqual([{ name: "metrics", port: 8080, targetPort: "metrics", protocol: "TCP" }]);
+    expect(svc.spec.selector).toEqual(deploy.spec.selector.matchLabels);
+    expect(find(objects, "PodDisruptionBudget").spec.maxUnavailable).toBe(1);
+    const dash = find(objects, "ConfigMap");
+    expect(dash.metadata.labels).toMatchObject({ grafana_dashboard: "1" });
+    expect(JSON.parse(dash.data["hookline.json"])).toEqual(JSON.parse(readFileSync(`${CHART}/dashboards/hookline.json`, "utf8")));
+  });
+
+  it("RBAC: a ClusterRole with only the verbs the operator uses; the Lease by name in the release namespace", async () => {
+    const { objects } = await render({ release: "hl", namespace: ns });
+    const rules = (o: K8sObject) => (o.rules as Array<{ apiGroups: string[]; resources: string[]; verbs: string[]; resourceNames?: string[] }>).flatMap((r) => r.resources.flatMap((res) => r.verbs.map((v) => `${r.apiGroups[0] || "core"}/${res}:${v}${r.resourceNames ? `@${r.resourceNames.join(",")}` : ""}`))).sort();
+    expect(rules(find(objects, "ClusterRole"))).toEqual(
+      [
+        "hookline.dev/webhooksubscriptions:list", "hookline.dev/webhooksubscriptions:watch", "hookline.dev/webhooksubscriptions:patch",
+        "hookline.dev/webhooksubscriptions/status:patch",
+        "hookline.dev/webhookdeliveries:get", "hookline.dev/webhookdeliveries:list", "hookline.dev/webhookdeliveries:watch", "hookline.dev/webhookdeliveries:patch", "hookline.dev/webhookdeliveries:delete",
+        "hookline.dev/webhookdeliveries/status:patch",
+        "core/secrets:get",
+        "core/events:create",
+      ].sort(),
+    );
+    const lease = find(objects, "Role");
+    expect(lease.metadata.namespace).toBe(ns);
+    expect(rules(lease)).toEqual(["coordination.k8s.io/leases:create", "coordination.k8s.io/leases:get@hl-hookline-leader", "coordination.k8s.io/leases:update@hl-hookline-leader"]);
+    expect(find(objects, "ClusterRoleBinding").subjects).toEqual([{ kind: "ServiceAccount", name: "hl-hookline", namespace: ns }]);
+  });
+
+  it("namespaced mode: a Role per watched namespace and no cluster-wide access to hookline objects or Secrets", async () => {
+    const { objects } = await render(variant("namespaced-values.yaml", "hl"));
+    const deploy = find(objects, "Deployment");
+    expect(env(deploy).WATCH_NAMESPACES!.value).toBe(teams.join(","));
+    expect(env(deploy).PUBLISH_PORT!.value).toBe("8090");
+    const roles = objects.filter((o) => o.kind === "Role" && o.metadata.name === "hl-hookline");
+    expect(roles.map((r) => r.metadata.namespace).sort()).toEqual([...teams].sort());
+    for (const r of roles) expect(JSON.stringify(r.rules)).toContain('"create"'); // publish door creates deliveries
+    expect(objects.filter((o) => o.kind === "RoleBinding" && o.metadata.name === "hl-hookline").map((b) => b.metadata.namespace).sort()).toEqual([...teams].sort());
+    // The only ClusterRole is the publish door's: TokenReviews, SubjectAccessReviews, namespaces get.
+    const clusterRoles = objects.filter((o) => o.kind === "ClusterRole");
+    expect(clusterRoles.map((o) => o.metadata.name)).toEqual(["hl-hookline-publish"]);
+    expect(JSON.stringify(clusterRoles[0]!.rules)).not.toMatch(/secrets|hookline\.dev/);
+    expect(find(objects, "Role", "hl-hookline-leader-election").rules[1].resourceNames).toEqual(["hookline-team-leader"]);
+  });
+
+  it("monitoring: ServiceMonitor keeps the metrics' namespace label; PrometheusRule has the five alerts with runbooks", async () => {
+    const { objects } = await render(variant("monitoring-values.yaml", "hl"));
+    const sm = find(objects, "ServiceMonitor");
+    expect(sm.spec.endpoints[0]).toMatchObject({ port: "metrics", honorLabels: true, interval: "15s" });
+    expect(sm.spec.selector.matchLabels).toEqual({ ...find(objects, "Deployment").spec.selector.matchLabels, "app.kubernetes.io/component": "metrics" });
+    expect(find(objects, "Service").metadata.labels["app.kubernetes.io/component"]).toBe("metrics");
+    const rules = find(objects, "PrometheusRule").spec.groups[0].rules as Array<{ alert: string; expr: string; annotations: Record<string, string>; for?: string }>;
+    expect(rules.map((r) => r.alert)).toEqual(["HooklineCircuitBreakerOpen", "HooklineDeadLettersGrowing", "HooklineLowSuccessRatio", "HooklineNoLeader", "HooklineDrainTimeout"]);
+    const ops = readFileSync(`${ROOT}docs/operations.md`, "utf8");
+    for (const r of rules) {
+      expect(r.annotations.summary, r.alert).toBeTruthy();
+      expect(r.expr, r.alert).toContain('job="hl-hookline-metrics"');
+      const anchor = r.annotations.runbook_url!.split("#")[1]!;
+      expect(r.annotations.runbook_url).toMatch(/docs\/operations\.md#/);
+      // The anchor GitHub makes of the alert's heading in docs/operations.md.
+      expect(ops, `heading for #${anchor}`).toMatch(new RegExp(`^#+ ${r.alert}$`, "m"));
+      expect(anchor).toBe(r.alert.toLowerCase());
+    }
+    expect(rules[0]!.for).toBe("5s");
+  });
+
+  it("custom resources and tuning: values reach the pod, drain follows the grace period", async () => {
+    const { objects } = await render(variant("resources-values.yaml", "hl"));
+    const deploy = find(objects, "Deployment");
+    const c = deploy.spec.template.spec.containers[0];
+    expect(deploy.spec.replicas).toBe(3);
+    expect(c.resources).toEqual({ requests: { cpu: "250m", memory: "256Mi" }, limits: { cpu: "2", memory: "1Gi" } });
+    expect(deploy.spec.template.spec.terminationGracePeriodSeconds).toBe(120);
+    const e = env(deploy);
+    expect(e.WEBHOOK_DRAIN_TIMEOUT_MS!.value).toBe("110000");
+    expect(e.WEBHOOK_DRAIN_TIMEOUT_ACTION!.value).toBe("dead-letter");
+    expect(e.WEBHOOK_ALLOWED_NETWORKS!.value).toBe("10.0.0.0/8,fd00::/8");
+    expect(e.WEBHOOK_MAX_IN_FLIGHT!.value).toBe("500");
+    expect(e.WEBHOOK_HEALTH_PROBE_INTERVAL_MS!.value).toBe("600000");
+    expect(e.WEBHOOK_CB_FAILURE_THRESHOLD!.value).toBe("10");
+    expect(e.NODE_OPTIONS!.value).toBe("--max-old-space-size=768");
+    expect(c.image).toBe("ghcr.io/hookline/hookline:0.1.0-rc.1");
+    expect(find(objects, "PodDisruptionBudget").spec).toMatchObject({ minAvailable: 2 });
+    expect(find(objects, "PodDisruptionBudget").spec).not.toHaveProperty("maxUnavailable");
+  });
+
+  it("network policy: ingress to metrics/health/publish only; egress to DNS, the API server and public webhook addresses", async () => {
+    const { objects } = await render(variant("networkpolicy-values.yaml", "hl"));
+    const np = find(objects, "NetworkPolicy");
+    expect(np.spec.policyTypes).toEqual(["Ingress", "Egress"]);
+    expect(np.spec.ingress.map((r: { ports: Array<{ port: string }> }) => r.ports[0]!.port)).toEqual(["metrics", "health", "publish"]);
+    expect(np.spec.ingress[0].from).toEqual([{ namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": "monitoring" } } }]);
+    const [dns, api, hooks] = np.spec.egress;
+    expect(dns.ports).toContainEqual({ port: 53, protocol: "UDP" });
+    expect(api.to).toEqual([{ ipBlock: { cidr: "10.0.0.1/32" } }]);
+    expect(hooks.ports).toEqual([{ port: 443, protocol: "TCP" }]);
+    // IPv4 exceptions on the IPv4 block, IPv6 ones on the IPv6 block (mixing is refused).
+    expect(hooks.to[0].ipBlock.except).toEqual(["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "169.254.0.0/16"]);
+    expect(hooks.to[1].ipBlock).toEqual({ cidr: "::/0", except: ["fd00::/8"] });
+  });
+
+  // Each bad value, and the words helm's error must contain.
+  const INVALID: Array<[string, Record<string, unknown>, RegExp]> = [
+    ["replicas as a string", { replicaCount: "two" }, /replicaCount/],
+    ["a misspelled top-level key", { replicas: 2 }, /replicas/],
+    ["a misspelled nested key", { delivery: { timeoutMS: 1000 } }, /timeoutMS/],
+    ["a namespace that is not a DNS label", { watchNamespaces: ["Team_A"] }, /watchNamespaces/],
+    ["an unknown drain action", { drain: { action: "explode" } }, /action/],
+    ["a delivery timeout under 100 ms", { delivery: { timeoutMs: 50 } }, /timeoutMs/],
+    ["a breaker threshold of 0", { circuitBreaker: { failureThreshold: 0 } }, /failureThreshold/],
+    ["a CIDR with a /33", { delivery: { allowedNetworks: ["10.0.0.0/33"] } }, /allowedNetworks/],
+    ["an unknown log level", { logLevel: "verbose" }, /logLevel/],
+    ["an alert duration without a unit", { prometheusRule: { alerts: { breakerOpen: { for: "5" } } } }, /for/],
+    ["a success threshold above 1", { prometheusRule: { alerts: { lowSuccessRatio: { threshold: 95 } } } }, /threshold/],
+    ["an image pull policy that does not exist", { image: { pullPolicy: "Sometimes" } }, /pullPolicy/],
+    ["a drain timeout longer than the grace period allows", { drain: { timeoutMs: 29_000 } }, /drain\.timeoutMs \(29000\) must leave drain\.marginSeconds \(5 s\).*at most 25000/],
+    ["a grace period shorter than the drain margin", { terminationGracePeriodSeconds: 3 }, /terminationGracePeriodSeconds \(3\) must be at least drain\.marginSeconds \(5\)/],
+  ];
+
+  it.each(INVALID)("refuses %s", async (_what, values, message) => {
+    const args = templateArgs({ namespace: ns });
+    for (const [k, v] of Object.entries(values)) args.push("--set-json", `${k}=${JSON.stringify(v)}`);
+    const r = await helm(args);
+    expect(r.code, r.stdout).not.toBe(0);
+    expect(r.stderr).toMatch(message);
+  });
+
+  it("refuses bad values the same way at helm install (schema before any API call)", async () => {
+    const r = await helm(["install", "bad", CHART, "--kubeconfig", inject("kubeconfig"), "--namespace", ns, "--dry-run=server", "--set-json", 'replicaCount="two"']);
+    expect(r.code).not.toBe(0);
+    expect(r.stderr).toMatch(/values don't meet the specifications of the schema/);
+  });
+});

@@ -1,0 +1,358 @@
+// The CRDs as users meet them: through the real kube-apiserver and the real kubectl. Printer
+// columns, short names, the category, kubectl explain, server-side defaults, field selectors,
+// the idempotency key, and the invalid-spec table (test/helpers/crd-cases.ts), each case
+// refused by the API server with a message that names the field.
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from "vitest";
+import { deliveryCrd, subscriptionCrd } from "../../src/api/crd.js";
+import { createNamespace, deleteNamespace, kubectl, kubectlOk } from "../helpers/cluster.js";
+import { CASE_KINDS, INVALID_SPEC_CASES, findEnforcer, prepareCase, refusalCauses, submitCase } from "../helpers/crd-cases.js";
+import type { InvalidSpecCase } from "../helpers/crd-cases.js";
+import { apply, delivery, getObj, subscription } from "../helpers/kube.js";
+
+const SUBSCRIPTIONS = "webhooksubscriptions.hookline.dev";
+const DELIVERIES = "webhookdeliveries.hookline.dev";
+const API_VERSION = "hookline.dev/v1alpha1";
+
+interface Crd {
+  metadata: { name: string };
+  spec: { names: { shortNames?: string[]; categories?: string[] } };
+  status: { conditions: { type: string; status: string }[]; acceptedNames: { shortNames?: string[]; categories?: string[] } };
+}
+
+async function getCrd(name: string): Promise<Crd & Record<string, unknown>> {
+  return JSON.parse(await kubectlOk(["get", "crd", name, "-o", "json"])) as Crd & Record<string, unknown>;
+}
+
+/**
+ * Splits `kubectl get` table output into rows of cells, by the column offsets of the header
+ * (cells may be empty, and header names may contain one space: "DEAD LETTERS").
+ */
+function parseTable(out: string): { headers: string[]; rows: Record<string, string>[] } {
+  const lines = out.split("\n").filter((l) => l.trim() !== "");
+  const header = lines[0] ?? "";
+  const columns = [...header.matchAll(/\S+(?: \S+)*/g)].map((m) => ({ name: m[0], start: m.index }));
+  const rows = lines.slice(1).map((line) =>
+    Object.fromEntries(
+      columns.map((c, i) => {
+        const end = i + 1 < columns.length ? columns[i + 1]!.start : line.length;
+        return [c.name, line.slice(c.start, end).trim()];
+      }),
+    ),
+  );
+  return { headers: columns.map((c) => c.name), rows };
+}
+
+async function patchStatus(kind: string, ns: string, name: string, status: unknown): Promise<void> {
+  await kubectlOk(["patch", kind, name, "-n", ns, "--subresource=status", "--type=merge", "-p", JSON.stringify({ status })]);
+}
+
+const names = (out: string) =>
+  out
+    .split("\n")
+    .map((l) => l.trim())
+    .filter(Boolean)
+    .sort();
+
+describe("CRDs through the real API server and kubectl", () => {
+  let ns: string;
+
+  beforeAll(async () => {
+    ns = await createNamespace("crds");
+  });
+  afterAll(async () => {
+    if (ns) await deleteNamespace(ns);
+  });
+
+  it("both CRDs are Established, with short names whsub/whdel and the category hookline", async () => {
+    for (const [name, short] of [
+      [SUBSCRIPTIONS, "whsub"],
+      [DELIVERIES, "whdel"],
+    ] as const) {
+      const crd = await getCrd(name);
+      const cond = (type: string) => crd.status.conditions.find((c) => c.type === type)?.status;
+      expect(cond("Established"), name).toBe("True");
+      expect(cond("NamesAccepted"), name).toBe("True");
+      expect(crd.status.acceptedNames.shortNames).toEqual([short]);
+      expect(crd.status.acceptedNames.categories).toEqual(["hookline"]);
+    }
+    // Discovery, as kubectl sees it.
+    const resources = await kubectlOk(["api-resources", "--api-group=hookline.dev", "--no-headers"]);
+    expect(resources).toMatch(/^webhookdeliveries\s+whdel\s+hookline\.dev\/v1alpha1\s+true\s+WebhookDelivery\s*$/m);
+    expect(resources).toMatch(/^webhooksubscriptions\s+whsub\s+hookline\.dev\/v1alpha1\s+true\s+WebhookSubscription\s*$/m);
+    expect(names(await kubectlOk(["api-resources", "--categories=hookline", "-o", "name"]))).toEqual([DELIVERIES, SUBSCRIPTIONS]);
+  });
+
+  it("kubectl get hookline lists both kinds; the short names work", async () => {
+    await apply([subscription(ns, "cat-acme", { url: "https://hooks.acme.example/orders" }), delivery(ns, "cat-evt-1", "cat-acme")]);
+    expect(names(await kubectlOk(["get", "hookline", "-n", ns, "-o", "name"]))).toEqual([
+      "webhookdelivery.hookline.dev/cat-evt-1",
+      "webhooksubscription.hookline.dev/cat-acme",
+    ]);
+    expect(names(await kubectlOk(["get", "whsub", "-n", ns, "-o", "name"]))).toContain("webhooksubscription.hookline.dev/cat-acme");
+    expect(names(await kubectlOk(["get", "whdel", "-n", ns, "-o", "name"]))).toContain("webhookdelivery.hookline.dev/cat-evt-1");
+  });
+
+  it("printer columns of whsub: the contract's headers, and the status values", async () => {
+    const name = "cols-acme";
+    await apply(subscription(ns, name, { url: "https://hooks.acme.example/cols" }));
+    const get = async (wide = false) => parseTable(await kubectlOk(["get", "whsub", name, "-n", ns, ...(wide ? ["-o", "wide"] : [])]));
+
+    const before = await get();
+    expect(before.headers).toEqual(["NAME", "URL", "READY", "BREAKER", "HEALTH", "PENDING", "DEAD LETTERS", "AGE"]);
+    expect(before.rows).toHaveLength(1);
+    expect(before.rows[0]).toMatchObject({ NAME: name, URL: "https://hooks.acme.example/cols", READY: "", BREAKER: "", PENDING: "" });
+
+    const now = new Date().toISOString().replace(/\.\d+Z$/, "Z");
+    await patchStatus("whsub", ns, name, {
+      conditions: [{ type: "Ready", status: "True", reason: "Accepted", lastTransitionTime: now }],
+      breaker: { state: "Open", consecutiveFailures: 5, openedAt: now },
+      health: { state: "Degraded", consecutiveFailures: 5, totalAttempts: 9, totalFailures: 5 },
+      deliveries: { pending: 3, succeeded: 4, deadLettered: 2, discarded: 0 },
+    });
+    const after = await get();
+    expect(after.rows[0]).toMatchObject({
+      NAME: name,
+      URL: "https://hooks.acme.example/cols",
+      READY: "True",
+      BREAKER: "Open",
+      HEALTH: "Degraded",
+      PENDING: "3",
+      "DEAD LETTERS": "2",
+    });
+    expect(after.rows[0]!.AGE).toMatch(/^\d+[smhd]/);
+
+    const wide = await get(true);
+    expect(wide.headers).toEqual(["NAME", "URL", "READY", "BREAKER", "HEALTH", "PENDING", "DEAD LETTERS", "PAUSED", "AGE"]);
+    expect(wide.rows[0]!.PAUSED).toBe("false");
+  });
+
+  it("printer columns of whdel: the contract's headers, and the status values", async () => {
+    const name = "cols-evt-1";
+    await apply(delivery(ns, name, "cols-acme", { eventType: "order.refunded" }));
+    const get = async (wide = false) => parseTable(await kubectlOk(["get", "whdel", name, "-n", ns, ...(wide ? ["-o", "wide"] : [])]));
+
+    const before = await get();
+    expect(before.headers).toEqual(["NAME", "SUBSCRIPTION", "EVENT TYPE", "PHASE", "ATTEMPTS", "LAST STATUS", "NEXT ATTEMPT", "AGE"]);
+    expect(before.rows[0]).toMatchObject({ NAME: name, SUBSCRIPTION: "cols-acme", "EVENT TYPE": "order.refunded", PHASE: "", ATTEMPTS: "" });
+
+    const started = new Date(Date.now() - 60_000).toISOString().replace(/\.\d+Z$/, "Z");
+    // In the future, as it is while a delivery waits: it must print as a time, not "<invalid>".
+    const next = new Date(Date.now() + 10 * 60_000).toISOString().replace(/\.\d+Z$/, "Z");
+    await patchStatus("whdel", ns, name, {
+      phase: "Retrying",
+      attempts: 2,
+      nextAttemptAt: next,
+      lastAttempt: { number: 2, startedAt: started, durationMs: 12, responseStatus: 503, outcome: "Failed", reason: "http_5xx" },
+    });
+    const retrying = await get();
+    expect(retrying.rows[0]).toMatchObject({
+      NAME: name,
+      SUBSCRIPTION: "cols-acme",
+      "EVENT TYPE": "order.refunded",
+      PHASE: "Retrying",
+      ATTEMPTS: "2",
+      "LAST STATUS": "503",
+      "NEXT ATTEMPT": next,
+    });
+
+    const finished = new Date().toISOString().replace(/\.\d+Z$/, "Z");
+    // A merge patch with null removes nextAttemptAt, as the operator does when a delivery finishes.
+    await patchStatus("whdel", ns, name, {
+      phase: "DeadLettered",
+      attempts: 6,
+      nextAttemptAt: null,
+      finishedAt: finished,
+      replays: 1,
+      lastAttempt: { number: 6, startedAt: finished, durationMs: 3, responseStatus: 500, outcome: "Failed" },
+      deadLetter: { at: finished, reason: "Exhausted" },
+      conditions: [{ type: "Succeeded", status: "False", reason: "Exhausted", lastTransitionTime: finished }],
+    });
+    const wide = await get(true);
+    expect(wide.headers).toEqual([
+      "NAME",
+      "SUBSCRIPTION",
+      "EVENT TYPE",
+      "PHASE",
+      "ATTEMPTS",
+      "LAST STATUS",
+      "NEXT ATTEMPT",
+      "AGE",
+      "REASON",
+      "FINISHED",
+      "REPLAYS",
+    ]);
+    expect(wide.rows[0]).toMatchObject({ PHASE: "DeadLettered", ATTEMPTS: "6", "LAST STATUS": "500", "NEXT ATTEMPT": "", REASON: "Exhausted", REPLAYS: "1" });
+    expect(wide.rows[0]!.FINISHED).toMatch(/^\d+[smhd]/);
+  });
+
+  it("kubectl explain prints the schema's descriptions", async () => {
+    // kubectl wraps descriptions at 80 columns: compare with whitespace collapsed.
+    const explain = async (...args: string[]) => (await kubectlOk(["explain", ...args])).replace(/\s+/g, " ");
+    const retry = await explain("whsub.spec.retry");
+    expect(retry).toContain("KIND: WebhookSubscription");
+    expect(retry).toContain("FIELD: retry <Object>");
+    expect(retry).toContain("Exponential backoff with jitter between attempts: initialBackoff * multiplier^n, capped at maxBackoff.");
+    expect(retry).toContain("maxAttempts <integer> Attempts in all, the first try included.");
+    expect(retry).toContain("initialBackoff <string> Delay after the first failed attempt. A duration such as 250ms, 10s or 1h30m, from 10ms to 1h.");
+    expect(retry).toContain("respectRetryAfter <boolean> Honour a Retry-After header on 429 and 503");
+
+    const del = await explain("whdel.spec");
+    expect(del).toContain("KIND: WebhookDelivery");
+    expect(del).toContain("DESCRIPTION: One event for one subscription. Immutable after create.");
+    expect(del).toContain("subscriptionRef <Object> -required- The subscription this event is delivered to.");
+    expect(del).toContain("eventType <string> -required- Type of the event, e.g. order.paid.");
+    expect(del).toContain("eventId <string> Id of the event, sent as the webhook id on every attempt and replay. Default: metadata.uid.");
+    expect(del).toContain("payload <Object> The event data: any JSON value");
+
+    const top = await explain("whsub");
+    expect(top).toContain("A WebhookSubscription (hookline.dev/v1alpha1) tells Hookline where and how to deliver one endpoint's webhooks");
+
+    // --recursive lists every field of the spec, nested ones included.
+    const recursive = await kubectlOk(["explain", "whsub.spec", "--recursive"]);
+    const fields = [...recursive.matchAll(/^\s+([A-Za-z]+)\s+<[^>]+>/gm)].map((m) => m[1]);
+    const schemaFields: string[] = [];
+    const walk = (node: Record<string, any>) => {
+      for (const [key, child] of Object.entries<Record<string, any>>(node.properties ?? {})) {
+        schemaFields.push(key);
+        walk(child);
+      }
+    };
+    walk((subscriptionCrd() as any).spec.versions[0].schema.openAPIV3Schema.properties.spec);
+    expect(schemaFields.length).toBeGreaterThan(30);
+    expect(fields.sort()).toEqual(schemaFields.sort());
+  });
+
+  it("the API server applies the defaults; timeout and breaker thresholds stay unset (the operator's environment decides)", async () => {
+    await kubectlOk(["create", "-f", "-"], {
+      input: JSON.stringify(subscription(ns, "defaults-minimal", { url: "https://hooks.acme.example/minimal" })),
+    });
+    const minimal = await getObj("whsub", ns, "defaults-minimal");
+    expect(minimal!.spec).toEqual({
+      url: "https://hooks.acme.example/minimal",
+      signature: { scheme: "StandardWebhooks" },
+      retry: { maxAttempts: 6, initialBackoff: "1s", multiplier: 2, maxBackoff: "30s", jitterPercent: 10, respectRetryAfter: true },
+      circuitBreaker: { whenOpen: "Defer" },
+      maxInFlight: 10,
+      deadLetter: { maxEntries: 10000, maxReplays: 5 },
+      retention: { succeeded: "1h", deadLettered: "720h" },
+      paused: false,
+    });
+    expect(minimal!.spec).not.toHaveProperty("timeout");
+    expect(minimal!.spec.circuitBreaker).not.toHaveProperty("failureThreshold");
+    expect(minimal!.spec.circuitBreaker).not.toHaveProperty("successThreshold");
+    expect(minimal!.spec.circuitBreaker).not.toHaveProperty("cooldown");
+
+    // Defaults fill in the gaps of objects given in part, too.
+    await kubectlOk(["create", "-f", "-"], {
+      input: JSON.stringify(
+        subscription(ns, "defaults-partial", {
+          url: "https://hooks.acme.example/partial",
+          secretRef: { name: "signing" },
+          retry: { maxAttempts: 3 },
+          circuitBreaker: { failureThreshold: 7 },
+          deadLetter: { maxReplays: 0 },
+          retention: { succeeded: "0s" },
+        }),
+      ),
+    });
+    const partial = await getObj("whsub", ns, "defaults-partial");
+    expect(partial!.spec).toMatchObject({
+      secretRef: { name: "signing", key: "secret" },
+      retry: { maxAttempts: 3, initialBackoff: "1s", multiplier: 2, maxBackoff: "30s", jitterPercent: 10, respectRetryAfter: true },
+      circuitBreaker: { failureThreshold: 7, whenOpen: "Defer" },
+      deadLetter: { maxEntries: 10000, maxReplays: 0 },
+      retention: { succeeded: "0s", deadLettered: "720h" },
+    });
+    expect(partial!.spec.secretRef).not.toHaveProperty("previousKey");
+  });
+
+  it("field selectors on spec.subscriptionRef.name, spec.eventType and status.phase filter, alone and combined", async () => {
+    // A namespace of its own: the contract's query below runs without the test label.
+    const ns = await createNamespace("crds-fieldselectors");
+    onTestFinished(() => deleteNamespace(ns));
+    const sel = async (selector: string) =>
+      names(await kubectlOk(["get", "whdel", "-n", ns, "-l", "test=fieldselectors", "--field-selector", selector, "-o", "name"])).map((n) =>
+        n.replace(/^webhookdelivery\.hookline\.dev\//, ""),
+      );
+    const labelled = (name: string, sub: string, eventType: string) => {
+      const d = delivery(ns, name, sub, { eventType }) as { metadata: Record<string, unknown> };
+      d.metadata.labels = { test: "fieldselectors" };
+      return d;
+    };
+    await apply([
+      labelled("fs-acme-paid", "fs-acme", "order.paid"),
+      labelled("fs-acme-refunded", "fs-acme", "order.refunded"),
+      labelled("fs-globex-paid", "fs-globex", "order.paid"),
+      labelled("fs-globex-invoice", "fs-globex", "invoice.sent"),
+    ]);
+    const t = new Date().toISOString().replace(/\.\d+Z$/, "Z");
+    await patchStatus("whdel", ns, "fs-acme-paid", { phase: "Succeeded", attempts: 1, finishedAt: t });
+    await patchStatus("whdel", ns, "fs-acme-refunded", { phase: "DeadLettered", attempts: 6, deadLetter: { at: t, reason: "Exhausted" } });
+    await patchStatus("whdel", ns, "fs-globex-paid", { phase: "DeadLettered", attempts: 1, deadLetter: { at: t, reason: "Gone" } });
+    await patchStatus("whdel", ns, "fs-globex-invoice", { phase: "Retrying", attempts: 2 });
+
+    expect(await sel("spec.subscriptionRef.name=fs-acme")).toEqual(["fs-acme-paid", "fs-acme-refunded"]);
+    expect(await sel("spec.subscriptionRef.name!=fs-acme")).toEqual(["fs-globex-invoice", "fs-globex-paid"]);
+    expect(await sel("spec.eventType=order.paid")).toEqual(["fs-acme-paid", "fs-globex-paid"]);
+    expect(await sel("spec.eventType=invoice.sent")).toEqual(["fs-globex-invoice"]);
+    expect(await sel("status.phase=DeadLettered")).toEqual(["fs-acme-refunded", "fs-globex-paid"]);
+    expect(await sel("status.phase=Retrying")).toEqual(["fs-globex-invoice"]);
+    expect(await sel("status.phase=Pending")).toEqual([]);
+    expect(await sel("spec.subscriptionRef.name=fs-globex,status.phase=DeadLettered")).toEqual(["fs-globex-paid"]);
+    expect(await sel("spec.eventType=order.paid,status.phase!=DeadLettered")).toEqual(["fs-acme-paid"]);
+    expect(await sel("spec.subscriptionRef.name=fs-acme,spec.eventType=order.paid,status.phase=Succeeded")).toEqual(["fs-acme-paid"]);
+
+    // The contract's own example, without the test label, as a user types it.
+    const deadLettered = names(await kubectlOk(["get", "whdel", "-n", ns, "--field-selector", "status.phase=DeadLettered", "-o", "name"]));
+    expect(deadLettered).toEqual(["webhookdelivery.hookline.dev/fs-acme-refunded", "webhookdelivery.hookline.dev/fs-globex-paid"]);
+    const table = parseTable(await kubectlOk(["get", "whdel", "-n", ns, "--field-selector", "status.phase=DeadLettered"]));
+    expect(table.rows.map((r) => r.PHASE)).toEqual(["DeadLettered", "DeadLettered"]);
+
+    // Only the declared fields are selectable.
+    const refused = await kubectl(["get", "whdel", "-n", ns, "--field-selector", "spec.eventId=evt-1"]);
+    expect(refused.code).not.toBe(0);
+    expect(refused.stderr).toContain("field label not supported: spec.eventId");
+  });
+
+  it("creating the same delivery name twice is refused (AlreadyExists): the name is the idempotency key", async () => {
+    const first = delivery(ns, "evt-1001-acme", "acme", { eventId: "evt-1001", payload: { order: 1001 } });
+    const second = delivery(ns, "evt-1001-acme", "acme", { eventId: "evt-1001", payload: { order: 9999 } });
+    await kubectlOk(["create", "-f", "-"], { input: JSON.stringify(first) });
+    const again = await kubectl(["create", "-f", "-"], { input: JSON.stringify(second) });
+    expect(again.code).not.toBe(0);
+    expect(again.stderr).toContain("(AlreadyExists)");
+    expect(again.stderr).toContain(`${DELIVERIES} "evt-1001-acme" already exists`);
+    expect((await getObj("whdel", ns, "evt-1001-acme"))!.spec.payload).toEqual({ order: 1001 });
+  });
+
+  describe("invalid specs are refused by the API server, naming the field", () => {
+    it("the table has at least 25 distinct cases, and each names a rule present in the installed CRDs", async () => {
+      expect(INVALID_SPEC_CASES.length).toBeGreaterThanOrEqual(25);
+      expect(new Set(INVALID_SPEC_CASES.map((c) => c.name)).size).toBe(INVALID_SPEC_CASES.length);
+      expect(new Set(INVALID_SPEC_CASES.map((c) => JSON.stringify([c.spec, c.update]))).size).toBe(INVALID_SPEC_CASES.length);
+      const installed = { subscription: await getCrd(SUBSCRIPTIONS), delivery: await getCrd(DELIVERIES) };
+      const generated = { subscription: subscriptionCrd(), delivery: deliveryCrd() };
+      for (const c of INVALID_SPEC_CASES) {
+        // The installed CRD is the generated one: the table describes what users run.
+        expect(findEnforcer(installed[c.kind], c.enforcedBy), c.name).toBe(findEnforcer(generated[c.kind], c.enforcedBy));
+      }
+    });
+
+    it.concurrent.for(INVALID_SPEC_CASES.map((c, index) => ({ ...c, index })))(
+      "refuses $name",
+      async ({ index: i, ...c }: InvalidSpecCase & { index: number }, { expect }) => {
+        const target = { apiVersion: API_VERSION, kind: CASE_KINDS[c.kind], namespace: ns, name: `invalid-${i}` };
+        await prepareCase(c, target);
+        const r = await submitCase(c, target, { dryRun: false });
+        expect(r.code, `accepted: ${r.stdout}`).not.toBe(0);
+        const causes = refusalCauses(r.stderr);
+        expect(causes, r.stderr).toHaveLength(1);
+        expect(causes[0]!.startsWith(`${c.field}: `), causes[0]).toBe(true);
+        expect(causes[0]).toContain(c.message);
+        const stored = await getObj(c.kind === "subscription" ? "whsub" : "whdel", ns, target.name);
+        if (c.update) expect(stored?.spec, "a refused update leaves the object as it was").toEqual(c.spec);
+        else expect(stored, "a refused create leaves nothing behind").toBeUndefined();
+      },
+    );
+  });
+});

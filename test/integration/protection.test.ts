@@ -1,0 +1,256 @@
+// Endpoint protection: circuit breaker, endpoint health, rate and concurrency limits, isolation.
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createNamespace, deleteNamespace, waitFor } from "../helpers/cluster.js";
+import { apply, delivery, events, getObj, subscription } from "../helpers/kube.js";
+import { startOperator, type TestOperator } from "../helpers/operator.js";
+import { Receiver } from "../helpers/receiver.js";
+
+const sub = async (ns: string, name: string) => (await getObj("whsub", ns, name))?.status;
+const del = async (ns: string, name: string) => (await getObj("whdel", ns, name))?.status;
+const allPhase = (ns: string, names: string[], phase: string, timeoutMs = 30_000) =>
+  waitFor(async () => (await Promise.all(names.map((n) => del(ns, n)))).every((s) => s?.phase === phase), { description: `${names.length} deliveries ${phase}`, timeoutMs });
+
+describe("circuit breaker", () => {
+  let ns: string;
+  let op: TestOperator;
+  const receivers: Receiver[] = [];
+  beforeAll(async () => {
+    ns = await createNamespace("breaker");
+    op = await startOperator({ namespaces: [ns] });
+  });
+  afterAll(async () => {
+    await op?.stop();
+    await Promise.all(receivers.map((r) => r.close()));
+    await deleteNamespace(ns);
+  });
+
+  it("opens after failureThreshold failures, sends nothing during the cooldown, one probe after it, and delivers everything once closed", async () => {
+    let healthy = false;
+    const r = await Receiver.start(() => (healthy ? 200 : 500));
+    receivers.push(r);
+    const names = ["b0", "b1", "b2", "b3", "b4"];
+    await apply([
+      subscription(ns, "flappy", {
+        url: r.url(),
+        retry: { maxAttempts: 20, initialBackoff: "50ms", maxBackoff: "100ms" },
+        circuitBreaker: { failureThreshold: 3, cooldown: "2s" },
+      }),
+      ...names.map((n) => delivery(ns, n, "flappy")),
+    ]);
+    const opened = await waitFor(async () => {
+      const s = await sub(ns, "flappy");
+      return s?.breaker?.state === "Open" ? s : undefined;
+    }, { description: "breaker Open" });
+    expect(opened.breaker.consecutiveFailures).toBeGreaterThanOrEqual(3);
+    expect(await op.metric("webhook_breaker_state", { subscription: "flappy" })).toBe(1);
+    const seenAtOpen = r.requests.length;
+    const attemptsAtOpen = await Promise.all(names.map(async (n) => (await del(ns, n))?.attempts ?? 0));
+    expect(attemptsAtOpen.reduce((a, b) => a + b, 0)).toBe(seenAtOpen);
+
+    // The next request is the probe, and it comes no sooner than the end of the cooldown.
+    const nextProbeAt = Date.parse(opened.breaker.nextProbeAt);
+    await r.waitForRequests(seenAtOpen + 1, 10_000);
+    expect(r.requests[seenAtOpen]!.at).toBeGreaterThanOrEqual(nextProbeAt - 50);
+    // The probe failed: Open again, and exactly one request went out.
+    await waitFor(async () => {
+      const s = await sub(ns, "flappy");
+      return s?.breaker?.state === "Open" && Date.parse(s.breaker.nextProbeAt) > nextProbeAt;
+    }, { description: "breaker re-opened after the failed probe" });
+    expect(r.requests.length).toBe(seenAtOpen + 1);
+    const attemptsAfterProbe = await Promise.all(names.map(async (n) => (await del(ns, n))?.attempts ?? 0));
+    expect(attemptsAfterProbe.reduce((a, b) => a + b, 0)).toBe(seenAtOpen + 1);
+    for (const n of names) expect((await del(ns, n))?.phase).not.toBe("DeadLettered");
+
+    healthy = true;
+    await allPhase(ns, names, "Succeeded");
+    await waitFor(async () => (await sub(ns, "flappy"))?.breaker?.state === "Closed", { description: "breaker Closed" });
+    expect(await op.metric("webhook_breaker_state", { subscription: "flappy" })).toBe(0);
+    const reasons = (await events(ns, "flappy")).map((e) => e.reason);
+    expect(reasons).toEqual(expect.arrayContaining(["BreakerOpen", "BreakerHalfOpen", "BreakerClosed"]));
+  });
+
+  it("with whenOpen: DeadLetter, dead-letters with reason BreakerOpen and sends nothing", async () => {
+    const r = await Receiver.start(() => 500);
+    receivers.push(r);
+    await apply([
+      subscription(ns, "strict", { url: r.url(), retry: { maxAttempts: 1 }, circuitBreaker: { failureThreshold: 2, cooldown: "60s", whenOpen: "DeadLetter" } }),
+      delivery(ns, "s0", "strict"),
+      delivery(ns, "s1", "strict"),
+    ]);
+    await waitFor(async () => (await sub(ns, "strict"))?.breaker?.state === "Open", { description: "strict breaker Open" });
+    expect(r.requests).toHaveLength(2);
+    await apply(["s2", "s3", "s4"].map((n) => delivery(ns, n, "strict")));
+    for (const n of ["s2", "s3", "s4"]) {
+      const s = await waitFor(async () => {
+        const st = await del(ns, n);
+        return st?.phase === "DeadLettered" ? st : undefined;
+      }, { description: `${n} dead-lettered` });
+      expect(s.deadLetter.reason).toBe("BreakerOpen");
+      expect(s.attempts).toBe(0);
+    }
+    expect(r.requests).toHaveLength(2);
+    expect(await op.metric("webhook_delivery_attempts_total", { subscription: "strict", reason: "circuit_open" })).toBe(3);
+  });
+});
+
+describe("circuit breaker across a restart", () => {
+  it("stays Open until its cooldown ends when the operator restarts", async () => {
+    const ns = await createNamespace("breaker-restart");
+    let healthy = false;
+    const r = await Receiver.start(() => (healthy ? 200 : 500));
+    let op = await startOperator({ namespaces: [ns] });
+    try {
+      await apply([
+        subscription(ns, "sticky", { url: r.url(), retry: { maxAttempts: 20, initialBackoff: "50ms", maxBackoff: "100ms" }, circuitBreaker: { failureThreshold: 2, cooldown: "4s" } }),
+        delivery(ns, "x0", "sticky"),
+      ]);
+      const opened = await waitFor(async () => {
+        const s = await sub(ns, "sticky");
+        return s?.breaker?.state === "Open" ? s : undefined;
+      }, { description: "breaker Open" });
+      await op.stop();
+      const seen = r.requests.length;
+      healthy = true;
+      op = await startOperator({ namespaces: [ns] });
+      // The new operator resumed Open: the next request (the probe) waits for nextProbeAt.
+      await r.waitForRequests(seen + 1, 15_000);
+      expect(r.requests[seen]!.at).toBeGreaterThanOrEqual(Date.parse(opened.breaker.nextProbeAt) - 50);
+      await allPhase(ns, ["x0"], "Succeeded");
+      expect((await sub(ns, "sticky"))?.breaker?.state).not.toBe("Open");
+    } finally {
+      await op.stop();
+      await r.close();
+      await deleteNamespace(ns);
+    }
+  });
+});
+
+describe("endpoint health", () => {
+  let ns: string;
+  let op: TestOperator;
+  const receivers: Receiver[] = [];
+  beforeAll(async () => {
+    ns = await createNamespace("health");
+    op = await startOperator({ namespaces: [ns], env: { WEBHOOK_HEALTH_PROBE_INTERVAL_MS: "1000" } });
+  });
+  afterAll(async () => {
+    await op?.stop();
+    await Promise.all(receivers.map((r) => r.close()));
+    await deleteNamespace(ns);
+  });
+
+  it("is Degraded at 3 and Disabled at 10 consecutive failures, probed while Disabled, Healthy again on success", async () => {
+    let healthy = false;
+    const r = await Receiver.start(() => (healthy ? 200 : 503));
+    receivers.push(r);
+    await apply([
+      subscription(ns, "sick", { url: r.url(), retry: { maxAttempts: 50, initialBackoff: "20ms", maxBackoff: "50ms" }, circuitBreaker: { failureThreshold: 100 } }),
+      delivery(ns, "h0", "sick"),
+    ]);
+    const disabled = await waitFor(async () => {
+      const s = await sub(ns, "sick");
+      return s?.health?.state === "Disabled" ? s : undefined;
+    }, { description: "Disabled" });
+    expect(disabled.health.consecutiveFailures).toBe(10);
+    expect(disabled.conditions.find((c: any) => c.type === "EndpointHealthy")).toMatchObject({ status: "False", reason: "Disabled" });
+    const reasons = (await events(ns, "sick")).map((e) => e.reason);
+    expect(reasons).toEqual(expect.arrayContaining(["EndpointDegraded", "EndpointDisabled"]));
+    // While Disabled, one probe per interval.
+    const before = r.requests.length;
+    await r.waitForRequests(before + 1, 5_000);
+    expect(r.requests[before]!.at - r.requests[before - 1]!.at).toBeGreaterThanOrEqual(900);
+    healthy = true;
+    await allPhase(ns, ["h0"], "Succeeded");
+    const recovered = await waitFor(async () => {
+      const s = await sub(ns, "sick");
+      return s?.health?.state === "Healthy" ? s : undefined;
+    }, { description: "Healthy again" });
+    expect(recovered.conditions.find((c: any) => c.type === "EndpointHealthy")).toMatchObject({ status: "True" });
+    expect(recovered.health.totalFailures).toBeGreaterThanOrEqual(10);
+    await waitFor(async () => (await events(ns, "sick")).some((e) => e.reason === "EndpointHealthy"), { description: "EndpointHealthy Event" });
+  });
+
+  it("is Disabled at once by 410 Gone, and later deliveries wait", async () => {
+    const r = await Receiver.start(Receiver.sequence([410], 200));
+    receivers.push(r);
+    await apply([subscription(ns, "goner", { url: r.url() }), delivery(ns, "g0", "goner")]);
+    const s = await waitFor(async () => {
+      const st = await sub(ns, "goner");
+      return st?.health?.state === "Disabled" ? st : undefined;
+    }, { description: "Disabled by 410" });
+    expect(s.health.reason).toBe("Gone");
+    expect(s.conditions.find((c: any) => c.type === "EndpointHealthy")).toMatchObject({ status: "False", reason: "Gone" });
+    expect((await del(ns, "g0"))?.deadLetter?.reason).toBe("Gone");
+    // The endpoint answers again: the next delivery waits for the probe, then goes through.
+    await apply(delivery(ns, "g1", "goner"));
+    await allPhase(ns, ["g1"], "Succeeded", 10_000);
+    expect(r.requests[1]!.at - r.requests[0]!.at).toBeGreaterThanOrEqual(900);
+  });
+});
+
+describe("rate and concurrency limits", () => {
+  let ns: string;
+  let op: TestOperator;
+  const receivers: Receiver[] = [];
+  beforeAll(async () => {
+    ns = await createNamespace("limits");
+    op = await startOperator({ namespaces: [ns] });
+  });
+  afterAll(async () => {
+    await op?.stop();
+    await Promise.all(receivers.map((r) => r.close()));
+    await deleteNamespace(ns);
+  });
+
+  it("rateLimit.perSecond 5: no one-second window sees more than the bucket allows", async () => {
+    const r = await Receiver.start(() => 200);
+    receivers.push(r);
+    const names = Array.from({ length: 20 }, (_, i) => `r${i}`);
+    await apply([subscription(ns, "rated", { url: r.url(), rateLimit: { perSecond: 5 } }), ...names.map((n) => delivery(ns, n, "rated"))]);
+    await allPhase(ns, names, "Succeeded");
+    const times = r.requests.map((q) => q.at).sort((a, b) => a - b);
+    let worst = 0;
+    for (let i = 0; i < times.length; i++) worst = Math.max(worst, times.filter((t) => t >= times[i]! && t < times[i]! + 1000).length);
+    // A full bucket (burst 5) plus 5 refilled in the same second.
+    expect(worst).toBeLessThanOrEqual(10);
+    expect(times.at(-1)! - times[0]!).toBeGreaterThanOrEqual(2500); // 15 after the burst at 5/s
+  });
+
+  it("maxInFlight 2 with a slow receiver: never more than 2 concurrent requests", async () => {
+    const r = await Receiver.start(() => ({ status: 200, delayMs: 200 }));
+    receivers.push(r);
+    const names = Array.from({ length: 8 }, (_, i) => `c${i}`);
+    await apply([subscription(ns, "narrow", { url: r.url(), maxInFlight: 2 }), ...names.map((n) => delivery(ns, n, "narrow"))]);
+    await allPhase(ns, names, "Succeeded");
+    expect(r.requests).toHaveLength(8);
+    expect(r.maxConcurrent).toBe(2);
+  });
+});
+
+describe("isolation", () => {
+  it("a hanging endpoint with 50 pending deliveries never delays 20 deliveries to a healthy one", async () => {
+    const ns = await createNamespace("isolation");
+    const hanging = await Receiver.start(() => "hang");
+    const healthy = await Receiver.start(() => 200);
+    const op = await startOperator({ namespaces: [ns] });
+    try {
+      const hangNames = Array.from({ length: 50 }, (_, i) => `hang-${i}`);
+      await apply([subscription(ns, "hangs", { url: hanging.url(), timeout: "5s", retry: { maxAttempts: 1 } }), ...hangNames.map((n) => delivery(ns, n, "hangs"))]);
+      await hanging.waitForRequests(10);
+      const goodNames = Array.from({ length: 20 }, (_, i) => `good-${i}`);
+      await apply([subscription(ns, "fine", { url: healthy.url() }), ...goodNames.map((n) => delivery(ns, n, "fine"))]);
+      await allPhase(ns, goodNames, "Succeeded", 20_000);
+      const firstTimeout = hanging.requests[0]!.at + 5_000;
+      const lastGood = Math.max(...healthy.requests.map((q) => q.at));
+      expect(healthy.requests).toHaveLength(20);
+      expect(lastGood).toBeLessThan(firstTimeout);
+      expect(Date.now()).toBeLessThan(firstTimeout + 2_000); // the statuses were written before the hangs timed out, too
+      expect(hanging.maxConcurrent).toBe(10); // its own maxInFlight, no more
+    } finally {
+      await op.stop();
+      await hanging.close();
+      await healthy.close();
+      await deleteNamespace(ns);
+    }
+  });
+});
