@@ -260,7 +260,7 @@ function printOutcome(print: Print, customers: Customer[], result: PublishResult
   for (const c of customers) {
     const h = subs.get(c.name)?.health;
     const detail = h?.state === "Disabled" ? `reason ${h.reason ?? "?"}: new deliveries wait; it is probed until it answers again` : h?.consecutiveFailures ? `${h.consecutiveFailures} consecutive failures` : "";
-    print(`  ${c.name.padEnd(8)} ${(h?.state ?? "unknown").padEnd(10)} ${detail}`);
+    print(`  ${c.name.padEnd(8)} ${(h?.state ?? "unknown").padEnd(10)} ${detail}`.trimEnd());
   }
 }
 

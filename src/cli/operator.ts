@@ -270,6 +270,7 @@ export class Operator {
       metrics: this.metrics,
     });
     this.term = { deliveries, subscriptions };
+    this.replayer.restart();
     this.metrics.leader.set(1);
     for (const d of this.caches.deliveries.values()) deliveries.queue.add(objectKey(d.metadata));
     for (const key of this.terminal.replayRequests()) deliveries.queue.add(key);
@@ -298,6 +299,7 @@ export class Operator {
     const [d] = await Promise.all([
       term.deliveries.stop(graceMs, () => (interrupted = this.endpoints.inFlight)),
       term.subscriptions.stop(graceMs),
+      this.replayer.stop(graceMs),
     ]);
     this.deliveryExpectations.clear();
     return { finishedInGrace: d.finishedInGrace, inFlight, interrupted };

@@ -89,13 +89,13 @@ export function applyAttempt(input: OutcomeInput): OutcomeResult {
     lastAttempt: record,
     history: [...(prev.history ?? []), record].slice(-HISTORY_LIMIT),
     ...(interrupted ? { interruptions: (prev.interruptions ?? 0) + 1 } : {}),
-    ...(input.replay ?
+    ...(input.replay && attempt.classification !== "interrupted" ?
       {
         lastReplay: {
           reason: input.replay.reason,
           at: toRfc3339(now),
           ...(input.replay.requestId ? { requestId: input.replay.requestId } : {}),
-          ...(attempt.classification === "interrupted" ? {} : { result: attempt.classification.verdict === "delivered" ? ("Succeeded" as const) : ("Failed" as const) }),
+          result: attempt.classification.verdict === "delivered" ? ("Succeeded" as const) : ("Failed" as const),
         },
       }
     : {}),
@@ -107,7 +107,8 @@ export function applyAttempt(input: OutcomeInput): OutcomeResult {
       return deadLetter(base, generation, now, "Drain", `attempt ${record.number} was interrupted by an operator shutdown (WEBHOOK_DRAIN_TIMEOUT_ACTION=dead-letter)`);
     }
     if (input.replay) {
-      // The replay did not happen: back to where it was, no replay counted.
+      // The replay did not happen: back to where it was, no replay counted, lastReplay untouched
+      // (a resumed bulk replay sees it was not done and does it).
       return { status: { ...base, phase: "DeadLettered", nextAttemptAt: undefined } };
     }
     return {

@@ -56,6 +56,8 @@ export class Replayer {
   private readonly now: () => number;
   /** Bulk replays running in this process, by subscription key. */
   private readonly running = new Map<string, Promise<void>>();
+  private abort = new AbortController();
+  private stopping = false;
 
   constructor(private readonly d: ReplayerDeps) {
     this.now = d.now ?? Date.now;
@@ -88,7 +90,9 @@ export class Replayer {
    * Called from the subscription reconcile: starts, resumes or refuses a bulk replay. The run
    * itself continues in the background; the subscription key is queued again when it ends.
    */
-  async bulk(sub: SubscriptionObject, signal: AbortSignal): Promise<Result | void> {
+  async bulk(sub: SubscriptionObject, _signal: AbortSignal): Promise<Result | void> {
+    if (this.stopping) return;
+    const signal = this.abort.signal;
     const subKey = `${sub.metadata.namespace}/${sub.metadata.name}`;
     const annotation = sub.metadata.annotations?.[ANNOTATIONS.replayDeadLetters];
     const persisted = sub.status?.lastReplay;
@@ -144,6 +148,26 @@ export class Replayer {
     this.running.set(subKey, run);
   }
 
+  /**
+   * Stops bulk replays: no new batch starts; the batches in flight get `graceMs` to finish, then
+   * their requests are interrupted (recorded so a resumed replay redoes them).
+   */
+  async stop(graceMs: number): Promise<void> {
+    this.stopping = true;
+    const all = Promise.allSettled([...this.running.values()]);
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([all, new Promise((r) => (timer = setTimeout(r, graceMs)))]);
+    clearTimeout(timer);
+    this.abort.abort(new Error("operator stopping"));
+    await all;
+  }
+
+  /** Ready for a new leadership term. */
+  restart(): void {
+    this.stopping = false;
+    this.abort = new AbortController();
+  }
+
   private async run(subKey: string, state: SubscriptionReplayStatus, signal: AbortSignal): Promise<void> {
     const id = state.id!;
     const concurrency = state.concurrency ?? REPLAY_CONCURRENCY.default;
@@ -152,13 +176,13 @@ export class Replayer {
     for (const key of state.inFlight ?? []) {
       const obj = await this.d.reconciler.fetch(key);
       const r = obj?.status?.lastReplay;
-      if (obj && r?.requestId === id) this.count(state, r.result === "Deduped" ? "deduped" : obj.status?.phase === "Succeeded" ? "succeeded" : "failed");
+      if (obj && r?.requestId === id && r.result) this.count(state, r.result === "Deduped" ? "deduped" : r.result === "Succeeded" ? "succeeded" : "failed");
       else if (obj?.status?.phase === "DeadLettered") redo.push(key);
     }
     state.inFlight = [];
     const done = new Set<string>();
     for (;;) {
-      if (signal.aborted) throw new Error("operator stopping");
+      if (signal.aborted || this.stopping) throw new Error("operator stopping");
       const candidates = [...redo.splice(0), ...this.d.terminal.deadLettersOf(subKey)].filter((k) => !done.has(k));
       if (candidates.length === 0) break;
       // Fetch until a batch is full of dead letters this replay has not handled yet.

@@ -38,7 +38,7 @@ const inputSchema = z.object({
   namespace: z.string({ error: "must be a string" }).max(63, { message: "must be at most 63 characters" }).regex(NAMESPACE, { message: "must be a namespace name (lowercase RFC 1123 label)" }),
   type: z.string({ error: (iss) => (iss.input === undefined ? "is required, e.g. order.paid" : "must be a string such as order.paid") }).pipe(eventTypeSchema),
   id: z.string({ error: "must be a string" }).pipe(eventIdSchema).optional(),
-  data: z.unknown(),
+  data: z.unknown().optional(),
 });
 
 /** The first problem of a zod error, as the field it is about and a sentence naming it. */

@@ -13,8 +13,8 @@ export type CaseKind = "subscription" | "delivery";
 
 export const CASE_KINDS: Record<CaseKind, string> = { subscription: "WebhookSubscription", delivery: "WebhookDelivery" };
 
-type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
-type JsonObject = { [key: string]: Json };
+export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
+export type JsonObject = { [key: string]: Json };
 
 /**
  * Where a rule lives: `path` is a list of keys from the CRD's `openAPIV3Schema` to the schema
@@ -425,62 +425,81 @@ export const INVALID_SPEC_CASES: InvalidSpecCase[] = [
 // ---------------------------------------------------------------------------------------------
 // Reading and editing a CRD's schema.
 
-function openApiSchema(crd: JsonObject): JsonObject {
-  const spec = crd.spec as JsonObject;
-  const version = (spec.versions as JsonObject[])[0]!;
-  return (version.schema as JsonObject).openAPIV3Schema as JsonObject;
+/** A node of an OpenAPI v3 schema, as far as these tests read it. */
+export interface SchemaNode {
+  type?: string;
+  properties?: Record<string, SchemaNode>;
+  items?: SchemaNode;
+  additionalProperties?: unknown;
+  required?: string[];
+  "x-kubernetes-validations"?: { rule: string; message?: string; fieldPath?: string }[];
+  [keyword: string]: unknown;
+}
+
+/** The parts of a CustomResourceDefinition these tests read and write. */
+export interface CrdObject {
+  metadata: { name: string; resourceVersion?: string; labels?: Record<string, string> };
+  spec: {
+    group: string;
+    names: { kind: string; listKind?: string; plural: string; singular?: string; shortNames?: string[]; categories?: string[] };
+    versions: { name: string; schema: { openAPIV3Schema: SchemaNode } }[];
+  };
+  status?: { conditions?: { type: string; status: string }[] };
+}
+
+/** Any CRD object, e.g. from subscriptionCrd() or `kubectl get crd -o json`. */
+export const asCrd = (crd: object): CrdObject => crd as CrdObject;
+
+/** The openAPIV3Schema of the CRD's (only) version. */
+export function openApiSchema(crd: object): SchemaNode {
+  return asCrd(crd).spec.versions[0]!.schema.openAPIV3Schema;
 }
 
 /** The schema node at `path` under openAPIV3Schema; throws naming the path when it is missing. */
-export function schemaNode(crd: JsonObject, path: string[]): JsonObject {
-  let node: Json = openApiSchema(crd);
+export function schemaNode(crd: object, path: string[]): SchemaNode {
+  let node: unknown = openApiSchema(crd);
   for (const [i, key] of path.entries()) {
-    if (node === null || typeof node !== "object" || Array.isArray(node) || !(key in node)) {
+    if (node === null || typeof node !== "object" || !(key in node)) {
       throw new Error(`the CRD schema has no ${path.slice(0, i + 1).join(".")}`);
     }
-    node = node[key]!;
+    node = (node as Record<string, unknown>)[key];
   }
   if (node === null || typeof node !== "object" || Array.isArray(node)) throw new Error(`${path.join(".")} is not a schema`);
-  return node;
-}
-
-/** The CEL rule entries of a node that contain `text`. */
-export function matchingRules(node: JsonObject, text: string): JsonObject[] {
-  return ((node["x-kubernetes-validations"] ?? []) as JsonObject[]).filter((v) => String(v.rule).includes(text));
+  return node as SchemaNode;
 }
 
 /**
  * Checks that the enforcer names something present in the CRD (exactly one CEL rule for `rule`)
  * and returns a description of it, e.g. `minimum = 1`.
  */
-export function findEnforcer(crd: JsonObject, e: Enforcer): string {
+export function findEnforcer(crd: object, e: Enforcer): string {
   const node = schemaNode(crd, e.path);
   if ("keyword" in e) {
     if (!(e.keyword in node)) throw new Error(`${describeEnforcer(e)}: no such keyword`);
     return `${e.keyword} = ${JSON.stringify(node[e.keyword])}`;
   }
   if ("required" in e) {
-    if (!((node.required ?? []) as string[]).includes(e.required)) throw new Error(`${describeEnforcer(e)}: not in required`);
+    if (!(node.required ?? []).includes(e.required)) throw new Error(`${describeEnforcer(e)}: not in required`);
     return `required includes ${e.required}`;
   }
-  const rules = matchingRules(node, e.rule);
+  const rules = (node["x-kubernetes-validations"] ?? []).filter((v) => v.rule.includes(e.rule));
   if (rules.length !== 1) throw new Error(`${describeEnforcer(e)}: ${rules.length} rules match, expected exactly 1`);
-  return `rule ${String(rules[0]!.rule)}`;
+  return `rule ${rules[0]!.rule}`;
 }
 
 /** A copy of `crd` with exactly the enforcer's rule deleted. */
-export function withoutEnforcer(crd: JsonObject, e: Enforcer): JsonObject {
+export function withoutEnforcer<T extends object>(crd: T, e: Enforcer): T {
   findEnforcer(crd, e);
   const copy = structuredClone(crd);
   const node = schemaNode(copy, e.path);
   if ("keyword" in e) {
     delete node[e.keyword];
   } else if ("required" in e) {
-    const rest = (node.required as string[]).filter((r) => r !== e.required);
+    const rest = node.required!.filter((r) => r !== e.required);
     if (rest.length) node.required = rest;
     else delete node.required;
   } else {
-    const rest = (node["x-kubernetes-validations"] as JsonObject[]).filter((v) => !String(v.rule).includes(e.rule));
+    const rest = node["x-kubernetes-validations"]!.filter((v) => !v.rule.includes(e.rule));
     if (rest.length) node["x-kubernetes-validations"] = rest;
     else delete node["x-kubernetes-validations"];
   }
@@ -503,11 +522,11 @@ export function caseObject(target: CaseTarget, spec: JsonObject): JsonObject {
 
 /**
  * For an update case, creates the valid object the refused update is written over.
- * `flags`: extra kubectl flags (e.g. `--cache-dir`).
+ * `flags`: extra kubectl flags (e.g. `--validate=false`).
  */
 export async function prepareCase(c: InvalidSpecCase, target: CaseTarget, flags: string[] = []): Promise<void> {
   if (!c.update) return;
-  await kubectlOk([...flags, "create", "-f", "-"], { input: JSON.stringify(caseObject(target, c.spec)) });
+  await kubectlOk(["create", ...flags, "-f", "-"], { input: JSON.stringify(caseObject(target, c.spec)) });
 }
 
 /**
@@ -517,7 +536,7 @@ export async function prepareCase(c: InvalidSpecCase, target: CaseTarget, flags:
 export function submitCase(c: InvalidSpecCase, target: CaseTarget, opts: { dryRun: boolean; flags?: string[] }): Promise<KubectlResult> {
   const dryRun = opts.dryRun ? ["--dry-run=server"] : [];
   const verb = c.update ? "replace" : "create";
-  return kubectl([...(opts.flags ?? []), verb, ...dryRun, "-o", "json", "-f", "-"], {
+  return kubectl([verb, ...(opts.flags ?? []), ...dryRun, "-o", "json", "-f", "-"], {
     input: JSON.stringify(caseObject(target, c.update ?? c.spec)),
   });
 }

@@ -80,8 +80,8 @@ export class Prometheus {
       ],
       { stdio: ["ignore", "pipe", "pipe"] },
     );
-    child.stdout!.on("data", (c: Buffer) => (out += c.toString()));
-    child.stderr!.on("data", (c: Buffer) => (out += c.toString()));
+    child.stdout.on("data", (c: Buffer) => (out += c.toString()));
+    child.stderr.on("data", (c: Buffer) => (out += c.toString()));
     const prom = new Prometheus(`http://127.0.0.1:${port}`, child, dir, () => out);
     let exited = false;
     child.once("exit", () => (exited = true));

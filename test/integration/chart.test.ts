@@ -165,7 +165,7 @@ describe("helm chart", () => {
     const sm = find(objects, "ServiceMonitor");
     expect(sm.spec.endpoints[0]).toMatchObject({ port: "metrics", honorLabels: true, interval: "15s" });
     expect(sm.spec.selector.matchLabels).toEqual({ ...find(objects, "Deployment").spec.selector.matchLabels, "app.kubernetes.io/component": "metrics" });
-    expect(find(objects, "Service").metadata.labels["app.kubernetes.io/component"]).toBe("metrics");
+    expect(find(objects, "Service").metadata.labels!["app.kubernetes.io/component"]).toBe("metrics");
     const rules = find(objects, "PrometheusRule").spec.groups[0].rules as Array<{ alert: string; expr: string; annotations: Record<string, string>; for?: string }>;
     expect(rules.map((r) => r.alert)).toEqual(["HooklineCircuitBreakerOpen", "HooklineDeadLettersGrowing", "HooklineLowSuccessRatio", "HooklineNoLeader", "HooklineDrainTimeout"]);
     const ops = readFileSync(`${ROOT}docs/operations.md`, "utf8");

@@ -1,0 +1,302 @@
+// The Grafana dashboard and the alerts against real Prometheus tools (Debian's package, via
+// hack/install-prometheus.sh):
+// - every PromQL expression of the rendered PrometheusRule passes `promtool check rules`, and so
+//   does every dashboard panel query (wrapped as recording rules, Grafana's variables filled in);
+// - a real Prometheus scrapes a running in-process operator (op.metricsPort) through a short
+//   scenario (successes, failures, a breaker opening, a dead letter, a replay, a standby's
+//   drain): every panel query and every template variable query returns data, and the breaker
+//   alert (rendered from the chart with `for: 5s`) fires.
+import { readFileSync } from "node:fs";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { Writable } from "node:stream";
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { stringify } from "yaml";
+import { Operator } from "../../src/cli/operator.js";
+import { loadConfig } from "../../src/config/config.js";
+import { createLogger } from "../../src/observability/logger.js";
+import { Metrics } from "../../src/observability/metrics.js";
+import { createNamespace, deleteNamespace, kubectlOk, waitFor } from "../helpers/cluster.js";
+import { CHART, find, render } from "../helpers/helm.js";
+import { apply, delivery, getObj, subscription } from "../helpers/kube.js";
+import { LOOPBACK } from "../helpers/operator.js";
+import { Prometheus, promtool } from "../helpers/prometheus.js";
+import { Receiver } from "../helpers/receiver.js";
+
+interface Target {
+  refId: string;
+  expr: string;
+}
+interface Panel {
+  id: number;
+  type: string;
+  title: string;
+  datasource?: { type: string; uid: string };
+  targets?: Target[];
+}
+interface Dashboard {
+  uid: string;
+  title: string;
+  panels: Panel[];
+  templating: { list: Array<{ name: string; type: string; query: string | { query: string }; datasource?: { uid: string } }> };
+}
+
+const dashboard = JSON.parse(readFileSync(`${CHART}/dashboards/hookline.json`, "utf8")) as Dashboard;
+const panels = dashboard.panels.filter((p) => p.type !== "row");
+const JOB = "hl-hookline-metrics";
+
+/** A panel query as Prometheus gets it from Grafana with every variable on "All". */
+function fill(expr: string, rateInterval: string): string {
+  return expr
+    .replaceAll("$__rate_interval", rateInterval)
+    .replaceAll("$__range", "1h")
+    .replaceAll("$job", ".*")
+    .replaceAll("$namespace", ".*")
+    .replaceAll("$subscription", ".*");
+}
+
+/** Grafana's label_values(metric, label) as a PromQL query that returns the label's values. */
+function variableQuery(q: string): { expr: string; label: string } {
+  const m = /^label_values\((.+),\s*(\w+)\)$/.exec(q);
+  if (!m) throw new Error(`not a label_values() query: ${q}`);
+  return { expr: `group by (${m[2]}) (${fill(m[1]!, "1m")})`, label: m[2]! };
+}
+
+async function renderedRules(): Promise<{ groups: Array<{ name: string; rules: Array<{ alert: string; expr: string; for?: string }> }> }> {
+  const { objects } = await render({ release: "hl", namespace: "hookline", valuesFiles: [`${CHART}/ci/monitoring-values.yaml`], showOnly: ["templates/prometheusrule.yaml"] });
+  return find(objects, "PrometheusRule").spec;
+}
+
+describe("dashboard JSON", () => {
+  it("has the panels the issue lists, each with a query on the datasource variable", () => {
+    expect(dashboard.uid).toBe("hookline");
+    const titles = panels.map((p) => p.title);
+    for (const t of [
+      /deliveries .*per second by outcome/i,
+      /success ratio/i,
+      /latency \(p50, p95, p99\)/i,
+      /attempts .*by reason/i,
+      /breaker state/i,
+      /endpoint health/i,
+      /dead letters held/i,
+      /dead-letter operations/i,
+      /in flight and queue depth/i,
+      /leader/i,
+      /drain/i,
+    ]) {
+      expect(titles.some((x) => t.test(x)), `a panel matching ${t}`).toBe(true);
+    }
+    const ids = dashboard.panels.map((p) => p.id);
+    expect(new Set(ids).size).toBe(ids.length);
+    for (const p of panels) {
+      expect(p.datasource?.uid, p.title).toBe("${datasource}");
+      expect(p.targets?.length, p.title).toBeGreaterThan(0);
+      for (const t of p.targets!) expect(t.expr, p.title).toMatch(/\w+\{/);
+    }
+    const latency = panels.find((p) => /latency/i.test(p.title))!;
+    expect(latency.targets!.map((t) => /histogram_quantile\(([\d.]+),/.exec(t.expr)?.[1])).toEqual(["0.5", "0.95", "0.99"]);
+  });
+
+  it("has datasource, namespace and subscription variables; per-subscription panels use them", () => {
+    const vars = Object.fromEntries(dashboard.templating.list.map((v) => [v.name, v]));
+    expect(vars.datasource?.type).toBe("datasource");
+    for (const name of ["namespace", "subscription", "job"]) {
+      expect(vars[name]?.type, name).toBe("query");
+      expect(vars[name]?.datasource?.uid).toBe("${datasource}");
+    }
+    for (const p of panels) {
+      for (const t of p.targets!) {
+        expect(t.expr, p.title).toContain('job=~"$job"');
+        if (/webhook_(delivery|breaker|endpoint|dlq_entries|deliveries_finished)/.test(t.expr)) {
+          expect(t.expr, p.title).toContain('namespace=~"$namespace"');
+          expect(t.expr, p.title).toContain('subscription=~"$subscription"');
+        }
+      }
+    }
+  });
+});
+
+describe("PromQL passes promtool", () => {
+  let dir: string;
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), "hookline-promtool-"));
+  });
+  afterAll(async () => {
+    if (dir) await rm(dir, { recursive: true, force: true });
+  });
+
+  it("promtool check rules: the rendered PrometheusRule (default and test values)", async () => {
+    for (const [name, valuesFiles] of [["default", []], ["monitoring", [`${CHART}/ci/monitoring-values.yaml`]]] as const) {
+      const { objects } = await render({ release: "hl", namespace: "hookline", valuesFiles: [...valuesFiles], setJson: { "prometheusRule.enabled": true }, showOnly: ["templates/prometheusrule.yaml"] });
+      const file = join(dir, `rules-${name}.yaml`);
+      await writeFile(file, stringify(find(objects, "PrometheusRule").spec));
+      const r = await promtool(["check", "rules", file]);
+      expect(r.code, r.stdout + r.stderr).toBe(0);
+      expect(r.stdout).toContain("SUCCESS: 5 rules found");
+    }
+  });
+
+  it("promtool check rules: every dashboard query, as a recording rule", async () => {
+    const rules = panels.flatMap((p) => p.targets!.map((t) => ({ record: `hookline:dashboard:panel_${p.id}_${t.refId}`, expr: fill(t.expr, "1m") })));
+    const file = join(dir, "dashboard-rules.yaml");
+    await writeFile(file, stringify({ groups: [{ name: "dashboard", rules }] }));
+    const r = await promtool(["check", "rules", file]);
+    expect(r.code, r.stdout + r.stderr).toBe(0);
+    expect(r.stdout).toContain(`SUCCESS: ${rules.length} rules found`);
+  });
+});
+
+describe("dashboard and alerts against a real Prometheus scraping the operator", () => {
+  let ns: string;
+  let prom: Prometheus;
+  let op: Operator;
+  let standby: Operator | undefined;
+  const receivers: Receiver[] = [];
+  const logs: string[] = [];
+
+  function operator(name: string, metrics: Metrics): Operator {
+    const sink = new Writable({
+      write(chunk: Buffer, _e, cb) {
+        logs.push(chunk.toString("utf8"));
+        if (logs.length > 2000) logs.shift();
+        cb();
+      },
+    });
+    const config = loadConfig({
+      WATCH_NAMESPACES: ns,
+      WEBHOOK_ALLOWED_NETWORKS: LOOPBACK,
+      METRICS_PORT: "0",
+      HEALTH_PORT: "0",
+      LEADER_ELECT: "true",
+      LEADER_ELECTION_LEASE_NAME: "hookline-dashboard",
+      LEADER_ELECTION_NAMESPACE: ns,
+      POD_NAME: name,
+      LOG_LEVEL: "info",
+    });
+    return new Operator({ config, kubeconfig: inject("kubeconfig"), log: createLogger({ level: "info", destination: sink }), metrics, statusIntervalMs: 200 });
+  }
+
+  beforeAll(async () => {
+    ns = await createNamespace("dashboard");
+    // One registry for the leader and a standby (as if both fed the same job), so the standby's
+    // drain at shutdown is still scraped from the running leader: a real pod's last counters
+    // vanish with it (see the drain panel's description).
+    const metrics = new Metrics();
+    op = operator("dash-leader", metrics);
+    await op.start();
+    await waitFor(() => op.isLeader, { description: "leader" });
+    standby = operator("dash-standby", metrics);
+    await standby.start();
+    prom = await Prometheus.start({
+      targets: [`127.0.0.1:${op.metricsPort}`],
+      // What a ServiceMonitor with honorLabels gives: job = the metrics Service, namespace = the
+      // operator's (kept only where the series has no namespace of its own).
+      labels: { job: JOB, namespace: "hookline-system" },
+      honorLabels: true,
+      rules: [stringify(await renderedRules())],
+    });
+    await waitFor(() => prom.targetsUp(), { description: "the operator's /metrics scraped" });
+  });
+
+  afterAll(async () => {
+    await prom?.stop();
+    await standby?.stop();
+    await op?.stop();
+    await Promise.all(receivers.map((r) => r.close()));
+    if (ns) await deleteNamespace(ns);
+  });
+
+  it("every panel and variable query returns data after a short scenario, and the breaker alert fires", async () => {
+    const ok = await Receiver.start(() => 200);
+    const down = await Receiver.start(() => 503);
+    const gone = await Receiver.start(() => 410);
+    let fixed = false;
+    const fixable = await Receiver.start(() => (fixed ? 200 : 500));
+    receivers.push(ok, down, gone, fixable);
+    const retry = { initialBackoff: "50ms", multiplier: 2, maxBackoff: "1s", jitterPercent: 0 };
+    await apply([
+      subscription(ns, "ok", { url: ok.url(), retry: { ...retry, maxAttempts: 3 } }),
+      subscription(ns, "down", { url: down.url(), retry: { ...retry, maxAttempts: 10 }, circuitBreaker: { failureThreshold: 2, cooldown: "300s", whenOpen: "Defer" } }),
+      subscription(ns, "gone", { url: gone.url(), retry: { ...retry, maxAttempts: 3 } }),
+      // Keeps failing once a second through the test (no breaker): a failure rate Prometheus
+      // sees grow. (A series born at its final value, like down's two failures before its
+      // breaker opened, has no rate: Prometheus never saw it at 0.)
+      subscription(ns, "failing", { url: down.url(), retry: { initialBackoff: "1s", multiplier: 1, maxBackoff: "1s", jitterPercent: 0, maxAttempts: 50 }, circuitBreaker: { failureThreshold: 100 } }),
+      subscription(ns, "fixable", { url: fixable.url(), retry: { ...retry, maxAttempts: 1 }, circuitBreaker: { failureThreshold: 100 } }),
+      ...[1, 2, 3, 4, 5].map((i) => delivery(ns, `ok-${i}`, "ok")),
+      ...[1, 2, 3].map((i) => delivery(ns, `down-${i}`, "down")),
+      delivery(ns, "gone-1", "gone"),
+      delivery(ns, "failing-1", "failing"),
+      delivery(ns, "fixable-1", "fixable"),
+    ]);
+    const phase = (name: string, want: string) =>
+      waitFor(async () => (await getObj("whdel", ns, name))?.status?.phase === want, { description: `${name} ${want}`, timeoutMs: 30_000 });
+    for (let i = 1; i <= 5; i++) await phase(`ok-${i}`, "Succeeded");
+    await waitFor(async () => (await getObj("whsub", ns, "down"))?.status?.breaker?.state === "Open", { description: "down's breaker Open" });
+    await phase("gone-1", "DeadLettered");
+    await phase("fixable-1", "DeadLettered");
+    fixed = true;
+    await kubectlOk(["annotate", "whdel", "fixable-1", "-n", ns, "hookline.dev/replay=endpoint fixed, INC-42"]);
+    await phase("fixable-1", "Succeeded");
+    // The standby shuts down (it had nothing in flight): a drain, result "drained".
+    await standby!.stop();
+    standby = undefined;
+
+    // Every panel query returns at least one sample (Grafana's variables on All).
+    const empty: string[] = [];
+    for (const p of panels) {
+      for (const t of p.targets!) {
+        const expr = fill(t.expr, "1m");
+        try {
+          await waitFor(async () => (await prom.query(expr)).length > 0, { description: `data for "${p.title}" ${t.refId}`, timeoutMs: 20_000, intervalMs: 500 });
+        } catch {
+          empty.push(`${p.title} [${t.refId}]: ${expr}`);
+        }
+      }
+    }
+    expect(empty, `panel queries without data:\n${empty.join("\n")}`).toEqual([]);
+
+    // Spot checks of what the panels show.
+    const byLabels = async (expr: string) => Object.fromEntries((await prom.query(expr)).map((s) => [Object.values(s.metric).join("/"), Number(s.value[1])]));
+    const breaker = await byLabels(`max by (namespace, subscription) (webhook_breaker_state{job="${JOB}", namespace="${ns}"})`);
+    expect(breaker).toMatchObject({ [`${ns}/down`]: 1, [`${ns}/ok`]: 0 });
+    const health = await byLabels(`max by (namespace, subscription) (webhook_endpoint_health{job="${JOB}", namespace="${ns}"})`);
+    expect(health[`${ns}/gone`]).toBe(2);
+    const latency = await prom.query(fill(panels.find((p) => /latency/i.test(p.title))!.targets![2]!.expr, "1m"));
+    expect(Number.isFinite(Number(latency[0]!.value[1]))).toBe(true);
+    const drains = await byLabels(fill(panels.find((p) => /drain/i.test(p.title))!.targets![0]!.expr, "1m"));
+    expect(drains).toEqual({ drained: 1 });
+    const ops = await byLabels(`sum by (operation) (webhook_dlq_operations_total{job="${JOB}"})`);
+    expect(ops).toMatchObject({ enqueue: 2, replay: 1 });
+
+    // Template variables: the namespace and subscription lists include this scenario's.
+    for (const v of dashboard.templating.list.filter((x) => x.type === "query")) {
+      const q = variableQuery(typeof v.query === "string" ? v.query : v.query.query);
+      const values = (await prom.query(q.expr)).map((s) => s.metric[q.label]);
+      expect(values, v.name).toContain(v.name === "namespace" ? ns : v.name === "subscription" ? "down" : JOB);
+    }
+
+    // The breaker alert fires for "down" (rendered with for: 5s), the low success ratio for
+    // "failing" (no success at all: ratio 0, not "no data"); there is a leader, so
+    // HooklineNoLeader does not.
+    const firing = await waitFor(
+      async () => {
+        const alerts = await prom.alerts();
+        const f = alerts.find((a) => a.labels.alertname === "HooklineCircuitBreakerOpen" && a.labels.subscription === "down" && a.labels.namespace === ns && a.state === "firing");
+        return f ? alerts : undefined;
+      },
+      { description: "HooklineCircuitBreakerOpen firing for down", timeoutMs: 30_000, intervalMs: 500 },
+    );
+    const breakerAlert = firing.find((a) => a.labels.alertname === "HooklineCircuitBreakerOpen" && a.labels.subscription === "down")!;
+    expect(breakerAlert.annotations.summary).toBe(`Circuit breaker of ${ns}/down has been open for 5s`);
+    expect(breakerAlert.annotations.runbook_url).toMatch(/docs\/operations\.md#hooklinecircuitbreakeropen$/);
+    expect(firing.some((a) => a.labels.alertname === "HooklineCircuitBreakerOpen" && a.labels.subscription === "ok")).toBe(false);
+    await waitFor(async () => (await prom.alerts()).some((a) => a.labels.alertname === "HooklineLowSuccessRatio" && a.labels.subscription === "failing" && a.state === "firing"), {
+      description: "HooklineLowSuccessRatio firing for failing",
+      timeoutMs: 20_000,
+      intervalMs: 500,
+    });
+    expect((await prom.alerts()).filter((a) => a.labels.alertname === "HooklineNoLeader")).toEqual([]);
+  });
+});
