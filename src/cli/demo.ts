@@ -46,7 +46,7 @@ const FAST_RETRY = { maxAttempts: 4, initialBackoff: "200ms", multiplier: 2, max
 const DEFAULT_KEEP_DIR = ".hookline/demo";
 const DEADLINE_MS = 60_000;
 /** Lines wait this long so the down customer's attempts (read from status) print in time order. */
-const REORDER_MS = 300;
+const REORDER_MS = 400;
 
 type Print = (line: string) => void;
 

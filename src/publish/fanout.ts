@@ -133,13 +133,19 @@ async function listSubscriptions(client: KubeClient, namespace: string, signal?:
   return items;
 }
 
-/** On AlreadyExists: the delivery is ours only if it carries the same event. */
+/**
+ * On AlreadyExists: the delivery is ours only if it carries the same event. A caller allowed to
+ * create but not to get deliveries cannot tell; its publish counts as the same event.
+ */
 async function checkExisting(client: KubeClient, event: ValidEvent, subscription: string, name: string, signal?: AbortSignal): Promise<void> {
-  const got = await client.request<{ spec?: { subscriptionRef?: { name?: string }; eventType?: string; eventId?: string; payload?: unknown } }>({
-    method: "GET",
-    path: objectPath(DELIVERIES, event.namespace, name),
-    ...(signal ? { signal } : {}),
-  });
+  type Existing = { spec?: { subscriptionRef?: { name?: string }; eventType?: string; eventId?: string; payload?: unknown } };
+  let got: Existing;
+  try {
+    got = await client.request<Existing>({ method: "GET", path: objectPath(DELIVERIES, event.namespace, name), ...(signal ? { signal } : {}) });
+  } catch (err) {
+    if (err instanceof ApiError && err.status === 403) return;
+    throw err;
+  }
   const spec = got.spec ?? {};
   const difference =
     spec.subscriptionRef?.name !== subscription ? "subscription"

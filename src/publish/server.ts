@@ -123,6 +123,35 @@ function parseBody(raw: Buffer, namespace: string): { ok: true; input: { namespa
   return { ok: true, input: { ...(body as { type: string; id?: string; data: unknown }), namespace } };
 }
 
+/** The namespace of a request to the one route, or the 404/405 for anything else. */
+function routeOf(req: IncomingMessage): { namespace: string } | Reply {
+  const route = EVENTS_PATH.exec((req.url ?? "/").split("?")[0]!);
+  if (!route) return refuse(404, `not found: POST /v1/namespaces/{namespace}/events is the only route`);
+  if (req.method !== "POST") return refuse(405, `method ${req.method ?? "?"} not allowed: use POST`, {}, { allow: "POST" });
+  let namespace: string;
+  try {
+    namespace = decodeURIComponent(route[1]!);
+  } catch {
+    return refuse(404, "not found: the namespace in the path is not valid");
+  }
+  if (!NAMESPACE.test(namespace) || namespace.length > 63) return refuse(404, `namespace "${namespace}" not found: not a valid namespace name`);
+  return { namespace };
+}
+
+/** The answer to a typed publish failure; undefined for anything else. */
+function publishErrorReply(err: unknown): Reply | undefined {
+  if (err instanceof PayloadTooLargeError) return refuse(413, err.message, { field: err.field, limit: err.limit });
+  if (err instanceof PublishInputError) return refuse(400, err.message, { field: err.field });
+  if (err instanceof IdempotencyConflictError) return refuse(409, err.message, { field: "id", delivery: err.delivery });
+  if (err instanceof PublishFailedError) {
+    // Deliveries already created stay; the same request again creates only the missing ones.
+    const transient = err.failures.some((f) => f.status === undefined || f.status === 429 || f.status >= 500);
+    const failures = err.failures.map(({ subscription, name, message }) => ({ subscription, name, message }));
+    return refuse(transient ? 503 : 500, err.message, { id: err.result.id, deliveries: err.result.deliveries, failures }, transient ? { "retry-after": "1" } : undefined);
+  }
+  return undefined;
+}
+
 export function publishServer(opts: PublishServerOptions): Server {
   const { client, log } = opts;
   const limit = opts.maxBodyBytes ?? MAX_PAYLOAD_BYTES + ENVELOPE_BYTES;
@@ -144,17 +173,9 @@ export function publishServer(opts: PublishServerOptions): Server {
     });
 
   const handle = async (req: IncomingMessage): Promise<Reply & { caller?: string }> => {
-    const path = (req.url ?? "/").split("?")[0]!;
-    const route = EVENTS_PATH.exec(path);
-    if (!route) return refuse(404, `not found: POST /v1/namespaces/{namespace}/events is the only route`);
-    if (req.method !== "POST") return refuse(405, `method ${req.method ?? "?"} not allowed: use POST`, {}, { allow: "POST" });
-    let namespace: string;
-    try {
-      namespace = decodeURIComponent(route[1]!);
-    } catch {
-      return refuse(404, "not found: the namespace in the path is not valid");
-    }
-    if (!NAMESPACE.test(namespace) || namespace.length > 63) return refuse(404, `namespace "${namespace}" not found: not a valid namespace name`);
+    const route = routeOf(req);
+    if ("status" in route) return route;
+    const { namespace } = route;
 
     const readiness = opts.ready();
     if (!readiness.ready) return refuse(503, `not ready: ${readiness.reason ?? "starting"}; retry shortly`, {}, { "retry-after": "1" });
@@ -185,17 +206,9 @@ export function publishServer(opts: PublishServerOptions): Server {
       log.info({ namespace, type: result.type, id: result.id, caller, created, existing: result.deliveries.length - created }, "event published");
       return { status: 202, body: result as unknown as Record<string, unknown>, caller };
     } catch (err) {
-      if (err instanceof PayloadTooLargeError) return { ...refuse(413, err.message, { field: err.field, limit: err.limit }), caller };
-      if (err instanceof PublishInputError) return { ...refuse(400, err.message, { field: err.field }), caller };
-      if (err instanceof IdempotencyConflictError) return { ...refuse(409, err.message, { field: "id", delivery: err.delivery }), caller };
-      if (err instanceof PublishFailedError) {
-        const transient = err.failures.some((f) => f.status === undefined || f.status === 429 || f.status >= 500);
-        return {
-          ...refuse(transient ? 503 : 500, err.message, { id: err.result.id, deliveries: err.result.deliveries, failures: err.failures.map(({ subscription, name, message }) => ({ subscription, name, message })) }, transient ? { "retry-after": "1" } : undefined),
-          caller,
-        };
-      }
-      throw err;
+      const reply = publishErrorReply(err);
+      if (!reply) throw err;
+      return { ...reply, caller };
     }
   };
 

@@ -7,7 +7,7 @@ import { randomBytes } from "node:crypto";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it, onTestFinished } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { deliveryCrd, subscriptionCrd } from "../../src/api/crd.js";
 import { createNamespace, deleteNamespace, kubectl, kubectlOk, waitFor } from "../helpers/cluster.js";
 import type { KubectlResult } from "../helpers/cluster.js";
@@ -99,7 +99,7 @@ describe("each rule of the invalid-spec table is what refuses its case", () => {
     expect(groups.length).toBeGreaterThanOrEqual(20);
   });
 
-  it.concurrent.for(groups)("$title", async (g, { expect }) => {
+  it.concurrent.for(groups)("$title", async (g, { expect, onTestFinished }) => {
     const group = `m${g.index}-${RUN}.${GROUP_DOMAIN}`;
     const original = privateCrd(g.kind, group);
     const { kind, plural } = original.spec.names;

@@ -2,7 +2,7 @@
 // columns, short names, the category, kubectl explain, server-side defaults, field selectors,
 // the idempotency key, and the invalid-spec table (test/helpers/crd-cases.ts), each case
 // refused by the API server with a message that names the field.
-import { afterAll, beforeAll, describe, expect, it, onTestFinished } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { deliveryCrd, subscriptionCrd } from "../../src/api/crd.js";
 import { createNamespace, deleteNamespace, kubectl, kubectlOk } from "../helpers/cluster.js";
 import { CASE_KINDS, INVALID_SPEC_CASES, at, findEnforcer, prepareCase, refusalCauses, schemaNode, submitCase } from "../helpers/crd-cases.js";
@@ -264,7 +264,7 @@ describe("CRDs through the real API server and kubectl", () => {
     expect(partial!.spec.secretRef).not.toHaveProperty("previousKey");
   });
 
-  it("field selectors on spec.subscriptionRef.name, spec.eventType and status.phase filter, alone and combined", async () => {
+  it("field selectors on spec.subscriptionRef.name, spec.eventType and status.phase filter, alone and combined", async ({ onTestFinished }) => {
     // A namespace of its own: the contract's query below runs without the test label.
     const ns = await createNamespace("crds-fieldselectors");
     onTestFinished(() => deleteNamespace(ns));

@@ -42,10 +42,14 @@ describe("hookline demo", () => {
     expect(out).not.toMatch(/globex {3}attempt 2/);
     for (const n of [1, 2, 3, 4]) expect(out).toMatch(new RegExp(`initech  attempt ${n}  -> connection refused`));
     expect(out).not.toMatch(/BAD SIGNATURE/);
-    // Lines are in time order.
-    const times = [...out.matchAll(/^ +\+(\d+\.\d\d)s {2}(acme|globex|initech)/gm)].map((m) => Number(m[1]));
-    expect(times).toHaveLength(8);
-    expect([...times].sort((a, b) => a - b)).toEqual(times);
+    // Eight request lines, each customer's attempts in order and later each time.
+    const lines = [...out.matchAll(/^ +\+(\d+\.\d\d)s {2}(acme|globex|initech) +attempt (\d)/gm)].map((m) => ({ at: Number(m[1]), who: m[2]!, n: Number(m[3]) }));
+    expect(lines).toHaveLength(8);
+    for (const who of ["acme", "globex", "initech"]) {
+      const mine = lines.filter((l) => l.who === who);
+      expect(mine.map((l) => l.n)).toEqual(mine.map((_, i) => i + 1));
+      for (let i = 1; i < mine.length; i++) expect(mine[i]!.at).toBeGreaterThan(mine[i - 1]!.at);
+    }
 
     // The outcome of each delivery.
     expect(out).toMatch(/acme {5}evt-1001\.acme +Succeeded +after 3 attempts/);

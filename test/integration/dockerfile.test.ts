@@ -68,6 +68,7 @@ function parseDockerfile(text: string): { args: Record<string, string>; stages: 
       case "ENTRYPOINT":
         st!.entrypoint = JSON.parse(rest!) as string[];
         break;
+      case undefined:
       default:
         break;
       case "COPY": {

@@ -3,7 +3,7 @@
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { describe, expect, it, onTestFinished } from "vitest";
+import { describe, expect, it } from "vitest";
 import { parseAllDocuments } from "yaml";
 import { subscriptionCrd } from "../../src/api/crd.js";
 import { createNamespace, deleteNamespace, kubectl, kubectlOk, waitFor } from "../helpers/cluster.js";
@@ -93,7 +93,7 @@ describe("examples/", () => {
     expect((full.spec!.retry as Record<string, unknown>).respectRetryAfter).toBe(true);
   });
 
-  it("kubectl apply -f examples/ applies every file as it is (into namespace shop)", async () => {
+  it("kubectl apply -f examples/ applies every file as it is (into namespace shop)", async ({ onTestFinished }) => {
     // A shop left Terminating by an earlier run goes away by itself; a live one is someone else's.
     await waitFor(
       async () => {
@@ -124,7 +124,7 @@ describe("examples/", () => {
     expect(lines(await kubectlOk(["apply", "-f", EXAMPLES, "--dry-run=server"]))).toEqual(again(" (server dry run)"));
   });
 
-  it("every example passes a server dry run, then applies, in a fresh namespace (the namespace rewritten)", async () => {
+  it("every example passes a server dry run, then applies, in a fresh namespace (the namespace rewritten)", async ({ onTestFinished }) => {
     const ns = await createNamespace("examples");
     onTestFinished(() => deleteNamespace(ns));
     let replaced = 0;

@@ -1,0 +1,106 @@
+// Runs `hookline operator` as a real child process (what a pod runs), captures its JSON log
+// lines, and lets tests send real signals and wait on log lines and the exit.
+import { spawn, type ChildProcess } from "node:child_process";
+import { fileURLToPath } from "node:url";
+import { inject } from "vitest";
+import { LOOPBACK } from "./operator.js";
+
+const BIN = fileURLToPath(new URL("../../bin/hookline.js", import.meta.url));
+
+export interface OperatorProcess {
+  child: ChildProcess;
+  name: string;
+  lines: Array<Record<string, unknown>>;
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null; at: number }>;
+  /** Resolves with the first log line matching `pred` (already seen or future). */
+  waitForLog(pred: (l: Record<string, unknown>) => boolean, timeoutMs?: number, what?: string): Promise<Record<string, unknown>>;
+  kill(signal: NodeJS.Signals): void;
+  metrics(): Promise<string>;
+  metricsPort: number;
+}
+
+export async function spawnOperator(opts: { name: string; namespaces: string[]; env?: Record<string, string>; kubeconfig?: string; metricsPort: number; healthPort: number }): Promise<OperatorProcess> {
+  const child = spawn(process.execPath, [BIN, "operator", "--kubeconfig", opts.kubeconfig ?? inject("kubeconfig")], {
+    env: {
+      PATH: process.env.PATH,
+      HOME: process.env.HOME,
+      WATCH_NAMESPACES: opts.namespaces.join(","),
+      WEBHOOK_ALLOWED_NETWORKS: LOOPBACK,
+      METRICS_PORT: String(opts.metricsPort),
+      HEALTH_PORT: String(opts.healthPort),
+      POD_NAME: opts.name,
+      LOG_LEVEL: "info",
+      ...opts.env,
+    },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  const lines: Array<Record<string, unknown>> = [];
+  const waiters: Array<() => void> = [];
+  let buf = "";
+  child.stdout!.setEncoding("utf8").on("data", (chunk: string) => {
+    buf += chunk;
+    let nl: number;
+    while ((nl = buf.indexOf("\n")) >= 0) {
+      const line = buf.slice(0, nl);
+      buf = buf.slice(nl + 1);
+      try {
+        lines.push(JSON.parse(line) as Record<string, unknown>);
+      } catch {
+        lines.push({ msg: line });
+      }
+      for (const w of waiters.splice(0)) w();
+    }
+  });
+  let stderr = "";
+  child.stderr!.setEncoding("utf8").on("data", (c: string) => (stderr += c));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null; at: number }>((resolve) =>
+    child.once("exit", (code, signal) => {
+      for (const w of waiters.splice(0)) w();
+      resolve({ code, signal, at: Date.now() });
+    }),
+  );
+  let done = false;
+  void exited.then(() => (done = true));
+  const waitForLog = async (pred: (l: Record<string, unknown>) => boolean, timeoutMs = 30_000, what = "a log line") => {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const found = lines.find(pred);
+      if (found) return found;
+      if (done) throw new Error(`${opts.name} exited before ${what}; stderr: ${stderr.slice(-2000)}`);
+      const left = deadline - Date.now();
+      if (left <= 0) throw new Error(`${opts.name}: no ${what} within ${timeoutMs} ms; last lines: ${JSON.stringify(lines.slice(-5))} stderr: ${stderr.slice(-1000)}`);
+      await new Promise<void>((r) => {
+        const t = setTimeout(r, left);
+        waiters.push(() => {
+          clearTimeout(t);
+          r();
+        });
+      });
+    }
+  };
+  const p: OperatorProcess = {
+    child,
+    name: opts.name,
+    lines,
+    exited,
+    waitForLog,
+    kill: (signal) => child.kill(signal),
+    metricsPort: opts.metricsPort,
+    metrics: async () => (await fetch(`http://127.0.0.1:${opts.metricsPort}/metrics`)).text(),
+  };
+  await waitForLog((l) => l.msg === "caches synced", 30_000, "caches synced");
+  return p;
+}
+
+/** The value of one metric sample in Prometheus text, or 0. */
+export function sample(text: string, name: string, labels: Record<string, string> = {}): number {
+  let total = 0;
+  for (const line of text.split("\n")) {
+    if (!line.startsWith(name)) continue;
+    const m = /^([a-zA-Z_:][\w:]*)(\{[^}]*\})?\s+(\S+)$/.exec(line);
+    if (!m || m[1] !== name) continue;
+    const ls = m[2] ?? "";
+    if (Object.entries(labels).every(([k, v]) => ls.includes(`${k}="${v}"`))) total += Number(m[3]);
+  }
+  return total;
+}

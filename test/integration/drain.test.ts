@@ -1,0 +1,112 @@
+// Shutdown: SIGTERM drains in-flight deliveries inside WEBHOOK_DRAIN_TIMEOUT_MS, interrupts and
+// records the rest, and exits 0. Real processes, real signals.
+import { afterEach, describe, expect, it } from "vitest";
+import { freePorts } from "../../src/cluster/ports.js";
+import { createNamespace, deleteNamespace, waitFor } from "../helpers/cluster.js";
+import { apply, delivery, getObj, listObjs, subscription } from "../helpers/kube.js";
+import { startOperator } from "../helpers/operator.js";
+import { spawnOperator, type OperatorProcess } from "../helpers/process.js";
+import { Receiver } from "../helpers/receiver.js";
+
+const cleanups: Array<() => Promise<void>> = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c().catch(() => undefined);
+});
+
+async function setup(prefix: string) {
+  const ns = await createNamespace(prefix);
+  cleanups.push(() => deleteNamespace(ns));
+  return ns;
+}
+
+async function operatorProcess(ns: string, env: Record<string, string>): Promise<OperatorProcess> {
+  const [metricsPort, healthPort] = await freePorts(2);
+  const p = await spawnOperator({ name: `op-${ns}`, namespaces: [ns], metricsPort: metricsPort!, healthPort: healthPort!, env: { LEADER_ELECT: "false", ...env } });
+  cleanups.push(async () => {
+    if (p.child.exitCode === null) p.kill("SIGKILL");
+    await p.exited;
+  });
+  return p;
+}
+
+describe("drain on SIGTERM", () => {
+  it("lets 20 in-flight deliveries finish (receiver answers after 2 s, drain timeout 5 s): all Succeeded, exit 0", async () => {
+    const ns = await setup("drain-ok");
+    const r = await Receiver.start(() => ({ status: 200, delayMs: 2_000 }));
+    cleanups.push(() => r.close());
+    const op = await operatorProcess(ns, { WEBHOOK_DRAIN_TIMEOUT_MS: "5000" });
+    const names = Array.from({ length: 20 }, (_, i) => `d${i}`);
+    await apply([subscription(ns, "slow", { url: r.url(), maxInFlight: 20 }), ...names.map((n) => delivery(ns, n, "slow"))]);
+    await r.waitForRequests(20);
+    const sent = Date.now();
+    op.kill("SIGTERM");
+    const exit = await op.exited;
+    expect(exit.code).toBe(0);
+    expect(exit.at - sent).toBeLessThan(5_000 + 2_000);
+    const all = await listObjs("whdel", ns);
+    expect(all.map((d) => d.status?.phase)).toEqual(names.map(() => "Succeeded"));
+    expect(r.requests).toHaveLength(20);
+    const drained = op.lines.find((l) => l.msg === "webhook_deliveries_drained");
+    expect(drained).toMatchObject({ drained: 20 });
+    expect(op.lines.some((l) => l.msg === "webhook_drain_flushed")).toBe(true);
+    expect(op.lines.some((l) => l.msg === "webhook_drain_timeout")).toBe(false);
+  });
+
+  for (const action of ["requeue", "dead-letter"] as const) {
+    it(`with a hanging receiver and drain timeout 2 s, exits 0 in time and ${action === "requeue" ? "requeues the interrupted attempts for the next operator, uncounted" : "dead-letters them with reason Drain"}`, async () => {
+      const ns = await setup(`drain-${action}`);
+      let hang = true;
+      const r = await Receiver.start(() => (hang ? "hang" : 200));
+      cleanups.push(() => r.close());
+      const op = await operatorProcess(ns, { WEBHOOK_DRAIN_TIMEOUT_MS: "2000", WEBHOOK_DRAIN_TIMEOUT_ACTION: action });
+      const names = Array.from({ length: 5 }, (_, i) => `h${i}`);
+      await apply([subscription(ns, "hangs", { url: r.url(), timeout: "60s" }), ...names.map((n) => delivery(ns, n, "hangs"))]);
+      await r.waitForRequests(5);
+      const sent = Date.now();
+      op.kill("SIGTERM");
+      const exit = await op.exited;
+      expect(exit.code).toBe(0);
+      // The stated margin: drain timeout + 2 s.
+      expect(exit.at - sent).toBeLessThan(2_000 + 2_000);
+      expect(exit.at - sent).toBeGreaterThanOrEqual(1_900);
+      const timeoutLine = op.lines.find((l) => l.msg === "webhook_drain_timeout");
+      expect(timeoutLine).toMatchObject({ interrupted: 5, action });
+      expect(op.lines.some((l) => l.msg === "webhook_drain_flushed")).toBe(true);
+      for (const n of names) {
+        const d = await getObj("whdel", ns, n);
+        expect(d?.status?.lastAttempt?.outcome).toBe("Interrupted");
+        if (action === "dead-letter") {
+          expect(d?.status?.phase).toBe("DeadLettered");
+          expect(d?.status?.deadLetter?.reason).toBe("Drain");
+        } else {
+          expect(d?.status?.attempts).toBe(0);
+          expect(d?.status?.interruptions).toBe(1);
+          expect(Date.parse(d!.status!.nextAttemptAt)).toBeLessThanOrEqual(Date.now());
+        }
+      }
+      if (action === "requeue") {
+        hang = false;
+        const next = await startOperator({ namespaces: [ns] });
+        cleanups.push(() => next.stop());
+        await waitFor(async () => (await listObjs("whdel", ns)).every((d) => d.status?.phase === "Succeeded"), { description: "the next operator completes them" });
+        for (const n of names) expect((await getObj("whdel", ns, n))?.status?.attempts).toBe(1);
+      }
+    });
+  }
+
+  it("exits at once on a second signal", async () => {
+    const ns = await setup("drain-twice");
+    const r = await Receiver.start(() => "hang");
+    cleanups.push(() => r.close());
+    const op = await operatorProcess(ns, { WEBHOOK_DRAIN_TIMEOUT_MS: "60000" });
+    await apply([subscription(ns, "hangs", { url: r.url(), timeout: "120s" }), delivery(ns, "x", "hangs")]);
+    await r.waitForRequests(1);
+    op.kill("SIGTERM");
+    await op.waitForLog((l) => typeof l.msg === "string" && l.msg.startsWith("shutdown:"), 5_000, "shutdown started");
+    const second = Date.now();
+    op.kill("SIGINT");
+    const exit = await op.exited;
+    expect(exit.at - second).toBeLessThan(1_500);
+    expect(exit.code).not.toBe(0);
+  });
+});
