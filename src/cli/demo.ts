@@ -279,7 +279,7 @@ function printNextSteps(print: Print, opts: { keep: boolean; dir: string; keptDi
   print(`  hookline dev --dir ${dir}      # in another shell: the operator again, to act on replays`);
   const [one, ...rest] = opts.failed;
   if (one) print(`  kubectl annotate whdel -n ${NAMESPACE} ${one.name} hookline.dev/replay="endpoint fixed, INC-42"`);
-  for (const f of rest) print(`  kubectl annotate whsub -n ${NAMESPACE} ${f.subscription} hookline.dev/replay-dead-letters="outage over, INC-42"`);
+  for (const f of rest) print(`  kubectl annotate whsub -n ${NAMESPACE} ${f.subscription} hookline.dev/replay-dead-letters="${f.subscription} takes webhooks again"`);
   print(`  hookline publish -n ${NAMESPACE} -t order.paid --id evt-1002 -d '{"order": 1002}'`);
   print(`  hookline cluster down --dir ${dir}`);
 }
@@ -349,7 +349,10 @@ export async function demoCommand(args: string[]): Promise<number> {
     const final = await follow(client, result, "initech", timeline, interrupted.signal);
     const elapsed = Date.now() - timeline.origin;
     printOutcome(print, customers, result, final, await endpoints(client, customers), elapsed);
-    const failed = result.deliveries.filter((d) => final.get(d.subscription)?.phase !== "Succeeded");
+    // The one to replay first is the one that failed for lack of an answer (Exhausted).
+    const failed = result.deliveries
+      .filter((d) => final.get(d.subscription)?.phase !== "Succeeded")
+      .sort((a, b) => Number(final.get(b.subscription)?.deadLetter?.reason === "Exhausted") - Number(final.get(a.subscription)?.deadLetter?.reason === "Exhausted"));
     printNextSteps(print, { keep, dir, keptDir, failed });
     return 0;
   } catch (err) {

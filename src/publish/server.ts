@@ -68,7 +68,7 @@ function discardBody(req: IncomingMessage): void {
   req.resume();
 }
 
-type Body = { ok: true; body: Buffer } | { ok: false; size: number };
+type Body = { ok: true; body: Buffer } | { ok: false };
 
 /** Reads a body up to `limit` bytes; past it, resolves `ok: false` at once and drops the rest. */
 function readBody(req: IncomingMessage, limit: number): Promise<Body> {
@@ -81,7 +81,7 @@ function readBody(req: IncomingMessage, limit: number): Promise<Body> {
         req.off("data", onData);
         chunks.length = 0;
         discardBody(req);
-        resolve({ ok: false, size });
+        resolve({ ok: false });
         return;
       }
       chunks.push(chunk);
@@ -99,8 +99,10 @@ function bearerToken(req: IncomingMessage): string | undefined {
   return m?.[1];
 }
 
-function tooLarge(limit: number, size?: number): Reply {
-  return refuse(413, `the request body is ${size !== undefined ? `${size} bytes or more` : "too large"}; the limit is ${limit} bytes (data at most ${MAX_PAYLOAD_BYTES} bytes serialized)`, { field: "data", limit: MAX_PAYLOAD_BYTES });
+/** 413: `declared` is the Content-Length; without one, the body was cut off past the limit. */
+function tooLarge(limit: number, declared?: number): Reply {
+  const size = declared !== undefined ? `${declared} bytes` : `more than ${limit} bytes`;
+  return refuse(413, `the request body is ${size}; the limit is ${limit} bytes (data at most ${MAX_PAYLOAD_BYTES} bytes serialized)`, { field: "data", limit: MAX_PAYLOAD_BYTES });
 }
 
 /** The parsed body as publish input, or the 400 naming what is wrong. */
@@ -197,7 +199,7 @@ export function publishServer(opts: PublishServerOptions): Server {
     if (watched && !watched.has(namespace)) return { ...refuse(404, `namespace "${namespace}" is not watched by this operator (WATCH_NAMESPACES); events published there would not be delivered`), caller };
 
     const read = await readBody(req, limit);
-    if (!read.ok) return { ...tooLarge(limit, read.size), caller };
+    if (!read.ok) return { ...tooLarge(limit), caller };
     const parsed = parseBody(read.body, namespace);
     if (!parsed.ok) return { ...parsed.reply, caller };
     try {

@@ -60,7 +60,8 @@ describe("hookline demo", () => {
     // What to do next, with the right namespace and kubeconfig.
     expect(out).toMatch(/export KUBECONFIG=\.hookline\/demo\/kubeconfig/);
     expect(out).toMatch(/kubectl describe whdel -n shop evt-1001\.initech/);
-    expect(out).toMatch(/kubectl annotate whdel -n shop evt-1001\.\w+ hookline\.dev\/replay="/);
+    expect(out).toMatch(/kubectl annotate whdel -n shop evt-1001\.initech hookline\.dev\/replay="endpoint fixed, INC-42"/);
+    expect(out).toMatch(/kubectl annotate whsub -n shop globex hookline\.dev\/replay-dead-letters="/);
 
     // The temporary control plane is gone.
     const dir = /starting a local control plane in (\S+) \.\.\./.exec(r.stderr)?.[1];
