@@ -217,26 +217,36 @@ export class DeliveryReconciler {
   }
 
   /** One attempt: sign, POST, classify, update the endpoint, write the outcome. */
-  private async attempt(key: string, obj: DeliveryObject, policy: Policy, ep: Endpoint, subKey: string, action: Extract<Action, { type: "Attempt" }>, keys: Buffer[], signal: AbortSignal, replay?: { reason: string; requestId?: string }): Promise<Result | void> {
+  private async attempt(key: string, obj: DeliveryObject, policy: Policy, ep: Endpoint, subKey: string, action: Extract<Action, { type: "Attempt" }>, keys: Buffer[], signal: AbortSignal): Promise<Result | void> {
+    const written = await this.attemptOnce(key, obj, policy, ep, subKey, action, keys, signal);
+    return written ? this.afterOutcome(written) : undefined;
+  }
+
+  /**
+   * The endpoint slot is held until the outcome is recorded, so a crash leaves at most
+   * maxInFlight deliveries per endpoint whose outcome is unknown (and re-sent, same webhook-id).
+   */
+  private async attemptOnce(key: string, obj: DeliveryObject, policy: Policy, ep: Endpoint, subKey: string, action: Extract<Action, { type: "Attempt" }>, keys: Buffer[], signal: AbortSignal, replay?: { reason: string; requestId?: string }): Promise<{ obj: DeliveryObject; final?: Final } | undefined> {
     const [namespace, subscription] = subKey.split("/") as [string, string];
     this.d.endpoints.acquire(ep, action.commit);
     if (action.commit.breakerTransition) this.breakerTransition(ep, subKey, action.commit.breakerTransition);
-    const result = await this.send(obj, policy, keys, signal).finally(() => this.d.endpoints.release(ep, policy.maxInFlight));
-    const c = result.classification;
-
-    // Metrics and the endpoint's breaker and health: one signal per real attempt.
-    if (c !== "interrupted") {
-      this.d.metrics.attempts.inc({ namespace, subscription, status: attemptStatusLabel(c), reason: c.reason });
-      this.d.metrics.attemptDuration.observe({ namespace, subscription }, result.durationMs / 1000);
+    try {
+      const result = await this.send(obj, policy, keys, signal);
+      const c = result.classification;
+      // Metrics and the endpoint's breaker and health: one signal per real attempt.
+      if (c !== "interrupted") {
+        this.d.metrics.attempts.inc({ namespace, subscription, status: attemptStatusLabel(c), reason: c.reason });
+        this.d.metrics.attemptDuration.observe({ namespace, subscription }, result.durationMs / 1000);
+      }
+      this.recordOnEndpoint(ep, subKey, policy, c, action.probe);
+      const outcome = (status: DeliveryStatus | undefined) =>
+        applyAttempt({ status, generation: obj.metadata.generation, now: this.now(), attempt: result, policy, random: this.random, interruptedAction: this.d.interruptedAction, ...(replay ? { replay } : {}) });
+      const written = await this.writeOutcomeOrKeep(key, obj, outcome);
+      if (written?.final) this.onFinal(written.obj, written.final, subKey, replay !== undefined);
+      return written;
+    } finally {
+      this.d.endpoints.release(ep, policy.maxInFlight);
     }
-    this.recordOnEndpoint(ep, subKey, policy, c, action.probe);
-
-    const outcome = (status: DeliveryStatus | undefined) =>
-      applyAttempt({ status, generation: obj.metadata.generation, now: this.now(), attempt: result, policy, random: this.random, interruptedAction: this.d.interruptedAction, ...(replay ? { replay } : {}) });
-    const written = await this.writeOutcomeOrKeep(key, obj, outcome);
-    if (!written) return;
-    if (written.final) this.onFinal(written.obj, written.final, subKey, replay !== undefined);
-    return this.afterOutcome(written);
   }
 
   /** Signs and sends; never throws. */
@@ -458,9 +468,7 @@ export class DeliveryReconciler {
     const ep = this.d.endpoints.ensure(subKey, subObj.metadata.uid, subObj.status, policy, this.now());
     // A replay is an operator's explicit request: it bypasses backoff, breaker and health gates.
     const commit = { breaker: ep.breaker, health: ep.health, bucket: ep.bucket };
-    await this.attempt(key, obj, policy, ep, subKey, { type: "Attempt", probe: false, commit }, keys, signal, replay);
-    const after = await this.fetch(key);
-    const phase = after?.status?.phase;
-    return { outcome: phase === "Succeeded" ? "succeeded" : "failed" };
+    const written = await this.attemptOnce(key, obj, policy, ep, subKey, { type: "Attempt", probe: false, commit }, keys, signal, replay);
+    return { outcome: written?.obj.status?.phase === "Succeeded" ? "succeeded" : "failed" };
   }
 }

@@ -150,6 +150,7 @@ export class LeaderElector {
       this.observed = { record: JSON.stringify(this.lease.spec), at: Date.now() };
       return true;
     } catch (err) {
+      if (signal?.aborted && this.abort.signal.aborted) return false; // stopping: not a failure
       if (!(err instanceof ApiError && err.isConflict)) {
         this.o.log.warn({ lease: `${this.o.namespace}/${this.o.name}`, err: (err as Error).message }, "lease acquire/renew failed");
       }
@@ -158,18 +159,25 @@ export class LeaderElector {
   }
 
   private async release(): Promise<void> {
-    const lease = this.lease;
-    if (!lease || lease.spec?.holderIdentity !== this.o.identity) return;
-    try {
-      await this.o.client.request({
-        method: "PUT",
-        path: objectPath(CORE.leases, this.o.namespace, this.o.name),
-        body: { ...lease, spec: { ...lease.spec, holderIdentity: "", leaseDurationSeconds: 1, renewTime: microTime(Date.now()) } },
-        timeoutMs: 2_000,
-      });
-      this.o.log.info({ lease: `${this.o.namespace}/${this.o.name}` }, "released the leader Lease");
-    } catch (err) {
-      this.o.log.warn({ err: (err as Error).message }, "could not release the Lease; a standby takes over when it expires");
+    const path = objectPath(CORE.leases, this.o.namespace, this.o.name);
+    // Read it fresh: a renew cut short by stop() may have gone through and moved the version.
+    for (let attempt = 0; attempt < 3; attempt++) {
+      try {
+        const lease = await this.o.client.request<Lease>({ method: "GET", path, timeoutMs: 2_000 });
+        if (lease.spec?.holderIdentity !== this.o.identity) return;
+        await this.o.client.request({
+          method: "PUT",
+          path,
+          body: { ...lease, spec: { ...lease.spec, holderIdentity: "", leaseDurationSeconds: 1, renewTime: microTime(Date.now()) } },
+          timeoutMs: 2_000,
+        });
+        this.o.log.info({ lease: `${this.o.namespace}/${this.o.name}` }, "released the leader Lease");
+        return;
+      } catch (err) {
+        if (err instanceof ApiError && err.isConflict) continue;
+        this.o.log.warn({ err: (err as Error).message }, "could not release the Lease; a standby takes over when it expires");
+        return;
+      }
     }
   }
 }
