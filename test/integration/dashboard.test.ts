@@ -137,6 +137,65 @@ describe("PromQL passes promtool", () => {
     }
   });
 
+  it("promtool test rules: each alert fires when it should and not otherwise (default values)", async () => {
+    const { objects } = await render({ release: "hl", namespace: "hookline", setJson: { "prometheusRule.enabled": true }, showOnly: ["templates/prometheusrule.yaml"] });
+    const spec = find(objects, "PrometheusRule").spec as { groups: Array<{ rules: Array<Record<string, unknown>> }> };
+    // Annotations are templates checked by the live test below; promtool would compare them verbatim.
+    for (const g of spec.groups) for (const r of g.rules) delete r.annotations;
+    await writeFile(join(dir, "alerts.yaml"), stringify(spec));
+    const j = `job="${JOB}"`;
+    const sub = (name: string, extra = "") => `{${j},namespace="shop",subscription="${name}"${extra}}`;
+    const tests = {
+      rule_files: ["alerts.yaml"],
+      evaluation_interval: "1m",
+      tests: [
+        {
+          interval: "1m",
+          input_series: [
+            // Open from 1m, a HalfOpen probe at 3m that fails (does not reset the 5m), closed at 9m.
+            { series: `webhook_breaker_state${sub("acme")}`, values: "0 1 1 2 1 1 1 1 1 0 0" },
+            // Opens and closes every other minute: never open for 5m in a row.
+            { series: `webhook_breaker_state${sub("beta")}`, values: "0 1 0 1 0 1 0 1 0 1 0" },
+            { series: `hookline_leader{${j},namespace="hookline",instance="a"}`, values: "1 1 0 0 0 0 0 0 0 0 0" },
+            // One pod's last scrape saw its drain time out at 2m, then the pod was gone.
+            { series: `webhook_drain_total{${j},namespace="hookline",instance="b",result="timeout"}`, values: "_ _ 1 stale" },
+          ],
+          alert_rule_test: [
+            { eval_time: "5m", alertname: "HooklineCircuitBreakerOpen", exp_alerts: [] },
+            { eval_time: "7m", alertname: "HooklineCircuitBreakerOpen", exp_alerts: [{ exp_labels: { severity: "warning", namespace: "shop", subscription: "acme" } }] },
+            { eval_time: "10m", alertname: "HooklineCircuitBreakerOpen", exp_alerts: [] },
+            { eval_time: "5m", alertname: "HooklineNoLeader", exp_alerts: [] },
+            { eval_time: "8m", alertname: "HooklineNoLeader", exp_alerts: [{ exp_labels: { severity: "critical" } }] },
+            { eval_time: "1m", alertname: "HooklineDrainTimeout", exp_alerts: [] },
+            { eval_time: "10m", alertname: "HooklineDrainTimeout", exp_alerts: [{ exp_labels: { severity: "warning", namespace: "hookline" } }] },
+          ],
+        },
+        {
+          interval: "1m",
+          input_series: [
+            // acme never succeeds (ratio 0, not "no data"); beta succeeds 10 of 11 (above 0.9).
+            { series: `webhook_delivery_attempts_total${sub("acme", ',status="failure",reason="http_5xx"')}`, values: "0+10x40" },
+            { series: `webhook_delivery_attempts_total${sub("beta", ',status="success",reason="http_2xx"')}`, values: "0+10x40" },
+            { series: `webhook_delivery_attempts_total${sub("beta", ',status="failure",reason="timeout"')}`, values: "0+1x40" },
+            // acme's dead letters keep growing; beta's stay put.
+            { series: `webhook_dlq_entries${sub("acme")}`, values: "0+1x40" },
+            { series: `webhook_dlq_entries${sub("beta")}`, values: "3x40" },
+            // No operator scraped at all: absent() makes HooklineNoLeader fire.
+          ],
+          alert_rule_test: [
+            { eval_time: "20m", alertname: "HooklineLowSuccessRatio", exp_alerts: [{ exp_labels: { severity: "warning", namespace: "shop", subscription: "acme" } }] },
+            { eval_time: "20m", alertname: "HooklineDeadLettersGrowing", exp_alerts: [{ exp_labels: { severity: "warning", namespace: "shop", subscription: "acme" } }] },
+            { eval_time: "20m", alertname: "HooklineNoLeader", exp_alerts: [{ exp_labels: { severity: "critical", job: JOB } }] },
+          ],
+        },
+      ],
+    };
+    await writeFile(join(dir, "alerts.test.yaml"), stringify(tests));
+    const r = await promtool(["test", "rules", join(dir, "alerts.test.yaml")]);
+    expect(r.code, r.stdout + r.stderr).toBe(0);
+    expect(r.stdout).toContain("SUCCESS");
+  });
+
   it("promtool check rules: every dashboard query, as a recording rule", async () => {
     const rules = panels.flatMap((p) => p.targets!.map((t) => ({ record: `hookline:dashboard:panel_${p.id}_${t.refId}`, expr: fill(t.expr, "1m") })));
     const file = join(dir, "dashboard-rules.yaml");
