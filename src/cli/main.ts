@@ -1,6 +1,5 @@
 // The `hookline` command line: dispatches to one module per command.
-import { clusterCommand } from "./cluster.js";
-import { devCommand, operatorCommand } from "./run-operator.js";
+// Commands are imported when used, so `hookline publish` does not load the operator.
 
 const USAGE = `usage: hookline <command> [options]
 
@@ -16,11 +15,11 @@ export async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
   switch (command) {
     case "cluster":
-      return clusterCommand(rest);
+      return (await import("./cluster.js")).clusterCommand(rest);
     case "operator":
-      return operatorCommand(rest);
+      return (await import("./run-operator.js")).operatorCommand(rest);
     case "dev":
-      return devCommand(rest);
+      return (await import("./run-operator.js")).devCommand(rest);
     case "publish":
       return (await import("./publish.js")).publishCommand(rest);
     case "demo":

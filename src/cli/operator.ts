@@ -335,6 +335,14 @@ export class Operator {
     this.term?.subscriptions.queue.addAfter(subKey, urgent ? 0 : (this.opts.statusIntervalMs ?? SUBSCRIPTION_STATUS_INTERVAL_MS));
   }
 
+  /** Writes the rolled-up status of subscriptions whose endpoint changed since the last write. */
+  private async flushSubscriptionStatus(budgetMs: number): Promise<void> {
+    if (!this.endpoints || !this.caches) return;
+    const deadline = AbortSignal.timeout(budgetMs);
+    const dirty = [...this.endpoints.all()].filter((ep) => ep.dirty || ep.succeededDelta || ep.discardedDelta);
+    await Promise.allSettled(dirty.map((ep) => this.subscriptionReconciler.rollUpOnly(ep.key, deadline)));
+  }
+
   /**
    * Graceful shutdown. Returns when everything is closed. The drain log lines and the
    * webhook_drain_total metric say how it went.
@@ -360,6 +368,7 @@ export class Operator {
       this.metrics.drain.inc({ result: "timeout" });
       log.warn({ msg: "webhook_drain_timeout", inFlightAtStart, interrupted, drainTimeoutMs: drainMs, action: this.config.drain.action });
     }
+    await this.flushSubscriptionStatus(2_000);
     await this.events?.flush();
     log.info({ msg: "webhook_drain_flushed", interrupted, recordedAs: this.config.drain.action === "dead-letter" ? "DeadLettered (Drain)" : "interrupted attempts, due at once", durationMs: Date.now() - started });
     // Now that nothing is in flight, hand the Lease over.

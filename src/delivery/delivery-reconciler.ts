@@ -73,7 +73,12 @@ export function deliveryRef(obj: DeliveryObject): ObjectRef {
 
 export class DeliveryReconciler {
   /** Outcomes of attempts whose status write failed: written before anything else is tried. */
-  private readonly unwritten = new Map<string, (status: DeliveryStatus | undefined) => OutcomeResult>();
+  private readonly unwritten = new Map<string, { compute: (status: DeliveryStatus | undefined) => OutcomeResult; subKey: string; replay: boolean }>();
+  /**
+   * Set while outcome writes fail (API server unreachable): no new attempt starts until the
+   * outcomes already made are recorded, so what lives only in memory stays small.
+   */
+  private writesFailing = false;
   /** Consecutive Secret rechecks per delivery key, for the recheck backoff. */
   private readonly secretWaits = new Map<string, number>();
   private readonly now: () => number;
@@ -105,11 +110,14 @@ export class DeliveryReconciler {
 
     const pending = this.unwritten.get(key);
     if (pending) {
-      const written = await this.writeOutcome(key, obj, pending);
+      const written = await this.writeOutcome(key, obj, pending.compute);
       this.unwritten.delete(key);
+      this.writesFailing = false;
       if (!written) return;
+      if (written.final) this.onFinal(written.obj, written.final, pending.subKey, pending.replay);
       return this.afterOutcome(written);
     }
+    if (this.writesFailing && this.unwritten.size > 0) return { requeueAfter: 2_000 };
 
     if (obj.metadata.annotations?.[ANNOTATIONS.replay] !== undefined) await this.refuseReplay(obj, "it is not dead-lettered");
 
@@ -241,7 +249,7 @@ export class DeliveryReconciler {
       this.recordOnEndpoint(ep, subKey, policy, c, action.probe);
       const outcome = (status: DeliveryStatus | undefined) =>
         applyAttempt({ status, generation: obj.metadata.generation, now: this.now(), attempt: result, policy, random: this.random, interruptedAction: this.d.interruptedAction, ...(replay ? { replay } : {}) });
-      const written = await this.writeOutcomeOrKeep(key, obj, outcome);
+      const written = await this.writeOutcomeOrKeep(key, obj, outcome, subKey, replay !== undefined);
       if (written?.final) this.onFinal(written.obj, written.final, subKey, replay !== undefined);
       return written;
     } finally {
@@ -393,13 +401,21 @@ export class DeliveryReconciler {
    * Writes an attempt's outcome; if the API server cannot be reached the outcome is kept and
    * written first on the next reconcile, so the delivery is not attempted again meanwhile.
    */
-  private async writeOutcomeOrKeep(key: string, obj: DeliveryObject, compute: (s: DeliveryStatus | undefined) => OutcomeResult) {
+  private async writeOutcomeOrKeep(key: string, obj: DeliveryObject, compute: (s: DeliveryStatus | undefined) => OutcomeResult, subKey: string, replay: boolean) {
     try {
-      return await this.writeOutcome(key, obj, compute);
+      const written = await this.writeOutcome(key, obj, compute);
+      this.writesFailing = false;
+      return written;
     } catch (err) {
-      this.unwritten.set(key, compute);
+      this.unwritten.set(key, { compute, subKey, replay });
+      this.writesFailing = true;
       throw err;
     }
+  }
+
+  /** Attempt outcomes not yet recorded (kept in memory while the API server is unreachable). */
+  get unrecordedOutcomes(): number {
+    return this.unwritten.size;
   }
 
   /**

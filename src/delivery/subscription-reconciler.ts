@@ -67,6 +67,13 @@ export class SubscriptionReconciler {
     return replayResult ?? undefined;
   }
 
+  /** The status rollup alone (no replay handling): used to flush at shutdown. */
+  async rollUpOnly(key: string, signal: AbortSignal): Promise<void> {
+    const sub = this.d.caches.subscription(key);
+    if (!sub || signal.aborted) return;
+    await this.rollUp(key, sub);
+  }
+
   private async rollUp(key: string, sub: SubscriptionObject): Promise<void> {
     const [namespace, name] = key.split("/") as [string, string];
     const now = this.now();
