@@ -22,6 +22,9 @@ export class Endpoint {
   dirty = false;
   urgent = false;
 
+  /** The URL the breaker and health describe; a new URL is a new endpoint. */
+  url: string | undefined;
+
   constructor(
     readonly key: string,
     readonly uid: string | undefined,
@@ -33,6 +36,17 @@ export class Endpoint {
     const cfg = policy?.breaker ?? { failureThreshold: 5, successThreshold: 1, cooldownMs: 60_000 };
     this.breaker = breaker.fromStatus(status?.breaker, now, cfg);
     this.health = health.fromStatus(status?.health as health.HealthStatus | undefined, now, health.healthConfig(healthProbeIntervalMs));
+    this.url = policy?.url;
+  }
+
+  /** The subscription now points elsewhere: what we knew about the old endpoint does not apply. */
+  resetFor(url: string): void {
+    this.url = url;
+    this.breaker = { ...breaker.closedBreaker };
+    this.health = { ...health.healthyEndpoint, totalAttempts: this.health.totalAttempts, totalFailures: this.health.totalFailures };
+    this.bucket = undefined;
+    this.dirty = true;
+    this.urgent = true;
   }
 
   commit(c: EndpointCommit): void {
@@ -74,7 +88,10 @@ export class EndpointRegistry {
     if (!ep) {
       ep = new Endpoint(subKey, uid, status, now, policy, this.healthProbeIntervalMs);
       this.endpoints.set(subKey, ep);
-    }
+    } else if (policy && ep.url !== undefined && ep.url !== policy.url) {
+      ep.resetFor(policy.url);
+      this.wakeEndpoint(ep);
+    } else if (policy && ep.url === undefined) ep.url = policy.url;
     return ep;
   }
 

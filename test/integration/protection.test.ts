@@ -93,6 +93,29 @@ describe("circuit breaker", () => {
   });
 });
 
+describe("circuit breaker and a new URL", () => {
+  it("starts fresh when the subscription points at another URL: waiting deliveries go out at once", async () => {
+    const ns = await createNamespace("breaker-url");
+    const bad = await Receiver.start(() => 500);
+    const good = await Receiver.start(() => 200);
+    const op = await startOperator({ namespaces: [ns] });
+    try {
+      const spec = (url: string) => ({ url, retry: { maxAttempts: 20, initialBackoff: "50ms", maxBackoff: "100ms" }, circuitBreaker: { failureThreshold: 2, cooldown: "300s" } });
+      await apply([subscription(ns, "moved", spec(bad.url())), delivery(ns, "m0", "moved"), delivery(ns, "m1", "moved")]);
+      await waitFor(async () => (await sub(ns, "moved"))?.breaker?.state === "Open", { description: "breaker Open" });
+      await apply(subscription(ns, "moved", spec(good.url())));
+      await allPhase(ns, ["m0", "m1"], "Succeeded", 10_000);
+      expect(good.requests).toHaveLength(2);
+      await waitFor(async () => (await sub(ns, "moved"))?.breaker?.state === "Closed", { description: "breaker Closed for the new URL" });
+    } finally {
+      await op.stop();
+      await bad.close();
+      await good.close();
+      await deleteNamespace(ns);
+    }
+  });
+});
+
 describe("circuit breaker across a restart", () => {
   it("stays Open until its cooldown ends when the operator restarts", async () => {
     const ns = await createNamespace("breaker-restart");
