@@ -185,7 +185,10 @@ describe("RBAC of the chart, exercised by the operator", () => {
     await waitFor(async () => (await events(ns)).some((e) => e.involvedObject.kind === "WebhookDelivery"), { description: "an Event about a delivery" });
 
     await stopOperator();
-    // The Lease release on the way out is an update too: covered by "no 401/403" below.
+    // Released on the way out (a fresh get, then an update emptying the holder), with the rights
+    // limited to this Lease's name.
+    const released = JSON.parse(await kubectlOk(["get", "lease", leaseName, "-n", ns, "-o", "json"])) as { spec: { holderIdentity?: string } };
+    expect(released.spec.holderIdentity ?? "", o.logs.filter((l) => /lease|leader/i.test(l)).join("\n")).toBe("");
 
     const codes = await requestsByCode(o);
     const denied = codes.filter((r) => r.code === "401" || r.code === "403");
