@@ -370,7 +370,7 @@ export class Operator {
     }
     await this.flushSubscriptionStatus(2_000);
     await this.events?.flush();
-    log.info({ msg: "webhook_drain_flushed", interrupted, recordedAs: this.config.drain.action === "dead-letter" ? "DeadLettered (Drain)" : "interrupted attempts, due at once", durationMs: Date.now() - started });
+    log.info({ msg: "webhook_drain_flushed", interrupted, ...(interrupted ? { recordedAs: this.config.drain.action === "dead-letter" ? "DeadLettered (Drain)" : "interrupted attempts, due at once" } : {}), durationMs: Date.now() - started });
     // Now that nothing is in flight, hand the Lease over.
     if (this.elector) await this.elector.stop(true);
     await Promise.all([this.caches?.stop(), this.terminal?.stop()]);
