@@ -242,6 +242,18 @@ describe("helm chart", () => {
     expect(r.stderr).toMatch(message);
   });
 
+  it("helm install --dry-run=server renders NOTES.txt with the next steps", async () => {
+    const r = await helm(["install", "hl", CHART, "--kubeconfig", inject("kubeconfig"), "--namespace", ns, "--dry-run=server"]);
+    expect(r.code, r.stderr).toBe(0);
+    const notes = r.stdout.slice(r.stdout.indexOf("NOTES:"));
+    expect(notes).toContain(`kubectl -n ${ns} rollout status deployment/hl-hookline`);
+    expect(notes).toContain("kind: WebhookSubscription");
+    expect(notes).toContain("kubectl -n shop wait --for=condition=Succeeded whdel/evt-1001-acme");
+    expect(notes).toContain('hookline.dev/replay="endpoint fixed, INC-42"');
+    // Heredocs a user can paste: the terminator alone at the start of a line.
+    expect(notes.match(/^YAML$/gm)).toHaveLength(2);
+  });
+
   it("refuses bad values the same way at helm install (schema before any API call)", async () => {
     const r = await helm(["install", "bad", CHART, "--kubeconfig", inject("kubeconfig"), "--namespace", ns, "--dry-run=server", "--set-json", 'replicaCount="two"']);
     expect(r.code).not.toBe(0);
