@@ -279,3 +279,40 @@ describe("isolation", () => {
     }
   });
 });
+
+describe("an idle operator", () => {
+  it("uses (almost) no CPU while every breaker is open and deliveries wait", async () => {
+    const { freePorts } = await import("../../src/cluster/ports.js");
+    const { spawnOperator, sample } = await import("../helpers/process.js");
+    const ns = await createNamespace("idle");
+    const r = await Receiver.start(() => 500);
+    const [metricsPort, healthPort] = await freePorts(2);
+    const op = await spawnOperator({ name: "idle-op", namespaces: [ns], metricsPort: metricsPort!, healthPort: healthPort!, env: { LEADER_ELECT: "false" } });
+    try {
+      const subs = Array.from({ length: 10 }, (_, i) => `ep-${i}`);
+      await apply([
+        ...subs.map((s) => subscription(ns, s, { url: r.url(`/${s}`), retry: { maxAttempts: 50 }, circuitBreaker: { failureThreshold: 1, cooldown: "300s" } })),
+        ...subs.flatMap((s) => Array.from({ length: 5 }, (_, j) => delivery(ns, `${s}-d${j}`, s))),
+      ]);
+      await waitFor(async () => {
+        const text = await op.metrics();
+        return subs.every((s) => sample(text, "webhook_breaker_state", { subscription: s }) === 1);
+      }, { description: "every breaker Open" });
+      // Let the last status writes settle, then measure a quiet window.
+      await waitFor(async () => (await Promise.all(subs.map((s) => sub(ns, s)))).every((st) => st?.breaker?.state === "Open" && st.deliveries?.pending === 5), { description: "status settled" });
+      const cpu = async () => sample(await op.metrics(), "hookline_process_cpu_seconds_total");
+      const before = await cpu();
+      const requests = r.requests.length;
+      await new Promise((resolve) => setTimeout(resolve, 5_000)); // the quiet window being measured
+      const used = (await cpu()) - before;
+      expect(r.requests.length).toBe(requests);
+      expect(used).toBeLessThan(0.15); // 3% of one core at most, scrapes included
+      console.log(`[idle] ${used.toFixed(3)} CPU seconds in 5 s with 10 open breakers and 50 waiting deliveries`);
+    } finally {
+      op.kill("SIGKILL");
+      await op.exited;
+      await r.close();
+      await deleteNamespace(ns);
+    }
+  });
+});
