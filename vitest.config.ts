@@ -22,6 +22,8 @@ export default defineConfig({
           hookTimeout: 300_000,
           fileParallelism: true,
           maxWorkers: 2,
+          // vitest 4.1 wants projects with different maxWorkers in different groups.
+          sequence: { groupOrder: 1 },
         },
       },
     ],

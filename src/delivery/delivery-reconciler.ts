@@ -242,7 +242,8 @@ export class DeliveryReconciler {
       const result = await this.send(obj, policy, keys, signal);
       const c = result.classification;
       // Metrics and the endpoint's breaker and health: one signal per real attempt.
-      if (c !== "interrupted") {
+      if (c === "interrupted") this.d.metrics.attempts.inc({ namespace, subscription, status: "failure", reason: "interrupted" });
+      else {
         this.d.metrics.attempts.inc({ namespace, subscription, status: attemptStatusLabel(c), reason: c.reason });
         this.d.metrics.attemptDuration.observe({ namespace, subscription }, result.durationMs / 1000);
       }

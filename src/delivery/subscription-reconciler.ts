@@ -95,6 +95,7 @@ export class SubscriptionReconciler {
     }
 
     const policy = parsed.ok ? resolvePolicy(parsed.spec, this.d.defaults) : undefined;
+    if (!this.d.endpoints.get(key)) this.d.metrics.initSubscription(namespace, name);
     const ep = this.d.endpoints.ensure(key, sub.metadata.uid, sub.status, policy, now);
     const hs = health.toStatus(ep.health);
     const endpointHealthy: ConditionInput =

@@ -88,6 +88,19 @@ export class Metrics implements RequestObserver {
       labelNames: ["namespace", "subscription", "phase", "reason"],
       registers,
     });
+    this.initFixedSeries();
+  }
+
+  /** Series that exist from the start, so rate() and increase() see their first increment. */
+  private initFixedSeries(): void {
+    for (const operation of ["enqueue", "replay", "drop_overflow", "drop_poison"]) this.dlqOperations.inc({ operation }, 0);
+    for (const result of ["drained", "timeout"]) this.drain.inc({ result }, 0);
+    this.leader.set(0);
+  }
+
+  /** A subscription seen for the first time: start its success series at 0. */
+  initSubscription(namespace: string, subscription: string): void {
+    this.attempts.inc({ namespace, subscription, status: "success", reason: "http_2xx" }, 0);
   }
 
   observe(verb: Verb, resource: string, code: number, seconds: number): void {

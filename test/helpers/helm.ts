@@ -27,7 +27,7 @@ export interface K8sObject {
   apiVersion: string;
   kind: string;
   metadata: { name: string; namespace?: string; labels?: Record<string, string>; annotations?: Record<string, string> };
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- tests read rendered manifests field by field
+   
   [key: string]: any;
 }
 

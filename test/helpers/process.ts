@@ -37,7 +37,7 @@ export async function spawnOperator(opts: { name: string; namespaces: string[]; 
   const lines: Array<Record<string, unknown>> = [];
   const waiters: Array<() => void> = [];
   let buf = "";
-  child.stdout!.setEncoding("utf8").on("data", (chunk: string) => {
+  child.stdout.setEncoding("utf8").on("data", (chunk: string) => {
     buf += chunk;
     let nl: number;
     while ((nl = buf.indexOf("\n")) >= 0) {
@@ -52,7 +52,7 @@ export async function spawnOperator(opts: { name: string; namespaces: string[]; 
     }
   });
   let stderr = "";
-  child.stderr!.setEncoding("utf8").on("data", (c: string) => (stderr += c));
+  child.stderr.setEncoding("utf8").on("data", (c: string) => (stderr += c));
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null; at: number }>((resolve) =>
     child.once("exit", (code, signal) => {
       for (const w of waiters.splice(0)) w();

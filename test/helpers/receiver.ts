@@ -38,18 +38,19 @@ export class Receiver {
   ) {}
 
   static async start(script: Script = () => 200): Promise<Receiver> {
-    let self: Receiver | undefined;
+    const holder: { self?: Receiver } = {};
     const server = createServer((req, res) => {
       const chunks: Buffer[] = [];
       req.on("data", (c: Buffer) => chunks.push(c));
-      req.on("end", () => void self!.handle(req.url ?? "/", req.headers, Buffer.concat(chunks).toString("utf8"), res));
+      req.on("end", () => void holder.self!.handle(req.url ?? "/", req.headers, Buffer.concat(chunks).toString("utf8"), res));
     });
     server.keepAliveTimeout = 5_000;
     await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
-    self = new Receiver(server, (server.address() as AddressInfo).port, script);
+    const self = new Receiver(server, (server.address() as AddressInfo).port, script);
+    holder.self = self;
     server.on("connection", (s) => {
-      self!.sockets.add(s);
-      s.on("close", () => self!.sockets.delete(s));
+      self.sockets.add(s);
+      s.on("close", () => self.sockets.delete(s));
     });
     return self;
   }

@@ -74,7 +74,6 @@ describe("delivery: three customers", () => {
   });
 });
 
-const phaseOf = async (ns: string, name: string) => (await getObj("whdel", ns, name))?.status?.phase as string | undefined;
 const until = (ns: string, name: string, phase: string, timeoutMs = 30_000) =>
   waitFor(async () => {
     const d = await getObj("whdel", ns, name);
