@@ -325,7 +325,7 @@ describe("dashboard and alerts against a real Prometheus scraping the operator",
     const latency = await prom.query(fill(panels.find((p) => /latency/i.test(p.title))!.targets![2]!.expr, "1m"));
     expect(Number.isFinite(Number(latency[0]!.value[1]))).toBe(true);
     const drains = await byLabels(fill(panels.find((p) => /drain/i.test(p.title))!.targets![0]!.expr, "1m"));
-    expect(drains).toEqual({ drained: 1 });
+    expect(drains).toEqual({ drained: 1, timeout: 0 });
     const ops = await byLabels(`sum by (operation) (webhook_dlq_operations_total{job="${JOB}"})`);
     expect(ops).toMatchObject({ enqueue: 2, replay: 1 });
 
