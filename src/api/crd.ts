@@ -131,7 +131,9 @@ export const DELIVERY_COLUMNS: PrinterColumn[] = [
   { name: "Next attempt", type: "string", jsonPath: ".status.nextAttemptAt", description: "When the next attempt is due (RFC 3339)" },
   { name: "Age", type: "date", jsonPath: ".metadata.creationTimestamp", description: "Age" },
   { name: "Reason", type: "string", jsonPath: ".status.conditions[?(@.type==\"Succeeded\")].reason", description: "Why it is in this phase", priority: 1 },
-  { name: "Finished", type: "date", jsonPath: ".status.finishedAt", description: "When it finished", priority: 1 },
+  // A string, not a date: Table rows turn date cells into ages ("16m"), and the terminal index
+  // reads the exact finish time from this cell.
+  { name: "Finished", type: "string", jsonPath: ".status.finishedAt", description: "When it finished (RFC 3339)", priority: 1 },
   { name: "Replays", type: "integer", jsonPath: ".status.replays", description: "Failed replays", priority: 1 },
 ];
 

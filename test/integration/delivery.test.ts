@@ -313,3 +313,36 @@ describe("delivery: secret hygiene", () => {
     }
   });
 });
+
+describe("delivery: retention", () => {
+  it("deletes finished deliveries after their retention, and keeps them until then", async () => {
+    const ns = await createNamespace("retention");
+    const ok = await Receiver.start(() => 200);
+    const bad = await Receiver.start(() => 500);
+    const op = await startOperator({ namespaces: [ns] });
+    try {
+      await apply([
+        subscription(ns, "short", { url: ok.url(), retention: { succeeded: "0s", deadLettered: "720h" } }),
+        subscription(ns, "failing", { url: bad.url(), retry: { maxAttempts: 1 }, retention: { succeeded: "1h", deadLettered: "2s" } }),
+        subscription(ns, "kept", { url: ok.url() }),
+        delivery(ns, "gone-soon", "short"),
+        delivery(ns, "dead-soon", "failing"),
+        delivery(ns, "stays", "kept"),
+      ]);
+      await until(ns, "stays", "Succeeded");
+      await waitFor(async () => (await getObj("whdel", ns, "gone-soon")) === undefined, { description: "succeeded delivery deleted at once (retention 0s)" });
+      const dead = await until(ns, "dead-soon", "DeadLettered");
+      const deadAt = Date.parse(dead.status!.finishedAt);
+      await waitFor(async () => (await getObj("whdel", ns, "dead-soon")) === undefined, { description: "dead letter deleted after 2s" });
+      expect(Date.now() - deadAt).toBeGreaterThanOrEqual(1_900);
+      expect(ok.requests).toHaveLength(2);
+      expect((await getObj("whdel", ns, "stays"))?.status?.phase).toBe("Succeeded");
+      expect((await op.apiRequests("webhookdeliveries")).delete).toBe(2);
+    } finally {
+      await op.stop();
+      await ok.close();
+      await bad.close();
+      await deleteNamespace(ns);
+    }
+  });
+});
