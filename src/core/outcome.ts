@@ -182,33 +182,28 @@ function withWaiting(status: DeliveryStatus, now: number, generation: number | u
 }
 
 export function deadLetter(prev: DeliveryStatus | undefined, generation: number | undefined, now: number, reason: DeadLetterReason, message: string): OutcomeResult {
-  const base = prev ?? {};
-  const status: DeliveryStatus = {
-    ...base,
-    observedGeneration: generation,
-    phase: "DeadLettered",
-    attempts: base.attempts ?? 0,
-    nextAttemptAt: undefined,
-    deadLetter: { at: toRfc3339(now), reason, message },
-    finishedAt: toRfc3339(now),
-    conditions: setCondition(base.conditions, { type: SUCCEEDED, status: "False", reason, message }, now, generation),
-  };
-  return { status, final: { phase: "DeadLettered", reason, message } };
+  return failed(prev, generation, now, "DeadLettered", reason, message);
 }
 
 export function discard(prev: DeliveryStatus | undefined, generation: number | undefined, now: number, reason: DiscardReason, message: string): OutcomeResult {
+  return failed(prev, generation, now, "Discarded", reason, message);
+}
+
+/** A final phase other than Succeeded: the record (deadLetter or discard) and Succeeded=False. */
+function failed(prev: DeliveryStatus | undefined, generation: number | undefined, now: number, phase: "DeadLettered" | "Discarded", reason: DeadLetterReason | DiscardReason, message: string): OutcomeResult {
   const base = prev ?? {};
+  const record = { at: toRfc3339(now), reason, message };
   const status: DeliveryStatus = {
     ...base,
     observedGeneration: generation,
-    phase: "Discarded",
+    phase,
     attempts: base.attempts ?? 0,
     nextAttemptAt: undefined,
-    discard: { at: toRfc3339(now), reason, message },
+    ...(phase === "DeadLettered" ? { deadLetter: record as NonNullable<DeliveryStatus["deadLetter"]> } : { discard: record as NonNullable<DeliveryStatus["discard"]> }),
     finishedAt: toRfc3339(now),
     conditions: setCondition(base.conditions, { type: SUCCEEDED, status: "False", reason, message }, now, generation),
   };
-  return { status, final: { phase: "Discarded", reason, message } };
+  return { status, final: { phase, reason, message } };
 }
 
 /** A delivery that waits for something the user must fix. */
