@@ -1,0 +1,280 @@
+import { describe, expect, it } from "vitest";
+import { subscriptionSpecSchema, type SubscriptionSpecInput, type SubscriptionStatus } from "../api/subscription.js";
+import { closedBreaker } from "../core/breaker.js";
+import { healthyEndpoint } from "../core/health.js";
+import { plan, type EndpointCommit } from "../core/plan.js";
+import { resolvePolicy, type Policy } from "../core/policy.js";
+import { toRfc3339 } from "../core/rfc3339.js";
+import { EndpointRegistry, type Endpoint } from "./endpoints.js";
+
+const NOW = Date.UTC(2025, 5, 15, 12, 0, 0);
+const PROBE_INTERVAL = 600_000;
+
+function policyOf(spec: Partial<SubscriptionSpecInput> = {}): Policy {
+  return resolvePolicy(subscriptionSpecSchema.parse({ url: "https://hooks.acme.example/orders", ...spec }), {
+    deliveryTimeoutMs: 10_000,
+    breaker: { failureThreshold: 5, successThreshold: 1, cooldownMs: 60_000 },
+  });
+}
+
+function setup(globalMax = 100) {
+  const woken: string[] = [];
+  const inFlightReports: number[] = [];
+  const registry = new EndpointRegistry(globalMax, PROBE_INTERVAL, (k) => woken.push(k), (n) => inFlightReports.push(n));
+  return { registry, woken, inFlightReports };
+}
+
+const commitOf = (ep: Endpoint): EndpointCommit => ({ breaker: ep.breaker, health: ep.health, bucket: ep.bucket });
+
+function parkAll(registry: EndpointRegistry, ep: Endpoint, keys: string[], why: "endpoint" | "global" | "probe" = "endpoint") {
+  for (const k of keys) registry.park(ep, k, why);
+}
+
+describe("EndpointRegistry: acquire and release", () => {
+  it("counts requests in flight per endpoint and globally, reporting the global count", () => {
+    const { registry, inFlightReports } = setup();
+    const a = registry.ensure("shop/a", "uid-a", undefined, policyOf(), NOW);
+    const b = registry.ensure("shop/b", "uid-b", undefined, policyOf(), NOW);
+    registry.acquire(a, commitOf(a));
+    registry.acquire(a, commitOf(a));
+    registry.acquire(b, commitOf(b));
+    expect([a.inFlight, b.inFlight, registry.inFlight]).toEqual([2, 1, 3]);
+    expect(registry.view(a)).toMatchObject({ inFlight: 2, globalInFlight: 3, globalMax: 100, healthProbeIntervalMs: PROBE_INTERVAL });
+    registry.release(a, 10);
+    expect([a.inFlight, b.inFlight, registry.inFlight]).toEqual([1, 1, 2]);
+    expect(inFlightReports).toEqual([1, 2, 3, 2]);
+  });
+
+  it("acquire commits the planned endpoint state", () => {
+    const { registry } = setup();
+    const ep = registry.ensure("shop/a", "uid", undefined, policyOf(), NOW);
+    const commit: EndpointCommit = {
+      breaker: { state: "HalfOpen", consecutiveFailures: 5, halfOpenSuccesses: 0, probeInFlight: true },
+      health: { ...healthyEndpoint, totalAttempts: 3 },
+      bucket: { tokens: 4, updatedAt: NOW },
+    };
+    registry.acquire(ep, commit);
+    expect(ep.breaker).toBe(commit.breaker);
+    expect(ep.health).toBe(commit.health);
+    expect(ep.bucket).toBe(commit.bucket);
+  });
+
+  it("release never goes below zero", () => {
+    const { registry } = setup();
+    const ep = registry.ensure("shop/a", "uid", undefined, policyOf(), NOW);
+    registry.release(ep, 10);
+    expect(ep.inFlight).toBe(0);
+    expect(registry.inFlight).toBe(0);
+  });
+});
+
+describe("EndpointRegistry: parking and waking", () => {
+  it.each([
+    // maxInFlight, in flight before the release, parked, woken by one release
+    [1, 1, 5, 1],
+    [3, 3, 5, 1],
+    [3, 1, 5, 3],
+    [10, 1, 5, 5],
+  ])("maxInFlight %i, %i in flight, %i parked: one release wakes %i, oldest first", (maxInFlight, inFlight, parked, expected) => {
+    const { registry, woken } = setup();
+    const ep = registry.ensure("shop/a", "uid", undefined, policyOf({ maxInFlight }), NOW);
+    for (let i = 0; i < inFlight; i++) registry.acquire(ep, commitOf(ep));
+    const keys = Array.from({ length: parked }, (_, i) => `shop/d${i}`);
+    parkAll(registry, ep, keys);
+    registry.release(ep, maxInFlight);
+    expect(woken).toEqual(keys.slice(0, expected));
+    expect(ep.parked.size).toBe(parked - expected);
+  });
+
+  it("kick after a woken delivery decided not to attempt wakes the next one, and only while slots are free", () => {
+    const { registry, woken } = setup();
+    const ep = registry.ensure("shop/a", "uid", undefined, policyOf({ maxInFlight: 1 }), NOW);
+    registry.acquire(ep, commitOf(ep));
+    parkAll(registry, ep, ["shop/d1", "shop/d2", "shop/d3"]);
+    registry.kick(ep, 1);
+    expect(woken).toEqual([]);
+    registry.release(ep, 1);
+    expect(woken).toEqual(["shop/d1"]);
+    // d1 re-planned and got a WaitUntil (rate, backoff...): its slot is still free.
+    registry.kick(ep, 1);
+    expect(woken).toEqual(["shop/d1", "shop/d2"]);
+    // d2 attempts: the slot is taken; a kick now wakes no one.
+    registry.acquire(ep, commitOf(ep));
+    registry.kick(ep, 1);
+    expect(woken).toEqual(["shop/d1", "shop/d2"]);
+    expect([...ep.parked]).toEqual(["shop/d3"]);
+  });
+
+  it("a key parked twice is woken once", () => {
+    const { registry, woken } = setup();
+    const ep = registry.ensure("shop/a", "uid", undefined, policyOf(), NOW);
+    parkAll(registry, ep, ["shop/d1", "shop/d1"]);
+    registry.kick(ep, 10);
+    expect(woken).toEqual(["shop/d1"]);
+  });
+
+  it("global parking: keys wait in one set shared by all endpoints, woken by a release anywhere", () => {
+    const { registry, woken } = setup(2);
+    const a = registry.ensure("shop/a", "uid-a", undefined, policyOf(), NOW);
+    const b = registry.ensure("shop/b", "uid-b", undefined, policyOf(), NOW);
+    registry.acquire(a, commitOf(a));
+    registry.acquire(b, commitOf(b));
+    parkAll(registry, a, ["shop/g1", "shop/g2"], "global");
+    parkAll(registry, b, ["shop/g3"], "global");
+    expect(a.parked.size + b.parked.size).toBe(0);
+    registry.kick(a, 10);
+    expect(woken).toEqual([]);
+    registry.release(b, 10);
+    expect(woken).toEqual(["shop/g1"]);
+    registry.release(a, 10);
+    expect(woken).toEqual(["shop/g1", "shop/g2", "shop/g3"]);
+  });
+
+  it("kick without an endpoint still wakes globally parked keys", () => {
+    const { registry, woken } = setup(1);
+    const a = registry.ensure("shop/a", "uid-a", undefined, policyOf(), NOW);
+    registry.park(a, "shop/g1", "global");
+    registry.park(a, "shop/g2", "global");
+    registry.kick(undefined, 0);
+    expect(woken).toEqual(["shop/g1"]);
+  });
+
+  it("a release wakes the endpoint's own parked keys and the global ones", () => {
+    const { registry, woken } = setup(1);
+    const a = registry.ensure("shop/a", "uid-a", undefined, policyOf({ maxInFlight: 1 }), NOW);
+    registry.acquire(a, commitOf(a));
+    registry.park(a, "shop/e1", "endpoint");
+    registry.park(a, "shop/g1", "global");
+    registry.release(a, 1);
+    expect(woken.sort()).toEqual(["shop/e1", "shop/g1"]);
+  });
+
+  it("wakeEndpoint wakes everything parked on the endpoint (probe or slot), nothing global, nothing elsewhere", () => {
+    const { registry, woken } = setup();
+    const a = registry.ensure("shop/a", "uid-a", undefined, policyOf({ maxInFlight: 1 }), NOW);
+    const b = registry.ensure("shop/b", "uid-b", undefined, policyOf(), NOW);
+    registry.acquire(a, commitOf(a));
+    parkAll(registry, a, ["shop/p1", "shop/p2"], "probe");
+    parkAll(registry, a, ["shop/e1"], "endpoint");
+    parkAll(registry, a, ["shop/g1"], "global");
+    parkAll(registry, b, ["shop/b1"], "probe");
+    registry.wakeEndpoint(a);
+    expect(woken).toEqual(["shop/p1", "shop/p2", "shop/e1"]);
+    expect(a.parked.size).toBe(0);
+    expect(b.parked.size).toBe(1);
+    registry.wakeEndpoint(a);
+    expect(woken).toHaveLength(3);
+  });
+
+  it("remove wakes what was parked on the endpoint and forgets it", () => {
+    const { registry, woken } = setup();
+    const a = registry.ensure("shop/a", "uid-a", undefined, policyOf(), NOW);
+    parkAll(registry, a, ["shop/d1", "shop/d2"], "probe");
+    registry.remove("shop/a");
+    expect(woken).toEqual(["shop/d1", "shop/d2"]);
+    expect(registry.get("shop/a")).toBeUndefined();
+  });
+});
+
+describe("EndpointRegistry.ensure", () => {
+  const openStatus: SubscriptionStatus = {
+    breaker: { state: "Open", consecutiveFailures: 7, openedAt: toRfc3339(NOW - 10_000), nextProbeAt: toRfc3339(NOW + 50_000) },
+    health: { state: "Degraded", consecutiveFailures: 7, totalAttempts: 40, totalFailures: 12, lastFailureAt: toRfc3339(NOW - 10_000) },
+  };
+
+  it("returns the same endpoint for the same subscription", () => {
+    const { registry } = setup();
+    const a = registry.ensure("shop/a", "uid-1", undefined, policyOf(), NOW);
+    a.inFlight = 3;
+    expect(registry.ensure("shop/a", "uid-1", openStatus, policyOf(), NOW + 1)).toBe(a);
+    expect(registry.ensure("shop/a", undefined, undefined, undefined, NOW + 1)).toBe(a);
+    expect(registry.get("shop/a")).toBe(a);
+    expect(a.breaker.state).toBe("Closed");
+  });
+
+  it("re-creates the endpoint for a new uid (subscription deleted and re-created), from the new status", () => {
+    const { registry } = setup();
+    const old = registry.ensure("shop/a", "uid-1", undefined, policyOf(), NOW);
+    old.breaker = { ...closedBreaker, consecutiveFailures: 4 };
+    old.bucket = { tokens: 0, updatedAt: NOW };
+    const fresh = registry.ensure("shop/a", "uid-2", undefined, policyOf(), NOW);
+    expect(fresh).not.toBe(old);
+    expect(fresh.uid).toBe("uid-2");
+    expect(fresh.breaker).toEqual(closedBreaker);
+    expect(fresh.bucket).toBeUndefined();
+    expect(registry.get("shop/a")).toBe(fresh);
+  });
+
+  it("a new URL resets breaker, health and rate bucket (keeping the totals), marks it urgent and wakes its parked keys", () => {
+    const { registry, woken } = setup();
+    const ep = registry.ensure("shop/a", "uid", openStatus, policyOf(), NOW);
+    ep.bucket = { tokens: 0, updatedAt: NOW };
+    registry.park(ep, "shop/d1", "probe");
+    const same = registry.ensure("shop/a", "uid", openStatus, policyOf({ url: "https://new.acme.example/hooks" }), NOW);
+    expect(same).toBe(ep);
+    expect(ep.url).toBe("https://new.acme.example/hooks");
+    expect(ep.breaker).toEqual(closedBreaker);
+    expect(ep.health).toEqual({ ...healthyEndpoint, totalAttempts: 40, totalFailures: 12 });
+    expect(ep.bucket).toBeUndefined();
+    expect([ep.dirty, ep.urgent]).toEqual([true, true]);
+    expect(woken).toEqual(["shop/d1"]);
+  });
+
+  it("the same URL keeps what the endpoint knows", () => {
+    const { registry, woken } = setup();
+    const ep = registry.ensure("shop/a", "uid", openStatus, policyOf(), NOW);
+    registry.park(ep, "shop/d1", "probe");
+    registry.ensure("shop/a", "uid", undefined, policyOf({ maxInFlight: 2 }), NOW + 1);
+    expect(ep.breaker.state).toBe("Open");
+    expect(ep.dirty).toBe(false);
+    expect(woken).toEqual([]);
+  });
+
+  it("an endpoint first seen without a policy adopts the URL later without a reset", () => {
+    const { registry } = setup();
+    const ep = registry.ensure("shop/a", "uid", openStatus, undefined, NOW);
+    expect(ep.url).toBeUndefined();
+    registry.ensure("shop/a", "uid", openStatus, policyOf(), NOW);
+    expect(ep.url).toBe("https://hooks.acme.example/orders");
+    expect(ep.breaker.state).toBe("Open");
+  });
+
+  it("resumes an Open breaker from status as Open, with its stored nextProbeAt, so plan() waits", () => {
+    const { registry } = setup();
+    const ep = registry.ensure("shop/a", "uid", openStatus, policyOf(), NOW);
+    expect(ep.breaker).toMatchObject({ state: "Open", consecutiveFailures: 7, openedAt: NOW - 10_000, nextProbeAt: NOW + 50_000, probeInFlight: false });
+    expect(ep.health).toMatchObject({ state: "Degraded", consecutiveFailures: 7, totalAttempts: 40 });
+    const action = plan({
+      now: NOW,
+      delivery: { phase: "Pending", attempts: 0, nextAttemptAt: undefined, eventType: "order.paid", payloadBytes: 10 },
+      subscription: { kind: "ok", policy: policyOf() },
+      secret: { kind: "none" },
+      endpoint: registry.view(ep),
+    });
+    expect(action).toEqual({ type: "WaitUntil", at: NOW + 50_000, why: "breaker" });
+  });
+
+  it("resumes an Open breaker without nextProbeAt from openedAt + the policy's cooldown", () => {
+    const { registry } = setup();
+    const status: SubscriptionStatus = { breaker: { state: "Open", consecutiveFailures: 5, openedAt: toRfc3339(NOW - 10_000) } };
+    const ep = registry.ensure("shop/a", "uid", status, policyOf({ circuitBreaker: { cooldown: "30s" } }), NOW);
+    expect(ep.breaker).toMatchObject({ state: "Open", nextProbeAt: NOW + 20_000 });
+  });
+
+  it("resumes a Disabled endpoint as Disabled until its stored nextProbeAt", () => {
+    const { registry } = setup();
+    const status: SubscriptionStatus = {
+      health: { state: "Disabled", reason: "Gone", consecutiveFailures: 1, totalAttempts: 1, totalFailures: 1, nextProbeAt: toRfc3339(NOW + 5_000) },
+    };
+    const ep = registry.ensure("shop/a", "uid", status, policyOf(), NOW);
+    expect(ep.health).toMatchObject({ state: "Disabled", disabledReason: "Gone", nextProbeAt: NOW + 5_000 });
+  });
+
+  it("a brand-new subscription starts Closed and Healthy", () => {
+    const { registry } = setup();
+    const ep = registry.ensure("shop/a", "uid", undefined, policyOf(), NOW);
+    expect(ep.breaker).toEqual(closedBreaker);
+    expect(ep.health).toEqual(healthyEndpoint);
+    expect([ep.inFlight, ep.parked.size, ep.dirty]).toEqual([0, 0, false]);
+  });
+});
