@@ -137,7 +137,8 @@ export function applyAttempt(input: OutcomeInput): OutcomeResult {
 
   if (input.replay) {
     const replays = (prev.replays ?? 0) + 1;
-    const failed: DeliveryStatus = { ...base, replays };
+    // Failed again just now: retention and oldest-first eviction count from this moment.
+    const failed: DeliveryStatus = { ...base, replays, finishedAt: toRfc3339(now) };
     if (replays >= policy.deadLetter.maxReplays) {
       return discard(failed, generation, now, "Poison", `replay ${replays} of ${policy.deadLetter.maxReplays} failed (${desc}): it will not be replayed again`);
     }

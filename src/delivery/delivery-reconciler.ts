@@ -432,8 +432,9 @@ export class DeliveryReconciler {
       const patch = createMergePatch(current.status ?? {}, result.status);
       if (patch === undefined) return { obj: current, ...(result.final ? { final: result.final } : {}) };
       try {
-        const updated = (await this.d.statusWriter.patchStatus(DELIVERIES, namespace, name, patch, current.metadata.resourceVersion)) as DeliveryObject;
-        this.d.expectations.expect(key, updated.metadata.resourceVersion);
+        const { metadata } = await this.d.statusWriter.patchStatusMetadataOnly(DELIVERIES, namespace, name, patch, current.metadata.resourceVersion);
+        this.d.expectations.expect(key, metadata.resourceVersion);
+        const updated: DeliveryObject = { ...current, metadata, status: result.status };
         return { obj: updated, ...(result.final ? { final: result.final } : {}) };
       } catch (err) {
         if (err instanceof ApiError && err.isNotFound) return undefined;

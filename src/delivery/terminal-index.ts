@@ -8,7 +8,7 @@ import type { Logger } from "pino";
 import { ANNOTATIONS, API_VERSION, SUBSCRIPTION } from "../api/names.js";
 import { fromRfc3339 } from "../core/rfc3339.js";
 import { resolvePolicy, type PolicyDefaults } from "../core/policy.js";
-import { ApiError, type KubeClient } from "../kube/client.js";
+import { ACCEPT, ApiError, type KubeClient } from "../kube/client.js";
 import type { EventSink } from "../kube/events.js";
 import { objectKey, Reflector, type RawItem } from "../kube/reflector.js";
 import { collectionPath, objectPath, type ObjectMeta } from "../kube/types.js";
@@ -222,6 +222,7 @@ export class TerminalIndex {
       await this.d.client.request({
         method: "DELETE",
         path: objectPath(DELIVERIES, rec.metadata.namespace, rec.metadata.name),
+        accept: ACCEPT.objectMetadata,
         // Only the version we indexed: a delivery annotated for replay meanwhile is kept.
         body: { kind: "DeleteOptions", apiVersion: "v1", preconditions: { uid: rec.metadata.uid, resourceVersion: rec.metadata.resourceVersion } },
       });

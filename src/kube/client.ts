@@ -39,7 +39,13 @@ export class ApiError extends Error {
 
 export const ACCEPT = {
   json: "application/json",
-  metadata: "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json",
+  /** For lists and watches. */
+  metadata: "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json",
+  /**
+   * For one object (get, and the answer to a write). Never send the List form with a write: the
+   * API server applies the write and only then fails to encode the answer (406).
+   */
+  objectMetadata: "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1",
   table: "application/json;as=Table;g=meta.k8s.io;v=v1,application/json",
 } as const;
 
@@ -202,7 +208,7 @@ export function classifyRequest(opts: Pick<RequestOptions, "method" | "path" | "
   let verb: Verb;
   switch (opts.method) {
     case "GET":
-      verb = opts.query?.watch ? "watch" : isItem ? "get" : "list";
+      verb = [1, true, "1", "true"].includes(opts.query?.watch as never) ? "watch" : isItem ? "get" : "list";
       break;
     case "POST":
       verb = "create";

@@ -219,16 +219,18 @@ export class Reflector<T extends { metadata: Pick<ObjectMeta, "name" | "namespac
         },
         signal,
       });
+      // Events are newline-delimited JSON; a chunk can hold many events or part of one.
       let buffered = "";
       for await (const chunk of res.body) {
         feed();
         buffered += chunk.toString("utf8");
+        let start = 0;
         let nl: number;
-        while ((nl = buffered.indexOf("\n")) >= 0) {
-          const line = buffered.slice(0, nl);
-          buffered = buffered.slice(nl + 1);
-          if (line.trim()) this.onEvent(JSON.parse(line) as WatchEvent);
+        while ((nl = buffered.indexOf("\n", start)) >= 0) {
+          if (nl > start) this.onEvent(JSON.parse(buffered.slice(start, nl)) as WatchEvent);
+          start = nl + 1;
         }
+        buffered = start === 0 ? buffered : buffered.slice(start);
       }
     } catch (err) {
       if (abort.signal.aborted && !outer.aborted) {

@@ -1,10 +1,26 @@
 // Writes the status subresource with a JSON merge patch that carries the resourceVersion it was
 // planned from, so a write based on a stale read fails with 409 Conflict instead of clobbering.
-import { CONTENT_TYPE, type KubeClient } from "./client.js";
+import { ACCEPT, CONTENT_TYPE, type KubeClient } from "./client.js";
 import { objectPath, type KubeObject, type ResourceType } from "./types.js";
 
 export class StatusWriter {
   constructor(private readonly client: KubeClient) {}
+
+  /**
+   * Merge-patches `status` like patchStatus, answered with the object's metadata only (PartialObjectMetadata): the caller
+   * knows the status it wrote and needs only the new resourceVersion, so the API server need
+   * not send, nor we parse, the payload and the status back on every write.
+   */
+  async patchStatusMetadataOnly(type: ResourceType, namespace: string, name: string, status: unknown, resourceVersion?: string): Promise<Pick<KubeObject, "metadata">> {
+    return this.client.request<Pick<KubeObject, "metadata">>({
+      method: "PATCH",
+      path: objectPath(type, namespace, name, "status"),
+      query: { fieldManager: "hookline" },
+      contentType: CONTENT_TYPE.merge,
+      accept: ACCEPT.objectMetadata,
+      body: { metadata: resourceVersion ? { resourceVersion } : {}, status },
+    });
+  }
 
   /**
    * Merge-patches `status` (null deletes a field). With `resourceVersion`, the write is refused
