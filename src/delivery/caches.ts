@@ -22,6 +22,22 @@ export const TERMINAL_DELIVERIES_SELECTOR = "status.phase!=,status.phase!=Pendin
 
 export type Parsed<T> = { ok: true; spec: T } | { ok: false; message: string };
 
+const LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration";
+
+/**
+ * What the caches keep of an object: not its managedFields, nor kubectl's last-applied
+ * annotation (a second copy of the whole spec, payload included). Bounded memory per object.
+ */
+export function slim<T extends KubeObject>(item: RawItem): T {
+  const obj = item as unknown as T;
+  delete obj.metadata.managedFields;
+  if (obj.metadata.annotations && LAST_APPLIED in obj.metadata.annotations) {
+    const { [LAST_APPLIED]: _dropped, ...rest } = obj.metadata.annotations;
+    obj.metadata.annotations = rest;
+  }
+  return obj;
+}
+
 export function formatZodError(err: ZodError): string {
   return err.issues
     .slice(0, 5)
