@@ -1,0 +1,837 @@
+// `npm run bench` (-- --quick for the CI smoke run): Hookline's throughput, latency, API writes,
+// CPU and memory beside the ceilings of the same machine, measured in one run. See
+// docs/performance.md for what each number means. Phases, each on a fresh namespace:
+//   0. a private control plane in a temp dir (stopped at the end, on failure and on Ctrl-C),
+//      the receiver process, the CRDs plus benchitems.bench.hookline.dev;
+//   1. ceilings: raw HTTP (a separate process POSTing signed bodies to the receiver) and raw
+//      API (create + one status merge-patch of a BenchItem of the same size);
+//   2. throughput: the operator (a separate process, leader election on) delivers N deliveries
+//      created as fast as the API server accepts them, retention.succeeded 0s so the final
+//      delete is part of the writes per delivery;
+//   3. latency at half the measured rate;
+//   4. latency of a healthy endpoint alone, while another endpoint hangs, and alone again;
+//   5. the ceilings again (full mode: the machine is shared, the fractions use the mean);
+//   6. memory at scale: RSS of a fresh operator with no finished deliveries, then with M.
+// The exit code is non-zero only when correctness fails (a delivery not Succeeded, counts that
+// do not add up) or the benchmark could not run; it asserts nothing about speed.
+import { KubeConfig } from "@kubernetes/client-node";
+import { execFileSync } from "node:child_process";
+import { copyFileSync, existsSync, mkdirSync, writeFileSync } from "node:fs";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { parseArgs } from "node:util";
+import { ensureBinaries } from "../src/cluster/build.js";
+import { readState, startControlPlane, stopControlPlane, type ControlPlaneInfo } from "../src/cluster/control-plane.js";
+import { freePorts } from "../src/cluster/ports.js";
+import { installCrds } from "../src/cli/crds.js";
+import { CONTENT_TYPE, KubeClient } from "../src/kube/client.js";
+import { VERSION as HOOKLINE_VERSION } from "../src/version.js";
+import { benchItemCrd, namespace, secret, subscription } from "./lib/objects.js";
+import { countNotSucceeded, DeliveryWatch, ensure, kubeClient, NAMESPACES, rollupSucceeded, SECRETS, SUBSCRIPTIONS, waitSubscriptionsReady } from "./lib/kube.js";
+import { OperatorProcess, ReceiverProcess, ROOT, spawnTs, Watchdog } from "./lib/procs.js";
+import { apiCeiling, createFinished, produce, type ApiCeilingResult, type Created, type ProduceResult } from "./lib/producer.js";
+import { loadAverage, machine, now, percentiles, procCpuSeconds, round, sample, samples, sleep, type Percentiles } from "./lib/util.js";
+import { formatProfile, summarizeProfile, type ProfileSummary } from "./profile-summary.js";
+import type { SubscriptionSpecInput } from "../src/api/subscription.js";
+
+// ---------------------------------------------------------------------------------------------
+// options
+
+const { values: argv } = parseArgs({
+  options: {
+    quick: { type: "boolean", default: false },
+    deliveries: { type: "string" },
+    finished: { type: "string" },
+    subscriptions: { type: "string", default: "10" },
+    concurrency: { type: "string", default: "32" },
+    "payload-bytes": { type: "string", default: "1024" },
+    "cpu-prof": { type: "boolean", default: false },
+    keep: { type: "boolean", default: false },
+    "no-save": { type: "boolean", default: false },
+    tag: { type: "string", default: "" },
+    skip: { type: "string", default: "" },
+    "node-options": { type: "string", default: "" },
+    help: { type: "boolean", short: "h", default: false },
+  },
+});
+
+if (argv.help) {
+  process.stdout.write(`usage: npm run bench [-- OPTIONS]
+
+  --quick              1,000 deliveries, 5,000 finished, short latency windows (< 2 min)
+  --deliveries N       deliveries in the throughput phase (5000; quick 1000)
+  --finished N         finished deliveries in etcd for the memory phase (20000; quick 5000)
+  --subscriptions N    subscriptions (10)
+  --concurrency N      producer, API ceiling and HTTP ceiling concurrency, and the operator's
+                       WEBHOOK_MAX_IN_FLIGHT (32)
+  --payload-bytes N    size of each delivery's payload JSON (1024)
+  --cpu-prof           run the operator with --cpu-prof and summarise the profile
+  --skip LIST          comma-separated phases to skip: ceilings,paced,hang,memory
+  --node-options STR   NODE_OPTIONS of the operator processes (e.g. --import=./try-a-patch.mjs)
+  --keep               keep the temp dir (control plane data, logs, profiles)
+  --no-save            do not write bench/results/
+  --tag NAME           save as bench/results/<time>-<mode>-NAME.json and leave latest*.json alone
+                       (for experiments)
+`);
+  process.exit(0);
+}
+
+const QUICK = argv.quick;
+const N = Number(argv.deliveries ?? (QUICK ? 1_000 : 5_000));
+const FINISHED = Number(argv.finished ?? (QUICK ? 5_000 : 20_000));
+const SUBS = Number(argv.subscriptions);
+const C = Number(argv.concurrency);
+const PAYLOAD = Number(argv["payload-bytes"]);
+const PACED_SECONDS = QUICK ? 3 : 10;
+const HANG_WINDOW_SECONDS = QUICK ? 3 : 10;
+const HANG_PENDING = 50;
+const HANG_MAX_IN_FLIGHT = 10;
+const SKIP = new Set(argv.skip.split(",").filter(Boolean));
+for (const [k, v] of Object.entries({ deliveries: N, finished: FINISHED, subscriptions: SUBS, concurrency: C, "payload-bytes": PAYLOAD })) {
+  if (!Number.isInteger(v) || v < 1) throw new Error(`--${k} must be a positive integer`);
+}
+
+/** The commit measured, and whether src/ differed from it (others edit the same checkout). */
+function gitState(): { commit: string; srcDirty: boolean | undefined } {
+  try {
+    const commit = execFileSync("git", ["rev-parse", "--short=12", "HEAD"], { cwd: ROOT, encoding: "utf8" }).trim();
+    const dirty = execFileSync("git", ["status", "--porcelain", "--", "src"], { cwd: ROOT, encoding: "utf8" }).trim();
+    return { commit, srcDirty: dirty.length > 0 };
+  } catch {
+    return { commit: "unknown", srcDirty: undefined };
+  }
+}
+
+const started = now();
+const GIT = gitState();
+const say = (line: string) => process.stderr.write(`[bench ${((now() - started) / 1000).toFixed(1).padStart(6)}s] ${line}\n`);
+const failures: string[] = [];
+const check = (ok: boolean, message: string) => {
+  if (!ok) {
+    failures.push(message);
+    say(`CORRECTNESS: ${message}`);
+  }
+};
+
+// ---------------------------------------------------------------------------------------------
+// cleanup: everything we start is registered here and undone in reverse order, on success,
+// on failure and on SIGINT/SIGTERM.
+
+const cleanups: Array<{ what: string; run: () => Promise<void> | void }> = [];
+let cleaning: Promise<void> | undefined;
+function cleanup(): Promise<void> {
+  cleaning ??= (async () => {
+    for (const c of cleanups.reverse()) {
+      try {
+        await c.run();
+      } catch (err) {
+        say(`cleanup (${c.what}) failed: ${(err as Error).message}`);
+      }
+    }
+  })();
+  return cleaning;
+}
+for (const sig of ["SIGINT", "SIGTERM"] as const) {
+  process.on(sig, () => {
+    if (cleaning) process.exit(130);
+    say(`${sig}: stopping everything (again to exit at once)`);
+    void cleanup().finally(() => process.exit(130));
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// results
+
+interface Latency {
+  createToReceiver: Percentiles;
+  createToSucceeded: Percentiles;
+  /** From the moment the create was sent (before the API server answered). */
+  sentToReceiver: Percentiles;
+}
+
+interface Phase {
+  namespace: string;
+  deliveries: number;
+  producer: Omit<ProduceResult, "created" | "errors"> & { errors: number };
+  latencyMs: Latency;
+  succeeded: number;
+  received: number;
+  duplicates: number;
+}
+
+const results: Record<string, unknown> & { correctness?: { ok: boolean; failures: string[] } } = {};
+
+function latency(created: Created[], arrivals: Map<string, { at: number }>, succeededAt: Map<string, number>): Latency {
+  const toRecv: number[] = [];
+  const toSucc: number[] = [];
+  const sentRecv: number[] = [];
+  for (const c of created) {
+    const a = arrivals.get(c.name);
+    if (a) {
+      toRecv.push(a.at - c.returnedAt);
+      sentRecv.push(a.at - c.sentAt);
+    }
+    const s = succeededAt.get(c.name);
+    if (s !== undefined) toSucc.push(s - c.returnedAt);
+  }
+  return { createToReceiver: percentiles(toRecv), createToSucceeded: percentiles(toSucc), sentToReceiver: percentiles(sentRecv) };
+}
+
+/** Operator API requests between two /metrics scrapes, by verb, and by verb+resource. */
+function apiDelta(before: string, after: string): { byVerb: Record<string, number>; byResource: Record<string, number>; byCode: Record<string, number> } {
+  const key = (l: Record<string, string>) => `${l.verb} ${l.resource}`;
+  const b = new Map<string, number>();
+  for (const s of samples(before, "hookline_kube_api_requests_total")) b.set(`${key(s.labels)} ${s.labels.code}`, s.value);
+  const byVerb: Record<string, number> = {};
+  const byResource: Record<string, number> = {};
+  const byCode: Record<string, number> = {};
+  for (const s of samples(after, "hookline_kube_api_requests_total")) {
+    const d = s.value - (b.get(`${key(s.labels)} ${s.labels.code}`) ?? 0);
+    if (d <= 0) continue;
+    byVerb[s.labels.verb!] = (byVerb[s.labels.verb!] ?? 0) + d;
+    byResource[key(s.labels)] = (byResource[key(s.labels)] ?? 0) + d;
+    byCode[s.labels.code!] = (byCode[s.labels.code!] ?? 0) + d;
+  }
+  return { byVerb, byResource, byCode };
+}
+
+const WRITE_VERBS = ["create", "update", "patch", "delete", "deletecollection"];
+const writesOf = (byVerb: Record<string, number>) => WRITE_VERBS.reduce((n, v) => n + (byVerb[v] ?? 0), 0);
+const MB = (bytes: number) => round(bytes / 1024 / 1024, 1);
+
+// ---------------------------------------------------------------------------------------------
+// phases
+
+interface Env {
+  cp: ControlPlaneInfo;
+  cpDir: string;
+  admin: KubeClient;
+  receiver: ReceiverProcess;
+  watchdog: Watchdog;
+  tmp: string;
+}
+
+async function setupNamespace(env: Env, ns: string, subs: Array<{ name: string; spec: Partial<SubscriptionSpecInput> & { url: string } }>): Promise<void> {
+  await ensure(env.admin, NAMESPACES, [namespace(ns)]);
+  await ensure(env.admin, SECRETS, [secret(ns)]);
+  await ensure(env.admin, SUBSCRIPTIONS, subs.map((s) => subscription(ns, s.name, s.spec)));
+}
+
+const apiPort = (env: Env) => Number(new URL(env.cp.server).port);
+
+/** CPU seconds used so far by the API server and etcd processes. */
+function controlPlaneCpu(env: Env): { apiserver: number; etcd: number } {
+  const st = readState(env.cpDir);
+  return { apiserver: procCpuSeconds(st?.pids["kube-apiserver"]), etcd: procCpuSeconds(st?.pids.etcd) };
+}
+
+/** The API server's own /metrics (Prometheus text). */
+async function apiserverMetrics(env: Env): Promise<string> {
+  const res = await env.admin.stream({ method: "GET", path: "/metrics", accept: "text/plain", timeoutMs: 30_000 });
+  let text = "";
+  for await (const chunk of res.body) text += chunk.toString("utf8");
+  return text;
+}
+
+/** API server and etcd CPU, and watchers the API server closed as unresponsive, between two calls. */
+async function controlPlaneMark(env: Env): Promise<(per: number) => Promise<Record<string, number>>> {
+  const cpu0 = controlPlaneCpu(env);
+  const m0 = await apiserverMetrics(env);
+  return async (per: number) => {
+    const cpu1 = controlPlaneCpu(env);
+    const m1 = await apiserverMetrics(env);
+    const terminated = (m: string) => sample(m, "apiserver_terminated_watchers_total");
+    return {
+      apiserverCpuSecondsPer1000: round(((cpu1.apiserver - cpu0.apiserver) / per) * 1000, 3),
+      etcdCpuSecondsPer1000: round(((cpu1.etcd - cpu0.etcd) / per) * 1000, 3),
+      watchersTerminatedAsUnresponsive: terminated(m1) - terminated(m0),
+    };
+  };
+}
+
+/** Waits until the operator has nothing queued or in flight, then a little longer. */
+async function quiesce(op: OperatorProcess, timeoutMs = 30_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const m = await op.metrics();
+    if (sample(m, "hookline_workqueue_depth", { controller: "delivery" }) === 0 && sample(m, "webhook_deliveries_in_flight") === 0) break;
+    if (Date.now() > deadline) {
+      say("the operator is still busy; measuring anyway");
+      break;
+    }
+    await sleep(250);
+  }
+  await sleep(2_000);
+}
+
+const subNames = (n: number) => Array.from({ length: n }, (_, i) => `sub-${i}`);
+
+async function startOperator(env: Env, name: string, extra: Record<string, string>, cpuProfDir?: string, inspect = false): Promise<OperatorProcess> {
+  const [metricsPort, healthPort, inspectPort] = (await freePorts(3)) as [number, number, number];
+  const op = OperatorProcess.start({
+    name,
+    kubeconfig: env.cp.kubeconfig,
+    logFile: join(env.tmp, `operator-${name}.log`),
+    metricsPort,
+    healthPort,
+    env: {
+      WEBHOOK_MAX_IN_FLIGHT: String(C),
+      LEADER_ELECTION_LEASE_NAME: `bench-${name}`,
+      LEADER_ELECTION_NAMESPACE: "default",
+      WEBHOOK_DRAIN_TIMEOUT_MS: "5000",
+      ...(argv["node-options"] ? { NODE_OPTIONS: argv["node-options"] } : {}),
+      ...extra,
+    },
+    ...(cpuProfDir ? { cpuProfDir } : {}),
+    ...(inspect ? { inspectPort } : {}),
+  });
+  env.watchdog.add(op.pid);
+  cleanups.push({ what: `operator ${name}`, run: async () => void (op.exited ? undefined : await op.stop(10_000)) });
+  return op;
+}
+
+interface Ceilings {
+  http: { perSecond: number; latencyMs: Percentiles; concurrency: number };
+  api: ApiCeilingResult & { controlPlane: Record<string, number> };
+}
+
+async function ceilings(env: Env, tag: string): Promise<Ceilings> {
+  return { http: (await httpCeilingPhase(env, tag)) as Ceilings["http"], api: await apiCeilingPhase(env, tag) };
+}
+
+async function httpCeilingPhase(env: Env, tag: string): Promise<Record<string, unknown>> {
+  say(`HTTP ceiling (${tag}): ${N} signed POSTs of the same size, ${C} in flight, from a separate process`);
+  const child = spawnTs("http-ceiling.ts", [JSON.stringify({ url: env.receiver.url("/ceiling"), count: N, concurrency: C, payloadBytes: PAYLOAD, warmup: C * 4 }), env.tmp]);
+  env.watchdog.add(child.pid);
+  let out = "";
+  let err = "";
+  child.stdout!.setEncoding("utf8").on("data", (c: string) => (out += c));
+  child.stderr!.setEncoding("utf8").on("data", (c: string) => (err += c));
+  const before = (await env.receiver.stats()).ceiling;
+  const exit = await new Promise<number | null>((r) => child.once("exit", (code) => r(code)));
+  env.watchdog.remove(child.pid);
+  if (exit !== 0) throw new Error(`http-ceiling exited ${exit}: ${err.slice(-2000)}`);
+  const r = JSON.parse(out.trim().split("\n").pop()!) as { count: number; seconds: number; perSecond: number; latencyMs: Percentiles; errors: number };
+  const received = (await env.receiver.stats()).ceiling - before;
+  check(r.errors === 0, `HTTP ceiling: ${r.errors} POSTs failed`);
+  check(received === r.count + C * 4 || received === r.count, `HTTP ceiling: receiver counted ${received} POSTs, expected ${r.count + C * 4} (with warm-up)`);
+  say(`HTTP ceiling: ${round(r.perSecond, 0)} POSTs/s (p50 ${r.latencyMs.p50} ms, p99 ${r.latencyMs.p99} ms)`);
+  return { ...r, perSecond: round(r.perSecond, 1), seconds: round(r.seconds, 3), concurrency: C };
+}
+
+async function apiCeilingPhase(env: Env, tag: string): Promise<Ceilings["api"]> {
+  const ns = `bench-ceiling-${tag}`;
+  await ensure(env.admin, NAMESPACES, [namespace(ns)]);
+  const client = await kubeClient(env.cp.kubeconfig, C + 4);
+  say(`API ceiling (${tag}): ${N} BenchItems, create + one status merge-patch each, ${C} in flight`);
+  try {
+    const mark = await controlPlaneMark(env);
+    const r = await apiCeiling({ client, namespace: ns, count: N, concurrency: C, payloadBytes: PAYLOAD, url: env.receiver.url("/ok/x") });
+    const cp = await mark(N);
+    check(r.errors === 0, `API ceiling: ${r.errors} items failed`);
+    say(`API ceiling: ${round(r.itemsPerSecond, 0)} items/s = ${round(r.writesPerSecond, 0)} writes/s (create p50 ${r.createLatencyMs.p50} ms, patch p50 ${r.patchLatencyMs.p50} ms)`);
+    return { ...r, itemsPerSecond: round(r.itemsPerSecond, 1), writesPerSecond: round(r.writesPerSecond, 1), seconds: round(r.seconds, 3), controlPlane: cp };
+  } finally {
+    await client.destroy();
+  }
+}
+
+/** Runs one batch of deliveries through the operator and measures it. */
+async function deliverBatch(
+  env: Env,
+  o: { ns: string; prefix: string; count: number; rate?: number; subscriptionOf: (i: number) => string; timeoutMs: number; label: string },
+  watch: DeliveryWatch,
+): Promise<{ produced: ProduceResult; lastSucceededAt: number; latencyMs: Latency; received: number; duplicates: number; succeeded: number }> {
+  const client = await kubeClient(env.cp.kubeconfig, C + 4);
+  let produced: ProduceResult;
+  try {
+    produced = await produce({ client, namespace: o.ns, prefix: o.prefix, count: o.count, concurrency: C, payloadBytes: PAYLOAD, subscriptionOf: o.subscriptionOf, ...(o.rate ? { rate: o.rate } : {}) });
+  } finally {
+    await client.destroy();
+  }
+  check(produced.errors.length === 0, `${o.label}: ${produced.errors.length} creates failed: ${produced.errors.slice(0, 3).join("; ")}`);
+  const names = produced.created.map((c) => c.name);
+  const done = () => names.every((n) => watch.succeededAt.has(n) || watch.failed.has(n));
+  const finished = await watch.until(done, o.timeoutMs);
+  const succeeded = names.filter((n) => watch.succeededAt.has(n)).length;
+  const notDone = names.filter((n) => !watch.succeededAt.has(n));
+  check(finished && succeeded === o.count, `${o.label}: ${succeeded} of ${o.count} deliveries Succeeded${finished ? "" : ` within ${o.timeoutMs / 1000} s`}; e.g. ${notDone.slice(0, 3).map((n) => `${n}=${watch.failed.get(n) ?? "not finished"}`).join(", ")}`);
+  const lastSucceededAt = Math.max(...names.map((n) => watch.succeededAt.get(n) ?? 0));
+  const arrivals = await env.receiver.arrivals(`${o.prefix}-`);
+  const duplicates = [...arrivals.values()].filter((a) => a.count > 1).length;
+  check(arrivals.size === o.count, `${o.label}: the receiver got ${arrivals.size} distinct webhook ids, expected ${o.count}`);
+  check(duplicates === 0, `${o.label}: ${duplicates} webhook ids arrived more than once at a receiver that always answers 200`);
+  return { produced, lastSucceededAt, latencyMs: latency(produced.created, arrivals, watch.succeededAt), received: arrivals.size, duplicates, succeeded };
+}
+
+function phaseSummary(ns: string, count: number, b: Awaited<ReturnType<typeof deliverBatch>>): Phase {
+  const { created: _c, errors, ...producer } = b.produced;
+  return {
+    namespace: ns,
+    deliveries: count,
+    producer: { ...producer, errors: errors.length, createRate: round(producer.createRate, 1) },
+    latencyMs: b.latencyMs,
+    succeeded: b.succeeded,
+    received: b.received,
+    duplicates: b.duplicates,
+  };
+}
+
+async function throughputPhase(env: Env, op: OperatorProcess): Promise<Record<string, unknown>> {
+  const ns = "bench-main";
+  const subs = subNames(SUBS).map((name) => ({ name, spec: { url: env.receiver.url(`/ok/${ns}/${name}`), retention: { succeeded: "0s" } } }));
+  await setupNamespace(env, ns, subs);
+  await waitSubscriptionsReady(env.admin, ns, subs.map((s) => s.name));
+  const watch = new DeliveryWatch(env.admin, ns);
+  await watch.start();
+  cleanups.push({ what: "watch", run: () => watch.stop() });
+  await sleep(1_000); // let the subscription status writes of the setup settle
+  const before = await op.metrics();
+  const cpMark = await controlPlaneMark(env);
+  const logMark = now();
+  const memBefore = op.memory()!;
+  op.sample(apiPort(env));
+  say(`throughput: ${N} deliveries over ${SUBS} subscriptions, created with ${C} in flight (retention.succeeded 0s)`);
+  const b = await deliverBatch(env, { ns, prefix: "m", count: N, subscriptionOf: (i) => `sub-${i % SUBS}`, timeoutMs: 120_000 + N * 40, label: "throughput" }, watch);
+  const atCompletion = await op.metrics();
+  const seconds = (b.lastSucceededAt - b.produced.firstSentAt) / 1000;
+  const rate = b.succeeded / seconds;
+  say(`throughput: ${round(rate, 0)} deliveries/s (${b.succeeded} in ${round(seconds, 2)} s; creates at ${round(b.produced.createRate, 0)}/s); create→receiver p50 ${b.latencyMs.createToReceiver.p50} ms p99 ${b.latencyMs.createToReceiver.p99} ms`);
+
+  // The final deletes (retention 0s) and the rate-limited subscription rollup finish after the
+  // last Succeeded: wait for both so the writes per delivery include them.
+  const names = b.produced.created.map((c) => c.name);
+  const deleted = await watch.until(() => names.every((n) => watch.deletedAt.has(n)), 60_000);
+  check(deleted, `throughput: ${names.filter((n) => watch.deletedAt.has(n)).length} of ${names.length} Succeeded deliveries deleted by retention (0s) within 60 s`);
+  let rollup = 0;
+  const rollupDeadline = Date.now() + 30_000;
+  while ((rollup = await rollupSucceeded(env.admin, ns)) < b.succeeded && Date.now() < rollupDeadline) await sleep(250);
+  check(rollup === N, `throughput: the subscriptions' status.deliveries.succeeded adds up to ${rollup}, expected ${N}`);
+  await sleep(500);
+  const after = await op.metrics();
+  const controlPlane = await cpMark(N);
+  op.stopSampling();
+  const memAfter = op.memory()!;
+  const left = await countNotSucceeded(env.admin, ns);
+  check(left.count === 0, `throughput: ${left.count} deliveries left that are not Succeeded: ${JSON.stringify(left.phases)}`);
+
+  const attempts = {
+    success: sample(after, "webhook_delivery_attempts_total", { namespace: ns, status: "success" }) - sample(before, "webhook_delivery_attempts_total", { namespace: ns, status: "success" }),
+    failure: sample(after, "webhook_delivery_attempts_total", { namespace: ns, status: "failure" }) - sample(before, "webhook_delivery_attempts_total", { namespace: ns, status: "failure" }),
+  };
+  const finishedMetric = sample(after, "webhook_deliveries_finished_total", { namespace: ns, phase: "Succeeded" }) - sample(before, "webhook_deliveries_finished_total", { namespace: ns, phase: "Succeeded" });
+  check(attempts.success === N && attempts.failure === 0, `throughput: the operator counted ${attempts.success} successful and ${attempts.failure} failed attempts, expected ${N} and 0`);
+  check(finishedMetric === N, `throughput: webhook_deliveries_finished_total{phase="Succeeded"} grew by ${finishedMetric}, expected ${N}`);
+
+  const api = apiDelta(before, after);
+  const perDelivery = (x: number) => round(x / N, 3);
+  const operatorWrites = writesOf(api.byVerb);
+  const cpu = sample(after, "hookline_process_cpu_seconds_total") - sample(before, "hookline_process_cpu_seconds_total");
+  const cpuToCompletion = sample(atCompletion, "hookline_process_cpu_seconds_total") - sample(before, "hookline_process_cpu_seconds_total");
+  const statusPatches = api.byResource["patch webhookdeliveries/status"] ?? 0;
+  return {
+    ...phaseSummary(ns, N, b),
+    seconds: round(seconds, 3),
+    deliveriesPerSecond: round(rate, 1),
+    apiRequestsPerDelivery: Object.fromEntries(Object.entries(api.byVerb).map(([v, n]) => [v, perDelivery(n)])),
+    apiRequestsByResource: api.byResource,
+    apiRequestsByCode: api.byCode,
+    statusPatchesPerDelivery: perDelivery(statusPatches),
+    operatorWritesPerDelivery: perDelivery(operatorWrites),
+    /** The producer's create plus the operator's writes. */
+    writesPerDelivery: perDelivery(operatorWrites + N),
+    deletesCounted: "yes: retention.succeeded is 0s, so each delivery's final delete is in the count",
+    attempts,
+    cpuSeconds: round(cpu, 3),
+    cpuSecondsPer1000: round((cpu / N) * 1000, 3),
+    cpuSecondsToCompletion: round(cpuToCompletion, 3),
+    rssBeforeMiB: MB(memBefore.rss),
+    peakRssMiB: MB(op.peakRss),
+    vmHwmMiB: MB(memAfter.hwm),
+    peakRssGrowthPer1000MiB: round(MB(op.peakRss - memBefore.rss) / (N / 1000), 2),
+    eventLoopLagP99Ms: round(sample(atCompletion, "hookline_nodejs_eventloop_lag_p99_seconds") * 1000, 2),
+    eventLoopLagMaxMs: round(sample(atCompletion, "hookline_nodejs_eventloop_lag_max_seconds") * 1000, 2),
+    logLinesPerDelivery: round(op.logLinesSince(logMark) / N, 3),
+    /** Distinct TCP connections to the API server seen (polled every 50 ms: a lower bound). */
+    apiConnectionsSeen: op.apiConnections.size,
+    /** API server and etcd CPU per 1,000 deliveries; watches the API server closed because their reader was too slow. */
+    controlPlane,
+    watchRestarts: watch.restarts,
+  };
+}
+
+async function pacedPhase(env: Env, op: OperatorProcess, rate: number): Promise<Record<string, unknown>> {
+  const ns = "bench-paced";
+  const subs = subNames(SUBS).map((name) => ({ name, spec: { url: env.receiver.url(`/ok/${ns}/${name}`), retention: { succeeded: "0s" } } }));
+  await setupNamespace(env, ns, subs);
+  await waitSubscriptionsReady(env.admin, ns, subs.map((s) => s.name));
+  const watch = new DeliveryWatch(env.admin, ns);
+  await watch.start();
+  cleanups.push({ what: "watch", run: () => watch.stop() });
+  const count = Math.max(10, Math.round(rate * PACED_SECONDS));
+  await quiesce(op);
+  say(`half rate: ${count} deliveries at ${round(rate, 1)}/s (half the measured rate) for ${PACED_SECONDS} s`);
+  const before = await op.metrics();
+  const b = await deliverBatch(env, { ns, prefix: "p", count, rate, subscriptionOf: (i) => `sub-${i % SUBS}`, timeoutMs: 60_000 + count * 40, label: "half rate" }, watch);
+  const after = await op.metrics();
+  await watch.stop();
+  say(`half rate: create→receiver p50 ${b.latencyMs.createToReceiver.p50} ms p99 ${b.latencyMs.createToReceiver.p99} ms (creates at ${round(b.produced.createRate, 1)}/s)`);
+  return {
+    ...phaseSummary(ns, count, b),
+    targetRate: round(rate, 1),
+    eventLoopLagP99Ms: round(sample(after, "hookline_nodejs_eventloop_lag_p99_seconds") * 1000, 2),
+    cpuSeconds: round(sample(after, "hookline_process_cpu_seconds_total") - sample(before, "hookline_process_cpu_seconds_total"), 3),
+  };
+}
+
+async function hangPhase(env: Env, op: OperatorProcess, rate: number): Promise<Record<string, unknown>> {
+  const ns = "bench-hang";
+  const timeoutS = HANG_WINDOW_SECONDS + 15;
+  await setupNamespace(env, ns, [
+    { name: "healthy", spec: { url: env.receiver.url(`/ok/${ns}/healthy`), retention: { succeeded: "0s" } } },
+    { name: "hanging", spec: { url: env.receiver.url(`/hang/${ns}/hanging`), maxInFlight: HANG_MAX_IN_FLIGHT, timeout: `${timeoutS}s`, retention: { succeeded: "0s" } } },
+  ]);
+  await waitSubscriptionsReady(env.admin, ns, ["healthy", "hanging"]);
+  const watch = new DeliveryWatch(env.admin, ns);
+  await watch.start();
+  cleanups.push({ what: "watch", run: () => watch.stop() });
+  const count = Math.max(10, Math.round(rate * HANG_WINDOW_SECONDS));
+  await quiesce(op);
+  say(`hanging endpoint: ${count} deliveries to a healthy endpoint at ${round(rate, 1)}/s alone`);
+  const alone = await deliverBatch(env, { ns, prefix: "ha", count, rate, subscriptionOf: () => "healthy", timeoutMs: 60_000, label: "healthy alone" }, watch);
+
+  say(`hanging endpoint: ${HANG_PENDING} deliveries to an endpoint that hangs (timeout ${timeoutS}s, maxInFlight ${HANG_MAX_IN_FLIGHT})`);
+  const client = await kubeClient(env.cp.kubeconfig, C + 4);
+  const hung = await produce({ client, namespace: ns, prefix: "hh", count: HANG_PENDING, concurrency: C, payloadBytes: PAYLOAD, subscriptionOf: () => "hanging" });
+  await client.destroy();
+  check(hung.errors.length === 0, `hang: ${hung.errors.length} creates failed`);
+  const hangDeadline = Date.now() + 20_000;
+  let stats = await env.receiver.stats();
+  while (stats.hangingOpen < HANG_MAX_IN_FLIGHT && Date.now() < hangDeadline) {
+    await sleep(100);
+    stats = await env.receiver.stats();
+  }
+  check(stats.hangingOpen >= HANG_MAX_IN_FLIGHT, `hang: only ${stats.hangingOpen} requests hanging at the receiver, expected ${HANG_MAX_IN_FLIGHT}`);
+  say(`hanging endpoint: ${stats.hangingOpen} requests hang; the same healthy load again`);
+  const during = await deliverBatch(env, { ns, prefix: "hb", count, rate, subscriptionOf: () => "healthy", timeoutMs: 60_000, label: "healthy while another endpoint hangs" }, watch);
+  const stillHanging = (await env.receiver.stats()).hangingOpen;
+  check(stillHanging >= HANG_MAX_IN_FLIGHT, `hang: the hanging requests ended before the window did (${stillHanging} open)`);
+  await env.receiver.release();
+  const hungNames = hung.created.map((c) => c.name);
+  const released = await watch.until(() => hungNames.every((n) => watch.succeededAt.has(n)), 60_000);
+  check(released, `hang: ${hungNames.filter((n) => watch.succeededAt.has(n)).length} of ${HANG_PENDING} deliveries to the hanging endpoint Succeeded after it recovered`);
+  // Alone again, so that noise from the rest of the machine shows as a difference between the
+  // two "alone" runs rather than as an effect of the hanging endpoint.
+  await quiesce(op);
+  say(`hanging endpoint: released; the healthy load alone again`);
+  const aloneAgain = await deliverBatch(env, { ns, prefix: "hc", count, rate, subscriptionOf: () => "healthy", timeoutMs: 60_000, label: "healthy alone again" }, watch);
+  await watch.stop();
+  const a = alone.latencyMs.createToReceiver;
+  const a2 = aloneAgain.latencyMs.createToReceiver;
+  const d = during.latencyMs.createToReceiver;
+  const base = (k: "p50" | "p95" | "p99") => (a[k] + a2[k]) / 2;
+  say(`hanging endpoint: healthy p50 ${a.p50} → ${d.p50} → ${a2.p50} ms, p99 ${a.p99} → ${d.p99} → ${a2.p99} ms (alone, hanging, alone)`);
+  return {
+    namespace: ns,
+    rate: round(rate, 1),
+    deliveries: count,
+    hangingPending: HANG_PENDING,
+    hangingInFlight: stillHanging,
+    hangingTimeoutSeconds: timeoutS,
+    alone: phaseSummary(ns, count, alone),
+    duringHang: phaseSummary(ns, count, during),
+    aloneAgain: phaseSummary(ns, count, aloneAgain),
+    /** During the hang divided by the mean of the two runs alone. */
+    ratio: { p50: round(d.p50 / base("p50"), 2), p95: round(d.p95 / base("p95"), 2), p99: round(d.p99 / base("p99"), 2) },
+  };
+}
+
+interface RssReading {
+  /** RSS a few seconds after start and sync, as Kubernetes sees it (includes uncollected garbage). */
+  rssMiB: number;
+  heapUsedMiB: number;
+  /** After a forced full GC: RSS, and the heap that live objects hold. */
+  rssAfterGcMiB: number;
+  heapAfterGcMiB: number;
+}
+
+async function settledRss(op: OperatorProcess): Promise<RssReading> {
+  await sleep(3_000);
+  const rss: number[] = [];
+  for (let i = 0; i < 8; i++) {
+    rss.push(op.memory()!.rss);
+    await sleep(250);
+  }
+  const m = await op.metrics();
+  const sorted = [...rss].sort((x, y) => x - y);
+  const gc = await op.forceGc();
+  await sleep(1_000);
+  return {
+    rssMiB: MB(sorted[Math.floor(sorted.length / 2)]!),
+    heapUsedMiB: MB(sample(m, "hookline_nodejs_heap_size_used_bytes")),
+    rssAfterGcMiB: MB(op.memory()!.rss),
+    heapAfterGcMiB: MB(gc.usedBytes),
+  };
+}
+
+/** Starts a fresh operator on `ns` `starts` times; the median of each reading. */
+async function operatorRss(env: Env, ns: string, name: string, starts: number, expectFinished: number): Promise<RssReading & { syncedMs: number; runs: unknown[] }> {
+  const runs: Array<RssReading & { syncedMs: number; readyMs: number; indexed: number }> = [];
+  for (let i = 0; i < starts; i++) {
+    const op = await startOperator(env, `${name}-${i}`, { WATCH_NAMESPACES: ns }, undefined, true);
+    const ready = await op.ready(120_000);
+    const indexed = Number(ready.synced.finishedDeliveries);
+    check(indexed === expectFinished, `memory: the operator indexed ${indexed} finished deliveries, expected ${expectFinished}`);
+    const reading = await settledRss(op);
+    await op.stop();
+    env.watchdog.remove(op.pid);
+    runs.push({ ...reading, syncedMs: round(ready.syncedMs, 0), readyMs: round(ready.readyMs, 0), indexed });
+  }
+  const median = (f: (r: (typeof runs)[number]) => number) => runs.map(f).sort((a, b) => a - b)[Math.floor(runs.length / 2)]!;
+  return {
+    rssMiB: median((r) => r.rssMiB),
+    heapUsedMiB: median((r) => r.heapUsedMiB),
+    rssAfterGcMiB: median((r) => r.rssAfterGcMiB),
+    heapAfterGcMiB: median((r) => r.heapAfterGcMiB),
+    syncedMs: median((r) => r.syncedMs),
+    runs,
+  };
+}
+
+async function memoryPhase(env: Env): Promise<Record<string, unknown>> {
+  const ns = "bench-mem";
+  const starts = QUICK ? 1 : 3;
+  const subs = subNames(SUBS).map((name) => ({ name, spec: { url: env.receiver.url(`/ok/${ns}/${name}`), retention: { succeeded: "8760h", deadLettered: "8760h" } } }));
+  await setupNamespace(env, ns, subs);
+  say(`memory: a fresh operator with no finished deliveries${starts > 1 ? ` (median of ${starts} starts)` : ""}`);
+  const none = await operatorRss(env, ns, "mem-empty", starts, 0);
+  say(`memory: RSS ${none.rssMiB} MiB with none; creating ${FINISHED} finished deliveries (create + status patch)`);
+  const client = await kubeClient(env.cp.kubeconfig, C + 4);
+  const made = await createFinished({ client, namespace: ns, count: FINISHED, concurrency: C, payloadBytes: PAYLOAD, url: env.receiver.url("/ok/x"), subscriptions: SUBS });
+  await client.destroy();
+  check(made.errors === 0, `memory: ${made.errors} finished deliveries could not be created`);
+  say(`memory: ${FINISHED} finished deliveries in ${round(made.seconds, 1)} s; a fresh operator again`);
+  const withFinished = await operatorRss(env, ns, "mem-full", starts, FINISHED - made.errors);
+  const growth = round(((withFinished.rssMiB - none.rssMiB) / none.rssMiB) * 100, 1);
+  say(`memory: RSS ${withFinished.rssMiB} MiB with ${FINISHED} finished (${growth >= 0 ? "+" : ""}${growth}%); after a full GC ${none.rssAfterGcMiB} → ${withFinished.rssAfterGcMiB} MiB, live heap ${none.heapAfterGcMiB} → ${withFinished.heapAfterGcMiB} MiB`);
+  return {
+    namespace: ns,
+    finishedDeliveries: FINISHED,
+    createSeconds: round(made.seconds, 1),
+    operatorStarts: starts,
+    none,
+    withFinished,
+    rssGrowthPct: growth,
+    rssAfterGcGrowthPct: round(((withFinished.rssAfterGcMiB - none.rssAfterGcMiB) / none.rssAfterGcMiB) * 100, 1),
+    /** Live heap per 1,000 finished deliveries (after a full GC in both). */
+    heapAfterGcPer1000FinishedKiB: round(((withFinished.heapAfterGcMiB - none.heapAfterGcMiB) * 1024) / (FINISHED / 1000), 0),
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// report
+
+const fmt = (x: unknown) => (typeof x === "number" ? (Number.isFinite(x) ? String(x) : "n/a") : String(x));
+const pct = (p: Percentiles) => `${fmt(p.p50)} / ${fmt(p.p95)} / ${fmt(p.p99)}`;
+
+ 
+function table(r: Record<string, any>): string {
+  const rows: Array<[string, string]> = [];
+  const t = r.throughput;
+  const c = r.ceilings;
+  if (t) {
+    rows.push([`Deliveries/s (first create → last Succeeded, ${t.deliveries} deliveries)`, `**${fmt(t.deliveriesPerSecond)}**`]);
+    if (c) rows.push([`… as a fraction of the HTTP ceiling (${fmt(c.httpPerSecond)} signed POSTs/s)`, `${fmt(r.fractions.ofHttpCeiling)}`]);
+    if (c) rows.push([`… as a fraction of the API ceiling (${fmt(c.apiWritesPerSecond)} writes/s ÷ ${fmt(t.writesPerDelivery)} writes per delivery = ${fmt(r.fractions.apiBoundDeliveriesPerSecond)}/s)`, `${fmt(r.fractions.ofApiCeiling)}`]);
+    rows.push(["Producer creates/s (as fast as the API server accepts, " + `${r.config.concurrency} in flight)`, fmt(t.producer.createRate)]);
+    rows.push(["Create → receiver, p50 / p95 / p99 ms", pct(t.latencyMs.createToReceiver)]);
+    rows.push(["Create → Succeeded (watch), p50 / p95 / p99 ms", pct(t.latencyMs.createToSucceeded)]);
+    rows.push(["API requests per delivery (operator), by verb", Object.entries(t.apiRequestsPerDelivery).map(([v, n]) => `${v} ${fmt(n)}`).join(", ")]);
+    rows.push(["API writes per delivery (producer create + operator; final delete included)", `${fmt(t.writesPerDelivery)} (operator ${fmt(t.operatorWritesPerDelivery)}, of which status patches ${fmt(t.statusPatchesPerDelivery)})`]);
+    rows.push(["Operator CPU seconds per 1,000 deliveries", fmt(t.cpuSecondsPer1000)]);
+    rows.push(["Operator peak RSS (MiB; growth per 1,000 deliveries)", `${fmt(t.peakRssMiB)} (from ${fmt(t.rssBeforeMiB)}; +${fmt(t.peakRssGrowthPer1000MiB)})`]);
+    rows.push(["Operator event-loop delay p99 / max (ms)", `${fmt(t.eventLoopLagP99Ms)} / ${fmt(t.eventLoopLagMaxMs)}`]);
+    rows.push([
+      "API server / etcd CPU seconds per 1,000 deliveries (API ceiling: per 1,000 items)",
+      `${fmt(t.controlPlane.apiserverCpuSecondsPer1000)} / ${fmt(t.controlPlane.etcdCpuSecondsPer1000)}${c ? ` (${fmt(c.before.api.controlPlane.apiserverCpuSecondsPer1000)} / ${fmt(c.before.api.controlPlane.etcdCpuSecondsPer1000)})` : ""}`,
+    ]);
+    rows.push(["Operator watches closed by the API server as too slow (apiserver_terminated_watchers_total)", fmt(t.controlPlane.watchersTerminatedAsUnresponsive)]);
+    rows.push(["Operator log lines per delivery; API server connections opened (≥)", `${fmt(t.logLinesPerDelivery)}; ${fmt(t.apiConnectionsSeen)}`]);
+  }
+  const p = r.halfRate;
+  if (p) {
+    rows.push([`At half the rate (${fmt(p.targetRate)}/s): create → receiver p50 / p95 / p99 ms`, pct(p.latencyMs.createToReceiver)]);
+    rows.push([`At half the rate: create → Succeeded p50 / p95 / p99 ms`, pct(p.latencyMs.createToSucceeded)]);
+  }
+  const h = r.hang;
+  if (h) {
+    rows.push([`Healthy endpoint alone (${fmt(h.rate)}/s): create → receiver p50 / p99 ms, before and after`, `${fmt(h.alone.latencyMs.createToReceiver.p50)} / ${fmt(h.alone.latencyMs.createToReceiver.p99)}; ${fmt(h.aloneAgain.latencyMs.createToReceiver.p50)} / ${fmt(h.aloneAgain.latencyMs.createToReceiver.p99)}`]);
+    rows.push([`… while another endpoint hangs (${h.hangingInFlight} requests hanging, ${h.hangingPending} pending)`, `${fmt(h.duringHang.latencyMs.createToReceiver.p50)} / ${fmt(h.duringHang.latencyMs.createToReceiver.p99)} (×${fmt(h.ratio.p50)} / ×${fmt(h.ratio.p99)})`]);
+  }
+  const m = r.memory;
+  const signed = (x: number) => `${x >= 0 ? "+" : ""}${fmt(x)}`;
+  if (m) {
+    rows.push([`Operator RSS after start and sync: none → ${m.finishedDeliveries} finished deliveries in etcd (MiB, median of ${m.operatorStarts})`, `${fmt(m.none.rssMiB)} → ${fmt(m.withFinished.rssMiB)} (${signed(m.rssGrowthPct)}%)`]);
+    rows.push([`… after a forced full GC: RSS; live heap (per 1,000 finished)`, `${fmt(m.none.rssAfterGcMiB)} → ${fmt(m.withFinished.rssAfterGcMiB)} MiB (${signed(m.rssAfterGcGrowthPct)}%); ${fmt(m.none.heapAfterGcMiB)} → ${fmt(m.withFinished.heapAfterGcMiB)} MiB (${fmt(m.heapAfterGcPer1000FinishedKiB)} KiB)`]);
+  }
+  if (c) {
+    const when = r.mode === "quick" ? "before Hookline (quick: once)" : "before / after Hookline";
+    const two = (a: unknown, b: unknown) => (r.mode === "quick" ? fmt(a) : `${fmt(a)} / ${fmt(b)}`);
+    rows.push([`HTTP ceiling: signed POSTs/s (${r.config.concurrency} in flight), ${when}`, `${two(c.before.http.perSecond, c.after.http.perSecond)} (p99 ${two(c.before.http.latencyMs.p99, c.after.http.latencyMs.p99)} ms)`]);
+    rows.push([`API ceiling: create + status patch per s (${r.config.concurrency} in flight), ${when}`, `${two(c.before.api.itemsPerSecond, c.after.api.itemsPerSecond)} items/s = ${two(c.before.api.writesPerSecond, c.after.api.writesPerSecond)} writes/s`]);
+  }
+  rows.push(["Load average (1 min) at start / end; run time", `${fmt(r.machine.loadAverageAtStart[0])} / ${fmt(r.machine.loadAverageAtEnd[0])}; ${fmt(r.durationSeconds)} s`]);
+  rows.push(["Commit measured", `${r.git.commit}${r.git.srcDirty ? " + uncommitted changes in src/" : ""}`]);
+  return ["| Measure | Value |", "| --- | --- |", ...rows.map(([k, v]) => `| ${k} | ${v} |`)].join("\n");
+}
+
+// ---------------------------------------------------------------------------------------------
+// main
+
+async function main(): Promise<number> {
+  const tmp = await mkdtemp(join(tmpdir(), "hookline-bench-"));
+  cleanups.push({
+    what: "temp dir",
+    run: async () => {
+      if (argv.keep || failures.length) say(`kept ${tmp} (logs, control plane data)`);
+      else await rm(tmp, { recursive: true, force: true });
+    },
+  });
+  const watchdog = new Watchdog(join(tmp, "children.json"));
+  cleanups.push({ what: "watchdog", run: () => watchdog.stop() });
+  const load0 = loadAverage();
+  say(`${QUICK ? "quick" : "full"} run in ${tmp}; load average ${load0.join(" ")}`);
+
+  const { binDir } = await ensureBinaries({ env: process.env, onProgress: (l) => (/binaries present/.test(l) ? undefined : say(l)) });
+  const cpDir = join(tmp, "cluster");
+  cleanups.push({ what: "control plane", run: () => stopControlPlane(cpDir) });
+  const cp = await startControlPlane({
+    dir: cpDir,
+    binDir,
+    attachToParent: true,
+    env: process.env,
+    beforeControllerManager: async (info) => {
+      const kc = new KubeConfig();
+      kc.loadFromFile(info.kubeconfig);
+      const client = await KubeClient.create(kc);
+      try {
+        await installCrds(client);
+        const crd = benchItemCrd();
+        await client.request({ method: "PATCH", path: `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${crd.metadata.name}`, query: { fieldManager: "hookline-bench", force: true }, contentType: CONTENT_TYPE.apply, body: crd });
+        for (const deadline = Date.now() + 60_000; ; ) {
+          const disc = await client.request<{ resources?: Array<{ name: string }> }>({ method: "GET", path: `/apis/${crd.spec.group}/v1` }).catch(() => undefined);
+          if (disc?.resources?.some((r) => r.name === crd.spec.names.plural)) break;
+          if (Date.now() > deadline) throw new Error("benchitems CRD not served within 60 s");
+          await sleep(100);
+        }
+      } finally {
+        await client.destroy();
+      }
+    },
+  });
+  say(`control plane ${cp.version} (etcd ${cp.etcdVersion}) at ${cp.server}`);
+  const admin = await kubeClient(cp.kubeconfig, 8);
+  cleanups.push({ what: "admin client", run: () => admin.destroy() });
+  const receiver = await ReceiverProcess.start(tmp);
+  watchdog.add(receiver.child.pid);
+  cleanups.push({ what: "receiver", run: () => receiver.stop() });
+  const env: Env = { cp, cpDir, admin, receiver, watchdog, tmp };
+
+  const m = machine();
+  Object.assign(results, {
+    hookline: HOOKLINE_VERSION,
+    git: GIT,
+    startedAt: new Date(started).toISOString(),
+    mode: QUICK ? "quick" : "full",
+    machine: { ...m, node: process.version, kubernetes: cp.version, etcd: cp.etcdVersion, loadAverageAtStart: load0 },
+    config: { deliveries: N, subscriptions: SUBS, concurrency: C, operatorMaxInFlight: C, subscriptionMaxInFlight: 10, payloadBytes: PAYLOAD, finishedDeliveries: FINISHED, cpuProfile: argv["cpu-prof"], leaderElection: true, operatorNodeOptions: argv["node-options"] || undefined, tag: argv.tag || undefined },
+  });
+
+  const before = SKIP.has("ceilings") ? undefined : await ceilings(env, "before");
+
+  const profDir = argv["cpu-prof"] ? join(tmp, "profiles") : undefined;
+  if (profDir) mkdirSync(profDir, { recursive: true });
+  say(`starting the operator (leader election on, WEBHOOK_MAX_IN_FLIGHT=${C}${profDir ? ", --cpu-prof" : ""})`);
+  const op = await startOperator(env, "main", {}, profDir);
+  const ready = await op.ready();
+  say(`operator ready in ${round(ready.readyMs, 0)} ms (caches synced ${round(ready.syncedMs, 0)} ms, leader ${round(ready.leaderMs, 0)} ms)`);
+  const t = await throughputPhase(env, op);
+  results.throughput = t;
+  const rate = t.deliveriesPerSecond as number;
+  if (!SKIP.has("paced")) results.halfRate = await pacedPhase(env, op, Math.max(1, rate / 2));
+  if (!SKIP.has("hang")) results.hang = await hangPhase(env, op, Math.max(1, Math.min(50, rate / 2)));
+  const stopped = await op.stop(60_000);
+  env.watchdog.remove(op.pid);
+  check(stopped.code === 0 && !stopped.killed, `operator: exited with ${JSON.stringify(stopped)} after SIGTERM, expected code 0`);
+  say(`operator stopped in ${round(stopped.ms, 0)} ms (code ${stopped.code})`);
+
+  let profile: ProfileSummary | undefined;
+  if (profDir) {
+    const file = join(profDir, "main.cpuprofile");
+    if (existsSync(file)) {
+      profile = summarizeProfile(file, 30);
+      results.profile = profile;
+    } else say(`no CPU profile at ${file}`);
+  }
+
+  // The machine is shared: measure the ceilings again after Hookline ran and use the mean
+  // (not in quick mode, which is a smoke test with a time budget).
+  const after = before && !QUICK ? await ceilings(env, "after") : before;
+  if (before && after) {
+    const mean = (a: number, b: number) => round((a + b) / 2, 1);
+    const c = {
+      before,
+      after,
+      httpPerSecond: mean(before.http.perSecond, after.http.perSecond),
+      apiItemsPerSecond: mean(before.api.itemsPerSecond, after.api.itemsPerSecond),
+      apiWritesPerSecond: mean(before.api.writesPerSecond, after.api.writesPerSecond),
+    };
+    results.ceilings = c;
+    const bound = c.apiWritesPerSecond / (t.writesPerDelivery as number);
+    results.fractions = {
+      ofHttpCeiling: round(rate / c.httpPerSecond, 3),
+      apiBoundDeliveriesPerSecond: round(bound, 1),
+      ofApiCeiling: round(rate / bound, 3),
+    };
+  }
+
+  if (!SKIP.has("memory")) results.memory = await memoryPhase(env);
+
+  results.machine = { ...(results.machine as object), loadAverageAtEnd: loadAverage() };
+  results.durationSeconds = round((now() - started) / 1000, 1);
+  results.correctness = { ok: failures.length === 0, failures };
+
+  const text = table(results);
+  process.stdout.write(`\n${text}\n\n`);
+  if (profile) process.stdout.write(`${formatProfile(profile, 25)}\n\n`);
+  if (!argv["no-save"]) {
+    const dir = join(ROOT, "bench", "results");
+    mkdirSync(dir, { recursive: true });
+    const stamp = new Date(started).toISOString().replace(/[:]/g, "-").replace(/\.\d+Z$/, "Z");
+    const json = `${JSON.stringify(results, null, 2)}\n`;
+    const file = join(dir, `${stamp}-${QUICK ? "quick" : "full"}${argv.tag ? `-${argv.tag}` : ""}.json`);
+    writeFileSync(file, json);
+    if (!argv.tag) {
+      writeFileSync(join(dir, "latest.json"), json);
+      writeFileSync(join(dir, `latest-${QUICK ? "quick" : "full"}.json`), json);
+    }
+    if (profDir && existsSync(join(profDir, "main.cpuprofile"))) {
+      mkdirSync(join(dir, "profiles"), { recursive: true });
+      copyFileSync(join(profDir, "main.cpuprofile"), join(dir, "profiles", `${stamp}.cpuprofile`));
+    }
+    say(`results: ${file.slice(ROOT.length)}${argv.tag ? "" : " (and latest.json)"}`);
+  }
+  say(`done in ${round((now() - started) / 1000, 1)} s; correctness ${failures.length ? `FAILED (${failures.length})` : "ok"}`);
+  return failures.length ? 1 : 0;
+}
+
+void main()
+  .catch((err: Error) => {
+    say(`benchmark failed: ${err.stack ?? err.message}`);
+    return 2;
+  })
+  .then(async (code) => {
+    await cleanup();
+    process.exit(code);
+  });
