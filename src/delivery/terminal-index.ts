@@ -18,14 +18,26 @@ import { DELIVERIES, TERMINAL_DELIVERIES_SELECTOR, type Caches } from "./caches.
 
 export type TerminalPhase = "Succeeded" | "DeadLettered" | "Discarded";
 
+/** What the index keeps per finished delivery: a few small fields, strings shared where they repeat. */
 export interface TerminalRecord {
-  metadata: Pick<ObjectMeta, "name" | "namespace" | "resourceVersion" | "uid"> & { annotations?: Record<string, string> };
+  metadata: Pick<ObjectMeta, "name" | "namespace" | "resourceVersion"> & { annotations?: Record<string, string> };
   subscription: string;
   phase: TerminalPhase;
-  reason: string | undefined;
   /** Epoch ms: finishedAt, or creation when absent. */
   finishedAt: number;
 }
+
+/** Namespaces and subscription names repeat across thousands of records: keep one copy. */
+const pool = new Map<string, string>();
+function intern(s: string): string {
+  const hit = pool.get(s);
+  if (hit !== undefined) return hit;
+  if (pool.size < 100_000) pool.set(s, s);
+  return s;
+}
+
+/** Retention and eviction deletes run at most this many at once, beside the delivery writes. */
+const MAX_CONCURRENT_DELETES = 8;
 
 const DEFAULT_RETENTION = { succeededMs: 3_600_000, deadLetteredMs: 720 * 3_600_000 };
 
@@ -217,14 +229,28 @@ export class TerminalIndex {
     }
   }
 
+  private deleting = 0;
+  private readonly deleteWaiters: Array<() => void> = [];
+
   private async deleteDelivery(rec: TerminalRecord, why: "retention" | "overflow"): Promise<boolean> {
+    if (this.deleting >= MAX_CONCURRENT_DELETES) await new Promise<void>((r) => this.deleteWaiters.push(r));
+    this.deleting++;
+    try {
+      return await this.deleteNow(rec, why);
+    } finally {
+      this.deleting--;
+      this.deleteWaiters.shift()?.();
+    }
+  }
+
+  private async deleteNow(rec: TerminalRecord, why: "retention" | "overflow"): Promise<boolean> {
     try {
       await this.d.client.request({
         method: "DELETE",
         path: objectPath(DELIVERIES, rec.metadata.namespace, rec.metadata.name),
         accept: ACCEPT.objectMetadata,
         // Only the version we indexed: a delivery annotated for replay meanwhile is kept.
-        body: { kind: "DeleteOptions", apiVersion: "v1", preconditions: { uid: rec.metadata.uid, resourceVersion: rec.metadata.resourceVersion } },
+        body: { kind: "DeleteOptions", apiVersion: "v1", preconditions: { resourceVersion: rec.metadata.resourceVersion } },
       });
       this.d.log.debug({ delivery: objectKey(rec.metadata), why }, "deleted finished delivery");
       return true;
@@ -238,24 +264,21 @@ export class TerminalIndex {
   }
 }
 
+const PHASES: Record<string, TerminalPhase> = { Succeeded: "Succeeded", DeadLettered: "DeadLettered", Discarded: "Discarded" };
+
 function toRecord(item: RawItem): TerminalRecord | undefined {
   const cells = item.cells ?? {};
-  const phase = cells["Phase"];
-  if (phase !== "Succeeded" && phase !== "DeadLettered" && phase !== "Discarded") return undefined;
+  const phase = PHASES[String(cells["Phase"])];
+  if (!phase) return undefined;
   const m = item.metadata;
   const replay = m.annotations?.[ANNOTATIONS.replay];
   const finished = typeof cells["Finished"] === "string" ? fromRfc3339(cells["Finished"]) : undefined;
+  const metadata: TerminalRecord["metadata"] = { name: m.name, namespace: intern(m.namespace ?? ""), resourceVersion: m.resourceVersion };
+  if (replay !== undefined) metadata.annotations = { [ANNOTATIONS.replay]: replay };
   return {
-    metadata: {
-      name: m.name,
-      namespace: m.namespace,
-      resourceVersion: m.resourceVersion,
-      uid: m.uid,
-      ...(replay !== undefined ? { annotations: { [ANNOTATIONS.replay]: replay } } : {}),
-    },
-    subscription: typeof cells["Subscription"] === "string" ? cells["Subscription"] : "",
+    metadata,
+    subscription: intern(typeof cells["Subscription"] === "string" ? cells["Subscription"] : ""),
     phase,
-    reason: typeof cells["Reason"] === "string" && cells["Reason"] ? cells["Reason"] : undefined,
     finishedAt: finished ?? fromRfc3339(m.creationTimestamp) ?? Date.now(),
   };
 }

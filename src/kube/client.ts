@@ -170,7 +170,9 @@ export class KubeClient {
     const signal = signals.length > 1 ? AbortSignal.any(signals) : signals[0];
     let code = 0;
     try {
-      const res = await this.pool.request({ method: opts.method, path: withQuery(opts.path, opts.query), headers, body, signal });
+      // reset: false keeps the connection after a DELETE with a body (DeleteOptions): undici
+      // otherwise closes it, and every retention delete would pay a new TLS handshake.
+      const res = await this.pool.request({ method: opts.method, path: withQuery(opts.path, opts.query), headers, body, signal, reset: false });
       code = res.statusCode;
       return res;
     } catch (err) {
