@@ -324,11 +324,20 @@ async function apiCeilingPhase(env: Env, tag: string): Promise<Ceilings["api"]> 
   const ns = `bench-ceiling-${tag}`;
   await ensure(env.admin, NAMESPACES, [namespace(ns)]);
   const client = await kubeClient(env.cp.kubeconfig, C + 4);
-  say(`API ceiling (${tag}): ${N} BenchItems, create + one status merge-patch each, ${C} in flight`);
+  say(`API ceiling (${tag}): ${N} BenchItems (after ${Math.min(500, Math.ceil(N / 5))} not counted), create + one status merge-patch each, ${C} in flight`);
   try {
-    const mark = await controlPlaneMark(env);
-    const r = await apiCeiling({ client, namespace: ns, count: N, concurrency: C, payloadBytes: PAYLOAD, url: env.receiver.url("/ok/x") });
-    const cp = await mark(N);
+    let mark: Awaited<ReturnType<typeof controlPlaneMark>> | undefined;
+    const r = await apiCeiling({
+      client,
+      namespace: ns,
+      count: N,
+      concurrency: C,
+      payloadBytes: PAYLOAD,
+      url: env.receiver.url("/ok/x"),
+      warmup: Math.min(500, Math.ceil(N / 5)),
+      beforeMeasure: async () => void (mark = await controlPlaneMark(env)),
+    });
+    const cp = await mark!(N);
     check(r.errors === 0, `API ceiling: ${r.errors} items failed`);
     say(`API ceiling: ${round(r.itemsPerSecond, 0)} items/s = ${round(r.writesPerSecond, 0)} writes/s (create p50 ${r.createLatencyMs.p50} ms, patch p50 ${r.patchLatencyMs.p50} ms)`);
     return { ...r, itemsPerSecond: round(r.itemsPerSecond, 1), writesPerSecond: round(r.writesPerSecond, 1), seconds: round(r.seconds, 3), controlPlane: cp };
@@ -356,7 +365,10 @@ async function deliverBatch(
   const finished = await watch.until(done, o.timeoutMs);
   const succeeded = names.filter((n) => watch.succeededAt.has(n)).length;
   const notDone = names.filter((n) => !watch.succeededAt.has(n));
-  check(finished && succeeded === o.count, `${o.label}: ${succeeded} of ${o.count} deliveries Succeeded${finished ? "" : ` within ${o.timeoutMs / 1000} s`}; e.g. ${notDone.slice(0, 3).map((n) => `${n}=${watch.failed.get(n) ?? "not finished"}`).join(", ")}`);
+  if (!finished || succeeded !== o.count) {
+    const left = await countNotSucceeded(env.admin, o.ns).catch(() => undefined);
+    check(false, `${o.label}: ${succeeded} of ${o.count} deliveries Succeeded${finished ? "" : ` within ${o.timeoutMs / 1000} s`}; e.g. ${notDone.slice(0, 3).map((n) => `${n}=${watch.failed.get(n) ?? "not finished"}`).join(", ")}; not Succeeded in ${o.ns}: ${JSON.stringify(left?.phases ?? "?")}`);
+  }
   const lastSucceededAt = Math.max(...names.map((n) => watch.succeededAt.get(n) ?? 0));
   const arrivals = await env.receiver.arrivals(`${o.prefix}-`);
   const duplicates = [...arrivals.values()].filter((a) => a.count > 1).length;

@@ -96,8 +96,14 @@ interface WatchEvent {
 }
 
 /**
- * Watches the deliveries of one namespace from "now" and records, per name, when its phase was
- * first seen Succeeded (or another final phase) and when it was deleted.
+ * Deliveries in a final phase. Watching only these (an object entering the selection arrives as
+ * ADDED) costs the API server two events per delivery instead of one per write.
+ */
+const FINISHED_SELECTOR = "status.phase!=,status.phase!=Pending,status.phase!=Retrying";
+
+/**
+ * Watches the finished deliveries of one namespace from "now" and records, per name, when its
+ * phase was first seen Succeeded (or another final phase) and when it was deleted.
  */
 export class DeliveryWatch {
   readonly succeededAt = new Map<string, number>();
@@ -116,7 +122,7 @@ export class DeliveryWatch {
   ) {}
 
   async start(): Promise<void> {
-    const list = await this.client.request<{ metadata: { resourceVersion: string } }>({ method: "GET", path: collectionPath(DELIVERIES, this.ns), query: { limit: 1 } });
+    const list = await this.client.request<{ metadata: { resourceVersion: string } }>({ method: "GET", path: collectionPath(DELIVERIES, this.ns), query: { limit: 1, fieldSelector: FINISHED_SELECTOR } });
     this.rv = list.metadata.resourceVersion;
     this.running = this.loop();
   }
@@ -127,7 +133,7 @@ export class DeliveryWatch {
         const res = await this.client.stream({
           method: "GET",
           path: collectionPath(DELIVERIES, this.ns),
-          query: { watch: 1, resourceVersion: this.rv, allowWatchBookmarks: true, timeoutSeconds: 3600 },
+          query: { watch: 1, resourceVersion: this.rv, allowWatchBookmarks: true, timeoutSeconds: 3600, fieldSelector: FINISHED_SELECTOR },
           signal: this.abort.signal,
         });
         let buf = "";
