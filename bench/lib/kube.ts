@@ -115,6 +115,8 @@ export class DeliveryWatch {
   private rv: string | undefined;
   error: Error | undefined;
   restarts = 0;
+  /** Watches opened after the first (the server ended one, or it failed). */
+  reopened = 0;
 
   constructor(
     private readonly client: KubeClient,
@@ -128,7 +130,9 @@ export class DeliveryWatch {
   }
 
   private async loop(): Promise<void> {
+    let opened = 0;
     while (!this.abort.signal.aborted) {
+      if (opened++ > 0) this.reopened++;
       try {
         const res = await this.client.stream({
           method: "GET",
