@@ -8,6 +8,7 @@ import { Agent, buildConnector, type Dispatcher } from "undici";
 import { lookup as dnsLookup, type LookupAddress } from "node:dns";
 import { isIP } from "node:net";
 import { checkAddress, type Cidr } from "../core/netguard.js";
+import { deadline } from "../kube/deadline.js";
 
 export interface SendRequest {
   url: string;
@@ -109,8 +110,8 @@ export class Sender {
   async send(req: SendRequest): Promise<SendResult> {
     const started = performance.now();
     const elapsed = () => Math.round(performance.now() - started);
-    const deadline = AbortSignal.timeout(req.timeoutMs);
-    const signal = req.signal ? AbortSignal.any([req.signal, deadline]) : deadline;
+    const d = deadline(req.timeoutMs, req.signal);
+    const signal = d.signal;
     let url: URL;
     try {
       url = new URL(req.url);
@@ -135,9 +136,11 @@ export class Sender {
       return { kind: "response", status: res.statusCode, durationMs, ...(typeof retryAfter === "string" ? { retryAfter } : {}) };
     } catch (err) {
       const durationMs = elapsed();
+      if (d.expired) return { kind: "error", code: "TimeoutError", message: `no response within ${req.timeoutMs}ms`, durationMs };
       if (req.signal?.aborted) return { kind: "error", code: "HOOKLINE_INTERRUPTED", message: "interrupted by operator shutdown", durationMs, interrupted: true };
-      if (deadline.aborted) return { kind: "error", code: "TimeoutError", message: `no response within ${req.timeoutMs}ms`, durationMs };
       return { kind: "error", ...describeError(err), durationMs };
+    } finally {
+      d.clear();
     }
   }
 

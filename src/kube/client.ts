@@ -5,6 +5,7 @@
 import { Pool, errors as undiciErrors } from "undici";
 import type { KubeConfig } from "@kubernetes/client-node";
 import type { IncomingHttpHeaders } from "node:http";
+import { deadline } from "./deadline.js";
 
 export type Verb = "get" | "list" | "watch" | "create" | "update" | "patch" | "delete" | "deletecollection";
 
@@ -139,20 +140,25 @@ export class KubeClient {
   }
 
   async request<T = unknown>(opts: RequestOptions): Promise<T> {
-    const res = await this.send(opts);
-    const text = await res.body.text();
-    if (res.statusCode >= 400) throw toApiError(res.statusCode, text);
-    return (text ? JSON.parse(text) : undefined) as T;
+    const d = deadline(opts.timeoutMs ?? 30_000, opts.signal);
+    try {
+      const res = await this.send(opts, d.signal);
+      const text = await res.body.text();
+      if (res.statusCode >= 400) throw toApiError(res.statusCode, text);
+      return (text ? JSON.parse(text) : undefined) as T;
+    } finally {
+      d.clear();
+    }
   }
 
-  /** Opens a streaming request (watch). The caller consumes and closes `body`. */
+  /** Opens a streaming request (watch). The caller consumes and closes `body`; no deadline. */
   async stream(opts: RequestOptions): Promise<{ statusCode: number; headers: IncomingHttpHeaders; body: AsyncIterable<Buffer> & { destroy(err?: Error): void } }> {
-    const res = await this.send({ ...opts, timeoutMs: opts.timeoutMs ?? 0 });
+    const res = await this.send(opts, opts.signal);
     if (res.statusCode >= 400) throw toApiError(res.statusCode, await res.body.text());
     return res;
   }
 
-  private async send(opts: RequestOptions) {
+  private async send(opts: RequestOptions, signal: AbortSignal | undefined) {
     const started = performance.now();
     const { verb, resource } = classifyRequest(opts);
     const headers: Record<string, string> = {
@@ -165,9 +171,6 @@ export class KubeClient {
       body = typeof opts.body === "string" ? opts.body : JSON.stringify(opts.body);
       headers["content-type"] = opts.contentType ?? CONTENT_TYPE.json;
     }
-    const timeoutMs = opts.timeoutMs ?? 30_000;
-    const signals = [opts.signal, timeoutMs > 0 ? AbortSignal.timeout(timeoutMs) : undefined].filter((s): s is AbortSignal => !!s);
-    const signal = signals.length > 1 ? AbortSignal.any(signals) : signals[0];
     let code = 0;
     try {
       // reset: false keeps the connection after a DELETE with a body (DeleteOptions): undici
