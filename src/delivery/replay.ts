@@ -69,8 +69,7 @@ export class Replayer {
 
   /** A replay annotation on a delivery that is not in the active cache (finished). */
   async single(key: string, signal: AbortSignal): Promise<Result | void> {
-    const rec = this.d.terminal.get(key);
-    if (rec?.metadata.annotations?.[ANNOTATIONS.replay] === undefined) return;
+    if (!this.d.terminal.replayRequested(key)) return;
     const obj = await this.d.reconciler.fetch(key);
     const reason = obj?.metadata.annotations?.[ANNOTATIONS.replay];
     if (!obj || reason === undefined) return;

@@ -57,34 +57,62 @@ export interface TerminalIndexDeps {
   now?: () => number;
 }
 
+/** Finished deliveries other than dead letters: watched, but never kept in memory. */
+const FINISHED_NOT_DEAD_LETTERED_SELECTOR = `${TERMINAL_DELIVERIES_SELECTOR},status.phase!=DeadLettered`;
+const DEAD_LETTERED_SELECTOR = "status.phase=DeadLettered";
+
 export class TerminalIndex {
-  private readonly reflectors: Reflector<TerminalRecord>[] = [];
+  /** Dead letters: kept (name, subscription, finish time): the dead-letter index. */
+  private readonly deadLetterReflectors: Reflector<TerminalRecord>[] = [];
+  /** Succeeded and Discarded: seen as they pass, kept only while their retention is near. */
+  private readonly finishedReflectors: Reflector<TerminalRecord>[] = [];
   private readonly deadLetters = new Map<string, Map<string, TerminalRecord>>();
   private readonly retention: TimerHeap<string>;
+  /** Succeeded/Discarded deliveries whose retention ends within the sweep window. */
+  private readonly dueSoon = new Map<string, TerminalRecord>();
+  /** Succeeded/Discarded deliveries annotated for replay (to be refused). */
+  private readonly replayAsked = new Set<string>();
   private readonly evicting = new Set<string>();
   private readonly now: () => number;
+  private sweepTimer: NodeJS.Timeout | undefined;
+  private sweeping: Promise<void> | undefined;
 
   constructor(private readonly d: TerminalIndexDeps) {
     this.now = d.now ?? Date.now;
     this.retention = new TimerHeap<string>((key) => void this.expire(key), this.now);
     for (const ns of d.namespaces.length ? d.namespaces : [""]) {
-      this.reflectors.push(
+      const scope = ns || "all-namespaces";
+      const common = { client: d.client, path: collectionPath(DELIVERIES, ns || undefined), representation: "table" as const, transform: toRecord, log: d.log };
+      this.deadLetterReflectors.push(
         new Reflector<TerminalRecord>({
-          client: d.client,
-          name: `finished-deliveries/${ns || "all-namespaces"}`,
-          path: collectionPath(DELIVERIES, ns || undefined),
-          fieldSelector: TERMINAL_DELIVERIES_SELECTOR,
-          representation: "table",
-          transform: toRecord,
+          ...common,
+          name: `dead-letters/${scope}`,
+          fieldSelector: DEAD_LETTERED_SELECTOR,
           handler: {
             add: (r) => this.upsert(undefined, r),
             update: (old, r) => this.upsert(old, r),
             delete: (r) => this.remove(r),
           },
-          log: d.log,
+        }),
+      );
+      this.finishedReflectors.push(
+        new Reflector<TerminalRecord>({
+          ...common,
+          name: `finished-deliveries/${scope}`,
+          fieldSelector: FINISHED_NOT_DEAD_LETTERED_SELECTOR,
+          keep: false,
+          handler: {
+            add: (r) => this.passing(r),
+            update: (_old, r) => this.passing(r),
+            delete: (r) => this.gone(r),
+          },
         }),
       );
     }
+  }
+
+  private get reflectors(): Reflector<TerminalRecord>[] {
+    return [...this.deadLetterReflectors, ...this.finishedReflectors];
   }
 
   start(): void {
@@ -92,8 +120,11 @@ export class TerminalIndex {
   }
 
   async stop(): Promise<void> {
+    clearTimeout(this.sweepTimer);
+    this.sweepTimer = undefined;
     this.retention.stop();
     await Promise.all(this.reflectors.map((r) => r.stop()));
+    await this.sweeping;
   }
 
   waitForSync(signal?: AbortSignal): Promise<unknown> {
@@ -104,16 +135,23 @@ export class TerminalIndex {
     return this.reflectors.every((r) => r.hasSynced);
   }
 
+  /** A dead letter's record. */
   get(key: string): TerminalRecord | undefined {
-    for (const r of this.reflectors) {
+    for (const r of this.deadLetterReflectors) {
       const rec = r.store.get(key);
       if (rec) return rec;
     }
     return undefined;
   }
 
+  /** Whether a finished delivery carries a replay annotation not yet handled. */
+  replayRequested(key: string): boolean {
+    return this.replayAsked.has(key) || this.get(key)?.metadata.annotations?.[ANNOTATIONS.replay] !== undefined;
+  }
+
+  /** Records held in memory: the dead letters, and what is due for deletion soon. */
   get size(): number {
-    return this.reflectors.reduce((n, r) => n + r.store.size, 0);
+    return this.deadLetterReflectors.reduce((n, r) => n + r.store.size, 0) + this.dueSoon.size;
   }
 
   deadLetterCount(subKey: string): number {
@@ -129,30 +167,29 @@ export class TerminalIndex {
 
   /** Every finished delivery with a replay annotation (the new leader handles them). */
   replayRequests(): string[] {
-    const out: string[] = [];
-    for (const r of this.reflectors) for (const [key, rec] of r.store) if (rec.metadata.annotations?.[ANNOTATIONS.replay] !== undefined) out.push(key);
-    return out;
+    const out = new Set(this.replayAsked);
+    for (const r of this.deadLetterReflectors) for (const [key, rec] of r.store) if (rec.metadata.annotations?.[ANNOTATIONS.replay] !== undefined) out.add(key);
+    return [...out];
   }
 
-  /** After gaining leadership: enforce capacity and retention for everything indexed. */
+  /** After gaining leadership: enforce capacity and retention for everything indexed, and sweep. */
   resync(): void {
-    for (const r of this.reflectors) for (const rec of r.store.values()) this.scheduleRetention(rec);
+    for (const r of this.deadLetterReflectors) for (const rec of r.store.values()) this.scheduleRetention(rec);
     for (const subKey of this.deadLetters.keys()) void this.enforceCapacity(subKey);
+    this.scheduleSweep(0);
   }
 
   private upsert(old: TerminalRecord | undefined, rec: TerminalRecord): void {
     const key = objectKey(rec.metadata);
-    if (old && old.phase === "DeadLettered" && (rec.phase !== "DeadLettered" || old.subscription !== rec.subscription)) this.unindex(key, old);
-    if (rec.phase === "DeadLettered") {
-      const subKey = `${rec.metadata.namespace}/${rec.subscription}`;
-      let m = this.deadLetters.get(subKey);
-      if (!m) this.deadLetters.set(subKey, (m = new Map<string, TerminalRecord>()));
-      const isNew = !m.has(key);
-      m.set(key, rec);
-      if (isNew) {
-        this.d.onDeadLettersChanged(subKey);
-        void this.enforceCapacity(subKey);
-      }
+    if (old && old.subscription !== rec.subscription) this.unindex(key, old);
+    const subKey = `${rec.metadata.namespace}/${rec.subscription}`;
+    let m = this.deadLetters.get(subKey);
+    if (!m) this.deadLetters.set(subKey, (m = new Map<string, TerminalRecord>()));
+    const isNew = !m.has(key);
+    m.set(key, rec);
+    if (isNew) {
+      this.d.onDeadLettersChanged(subKey);
+      void this.enforceCapacity(subKey);
     }
     this.scheduleRetention(rec);
     if (rec.metadata.annotations?.[ANNOTATIONS.replay] !== undefined) this.d.onReplayRequested(key);
@@ -160,8 +197,30 @@ export class TerminalIndex {
 
   private remove(rec: TerminalRecord): void {
     const key = objectKey(rec.metadata);
-    this.retention.cancel(key);
-    if (rec.phase === "DeadLettered") this.unindex(key, rec);
+    if (!this.dueSoon.has(key)) this.retention.cancel(key);
+    this.unindex(key, rec);
+  }
+
+  /** A Succeeded or Discarded delivery seen in a list, a watch event or a sweep. */
+  private passing(rec: TerminalRecord): void {
+    const key = objectKey(rec.metadata);
+    if (rec.metadata.annotations?.[ANNOTATIONS.replay] !== undefined) {
+      this.replayAsked.add(key);
+      this.d.onReplayRequested(key);
+    } else this.replayAsked.delete(key);
+    const due = rec.finishedAt + this.retentionOf(rec);
+    if (due - this.now() <= this.sweepWindowMs()) {
+      this.dueSoon.set(key, rec);
+      this.retention.cancel(key);
+      this.retention.schedule(key, due);
+    } else if (this.dueSoon.delete(key)) this.retention.cancel(key);
+    this.scheduleSweep();
+  }
+
+  private gone(rec: TerminalRecord): void {
+    const key = objectKey(rec.metadata);
+    this.replayAsked.delete(key);
+    if (this.dueSoon.delete(key)) this.retention.cancel(key);
   }
 
   private unindex(key: string, rec: TerminalRecord): void {
@@ -183,6 +242,66 @@ export class TerminalIndex {
     return rec.phase === "Succeeded" ? r.succeededMs : r.deadLetteredMs;
   }
 
+  /**
+   * How far ahead Succeeded and Discarded deliveries are remembered: a quarter of the shortest
+   * retention in use, between 10 s and 10 min. The periodic sweep (a paginated list) finds the
+   * others when their time comes, so memory does not grow with the number of finished ones.
+   */
+  private sweepWindowMs(): number {
+    let shortest = Math.min(DEFAULT_RETENTION.succeededMs, DEFAULT_RETENTION.deadLetteredMs);
+    for (const sub of this.d.caches.subscriptions.values()) {
+      const parsed = this.d.caches.subscriptionSpec(sub);
+      if (!parsed.ok) continue;
+      const r = resolvePolicy(parsed.spec, this.d.defaults).retention;
+      shortest = Math.min(shortest, r.succeededMs, r.deadLetteredMs);
+    }
+    return Math.min(600_000, Math.max(10_000, Math.floor(shortest / 4)));
+  }
+
+  /** Arms the next sweep (leader only; the first one soon after taking over). */
+  private scheduleSweep(inMs?: number): void {
+    if (!this.d.isLeader()) return;
+    if (this.sweepTimer && inMs === undefined) return;
+    clearTimeout(this.sweepTimer);
+    this.sweepTimer = setTimeout(() => {
+      this.sweepTimer = undefined;
+      this.sweeping = this.sweep().finally(() => {
+        this.sweeping = undefined;
+        this.scheduleSweep(this.sweepWindowMs());
+      });
+    }, inMs ?? this.sweepWindowMs());
+    this.sweepTimer.unref();
+  }
+
+  /** Lists Succeeded and Discarded deliveries page by page (Table rows), handling each. */
+  private async sweep(): Promise<void> {
+    if (!this.d.isLeader()) return;
+    for (const ns of this.d.namespaces.length ? this.d.namespaces : [""]) {
+      let continueToken: string | undefined;
+      try {
+        do {
+          const page = await this.d.client.request<{ metadata?: { continue?: string }; rows?: Array<{ cells?: unknown[]; object?: { metadata?: ObjectMeta } }>; columnDefinitions?: Array<{ name: string }> }>({
+            method: "GET",
+            path: collectionPath(DELIVERIES, ns || undefined),
+            accept: ACCEPT.table,
+            query: { limit: 500, continue: continueToken, fieldSelector: FINISHED_NOT_DEAD_LETTERED_SELECTOR, includeObject: "Metadata" },
+            timeoutMs: 60_000,
+          });
+          const columns = (page.columnDefinitions ?? []).map((c) => c.name);
+          for (const row of page.rows ?? []) {
+            const cells: Record<string, unknown> = {};
+            columns.forEach((name, i) => (cells[name] = row.cells?.[i]));
+            const rec = toRecord({ metadata: row.object?.metadata ?? ({} as ObjectMeta), cells });
+            if (rec) this.passing(rec);
+          }
+          continueToken = page.metadata?.continue || undefined;
+        } while (continueToken && this.d.isLeader());
+      } catch (err) {
+        this.d.log.warn({ err: (err as Error).message }, "sweep of finished deliveries failed; the next one retries");
+      }
+    }
+  }
+
   private scheduleRetention(rec: TerminalRecord): void {
     const key = objectKey(rec.metadata);
     this.retention.cancel(key);
@@ -190,12 +309,12 @@ export class TerminalIndex {
   }
 
   private async expire(key: string): Promise<void> {
-    const rec = this.get(key);
+    const rec = this.get(key) ?? this.dueSoon.get(key);
     if (!rec) return;
     const due = rec.finishedAt + this.retentionOf(rec);
     if (due > this.now()) return this.retention.schedule(key, due); // retention was raised meanwhile
     if (!this.d.isLeader()) return; // the leader deletes; resync() reschedules on takeover
-    await this.deleteDelivery(rec, "retention");
+    if (await this.deleteDelivery(rec, "retention")) this.dueSoon.delete(key);
   }
 
   /** Deletes the oldest dead letters above the subscription's deadLetter.maxEntries. */

@@ -44,6 +44,11 @@ export interface ReflectorOptions<T> {
   random?: () => number;
   /** Called when the reflector starts failing and when it recovers. */
   onHealth?: (healthy: boolean) => void;
+  /**
+   * false: keep nothing. Every listed or watched object goes to `handler.add` (or `delete`) as
+   * it passes, and no store is kept: for collections that may be huge and need no lookups.
+   */
+  keep?: boolean;
 }
 
 interface WatchEvent {
@@ -157,7 +162,9 @@ export class Reflector<T extends { metadata: Pick<ObjectMeta, "name" | "namespac
       const items = this.opts.representation === "table" ? (page.rows ?? []).map((r) => this.fromRow(r)) : (page.items ?? []);
       for (const item of items) {
         const obj = this.opts.transform(item);
-        if (obj) seen.set(objectKey(obj.metadata), obj);
+        if (!obj) continue;
+        if (this.opts.keep === false) this.opts.handler.add(obj);
+        else seen.set(objectKey(obj.metadata), obj);
       }
       continueToken = page.metadata?.continue || undefined;
       rv = page.metadata?.resourceVersion;
@@ -267,6 +274,12 @@ export class Reflector<T extends { metadata: Pick<ObjectMeta, "name" | "namespac
     const rv = item.metadata.resourceVersion;
     const obj = this.opts.transform(item);
     const key = objectKey(item.metadata);
+    if (this.opts.keep === false) {
+      if (obj && event.type === "DELETED") this.opts.handler.delete(obj);
+      else if (obj) this.opts.handler.add(obj);
+      if (rv) this.resourceVersion = rv;
+      return;
+    }
     const old = this.store.get(key);
     if (event.type === "DELETED" || !obj) {
       if (old) {
