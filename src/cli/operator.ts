@@ -192,7 +192,10 @@ export class Operator {
     this.caches.start();
     this.terminal.start();
     await Promise.all([this.caches.waitForSync(), this.terminal.waitForSync()]);
-    log.info({ subscriptions: this.caches.subscriptions.size, activeDeliveries: this.caches.deliveries.size, finishedDeliveries: this.terminal.size }, "caches synced");
+    log.info(
+      { subscriptions: this.caches.subscriptions.size, activeDeliveries: this.caches.deliveries.size, deadLetters: this.terminal.size },
+      "caches synced",
+    );
     if (config.publishPort !== undefined) await this.startPublishServer(config.publishPort);
 
     const le = config.leaderElection;

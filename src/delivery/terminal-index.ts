@@ -38,6 +38,9 @@ function intern(s: string): string {
 
 /** Retention and eviction deletes run at most this many at once, beside the delivery writes. */
 const MAX_CONCURRENT_DELETES = 8;
+/** A new leader sweeps the finished deliveries shortly after it starts, not in its first breath. */
+const FIRST_SWEEP_DELAY_MS = 5_000;
+const SWEEP_PAGE_SIZE = 200;
 
 const DEFAULT_RETENTION = { succeededMs: 3_600_000, deadLetteredMs: 720 * 3_600_000 };
 
@@ -75,6 +78,8 @@ export class TerminalIndex {
   private readonly evicting = new Set<string>();
   private readonly now: () => number;
   private sweepTimer: NodeJS.Timeout | undefined;
+  /** Deliveries being deleted (or waiting for a delete slot): never deleted twice. */
+  private readonly deletingKeys = new Set<string>();
   private sweeping: Promise<void> | undefined;
 
   constructor(private readonly d: TerminalIndexDeps) {
@@ -176,7 +181,7 @@ export class TerminalIndex {
   resync(): void {
     for (const r of this.deadLetterReflectors) for (const rec of r.store.values()) this.scheduleRetention(rec);
     for (const subKey of this.deadLetters.keys()) void this.enforceCapacity(subKey);
-    this.scheduleSweep(0);
+    this.scheduleSweep(FIRST_SWEEP_DELAY_MS);
   }
 
   private upsert(old: TerminalRecord | undefined, rec: TerminalRecord): void {
@@ -276,6 +281,8 @@ export class TerminalIndex {
   /** Lists Succeeded and Discarded deliveries page by page (Table rows), handling each. */
   private async sweep(): Promise<void> {
     if (!this.d.isLeader()) return;
+    const started = this.now();
+    let seen = 0;
     for (const ns of this.d.namespaces.length ? this.d.namespaces : [""]) {
       let continueToken: string | undefined;
       try {
@@ -284,7 +291,7 @@ export class TerminalIndex {
             method: "GET",
             path: collectionPath(DELIVERIES, ns || undefined),
             accept: ACCEPT.table,
-            query: { limit: 500, continue: continueToken, fieldSelector: FINISHED_NOT_DEAD_LETTERED_SELECTOR, includeObject: "Metadata" },
+            query: { limit: SWEEP_PAGE_SIZE, continue: continueToken, fieldSelector: FINISHED_NOT_DEAD_LETTERED_SELECTOR, includeObject: "Metadata" },
             timeoutMs: 60_000,
           });
           const columns = (page.columnDefinitions ?? []).map((c) => c.name);
@@ -292,7 +299,10 @@ export class TerminalIndex {
             const cells: Record<string, unknown> = {};
             columns.forEach((name, i) => (cells[name] = row.cells?.[i]));
             const rec = toRecord({ metadata: row.object?.metadata ?? ({} as ObjectMeta), cells });
-            if (rec) this.passing(rec);
+            if (rec) {
+              seen++;
+              this.passing(rec);
+            }
           }
           continueToken = page.metadata?.continue || undefined;
         } while (continueToken && this.d.isLeader());
@@ -300,6 +310,7 @@ export class TerminalIndex {
         this.d.log.warn({ err: (err as Error).message }, "sweep of finished deliveries failed; the next one retries");
       }
     }
+    this.d.log.info({ seen, dueSoon: this.dueSoon.size, durationMs: this.now() - started, nextInMs: this.sweepWindowMs() }, "swept finished deliveries");
   }
 
   private scheduleRetention(rec: TerminalRecord): void {
@@ -352,13 +363,20 @@ export class TerminalIndex {
   private readonly deleteWaiters: Array<() => void> = [];
 
   private async deleteDelivery(rec: TerminalRecord, why: "retention" | "overflow"): Promise<boolean> {
-    if (this.deleting >= MAX_CONCURRENT_DELETES) await new Promise<void>((r) => this.deleteWaiters.push(r));
-    this.deleting++;
+    const key = objectKey(rec.metadata);
+    if (this.deletingKeys.has(key)) return false;
+    this.deletingKeys.add(key);
     try {
-      return await this.deleteNow(rec, why);
+      if (this.deleting >= MAX_CONCURRENT_DELETES) await new Promise<void>((r) => this.deleteWaiters.push(r));
+      this.deleting++;
+      try {
+        return await this.deleteNow(rec, why);
+      } finally {
+        this.deleting--;
+        this.deleteWaiters.shift()?.();
+      }
     } finally {
-      this.deleting--;
-      this.deleteWaiters.shift()?.();
+      this.deletingKeys.delete(key);
     }
   }
 

@@ -45,8 +45,10 @@ export interface ReflectorOptions<T> {
   /** Called when the reflector starts failing and when it recovers. */
   onHealth?: (healthy: boolean) => void;
   /**
-   * false: keep nothing. Every listed or watched object goes to `handler.add` (or `delete`) as
-   * it passes, and no store is kept: for collections that may be huge and need no lookups.
+   * false: keep nothing, for collections that may be huge and need no lookups. The list only
+   * fetches a resourceVersion to watch from (what exists already is the caller's business:
+   * e.g. a periodic paginated sweep); every watched object goes to `handler.add` (or `delete`)
+   * as it passes.
    */
   keep?: boolean;
 }
@@ -149,7 +151,7 @@ export class Reflector<T extends { metadata: Pick<ObjectMeta, "name" | "namespac
         path: this.opts.path,
         accept: ACCEPT[this.opts.representation ?? "json"],
         query: {
-          limit: this.opts.pageSize ?? 500,
+          limit: this.opts.keep === false ? 1 : (this.opts.pageSize ?? 500),
           continue: continueToken,
           fieldSelector: this.opts.fieldSelector,
           labelSelector: this.opts.labelSelector,
@@ -160,14 +162,13 @@ export class Reflector<T extends { metadata: Pick<ObjectMeta, "name" | "namespac
       });
       if (page.columnDefinitions?.length) this.columns = page.columnDefinitions.map((c) => c.name);
       const items = this.opts.representation === "table" ? (page.rows ?? []).map((r) => this.fromRow(r)) : (page.items ?? []);
+      rv = page.metadata?.resourceVersion;
+      if (this.opts.keep === false) break;
       for (const item of items) {
         const obj = this.opts.transform(item);
-        if (!obj) continue;
-        if (this.opts.keep === false) this.opts.handler.add(obj);
-        else seen.set(objectKey(obj.metadata), obj);
+        if (obj) seen.set(objectKey(obj.metadata), obj);
       }
       continueToken = page.metadata?.continue || undefined;
-      rv = page.metadata?.resourceVersion;
     } while (continueToken);
 
     // Replace the store, telling the handler what changed since the last list.
