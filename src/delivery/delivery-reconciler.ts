@@ -59,9 +59,10 @@ export function requestBody(obj: DeliveryObject): { id: string; body: string; by
   if (!b) {
     const spec = obj.spec as { eventType: string; eventId?: string; payload?: unknown };
     const id = spec.eventId ?? obj.metadata.uid ?? obj.metadata.name;
-    const payloadBytes = spec.payload === undefined ? 4 : Buffer.byteLength(JSON.stringify(spec.payload));
-    const body = JSON.stringify({ id, type: spec.eventType, timestamp: obj.metadata.creationTimestamp, data: spec.payload ?? null });
-    b = { id, body, bytes: payloadBytes };
+    // The payload is serialized once: for its size and inside the body.
+    const data = JSON.stringify(spec.payload ?? null);
+    const body = `{"id":${JSON.stringify(id)},"type":${JSON.stringify(spec.eventType)},"timestamp":${JSON.stringify(obj.metadata.creationTimestamp ?? null)},"data":${data}}`;
+    b = { id, body, bytes: Buffer.byteLength(data) };
     bodies.set(obj, b);
   }
   return b;

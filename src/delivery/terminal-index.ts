@@ -14,7 +14,7 @@ import { objectKey, Reflector, type RawItem } from "../kube/reflector.js";
 import { collectionPath, objectPath, type ObjectMeta } from "../kube/types.js";
 import type { Metrics } from "../observability/metrics.js";
 import { TimerHeap } from "../runtime/timer-heap.js";
-import { DELIVERIES, TERMINAL_DELIVERIES_SELECTOR, type Caches } from "./caches.js";
+import { DELIVERIES, TERMINAL_DELIVERIES_SELECTOR, type Caches, type SubscriptionObject } from "./caches.js";
 
 export type TerminalPhase = "Succeeded" | "DeadLettered" | "Discarded";
 
@@ -237,13 +237,22 @@ export class TerminalIndex {
     }
   }
 
-  private retentionOf(rec: TerminalRecord): number {
-    const sub = this.d.caches.subscription(`${rec.metadata.namespace}/${rec.subscription}`);
-    let r = DEFAULT_RETENTION;
-    if (sub) {
+  /** Retention per subscription object version (durations parsed once, not per record). */
+  private readonly retentions = new WeakMap<object, { succeededMs: number; deadLetteredMs: number }>();
+
+  private retentionsOf(sub: SubscriptionObject | undefined): { succeededMs: number; deadLetteredMs: number } {
+    if (!sub) return DEFAULT_RETENTION;
+    let r = this.retentions.get(sub);
+    if (!r) {
       const parsed = this.d.caches.subscriptionSpec(sub);
-      if (parsed.ok) r = resolvePolicy(parsed.spec, this.d.defaults).retention;
+      r = parsed.ok ? resolvePolicy(parsed.spec, this.d.defaults).retention : DEFAULT_RETENTION;
+      this.retentions.set(sub, r);
     }
+    return r;
+  }
+
+  private retentionOf(rec: TerminalRecord): number {
+    const r = this.retentionsOf(this.d.caches.subscription(`${rec.metadata.namespace}/${rec.subscription}`));
     return rec.phase === "Succeeded" ? r.succeededMs : r.deadLetteredMs;
   }
 
@@ -253,11 +262,18 @@ export class TerminalIndex {
    * others when their time comes, so memory does not grow with the number of finished ones.
    */
   private sweepWindowMs(): number {
+    const now = this.now();
+    if (this.window && now - this.window.at < 1_000) return this.window.ms;
+    const ms = this.computeSweepWindowMs();
+    this.window = { at: now, ms };
+    return ms;
+  }
+  private window: { at: number; ms: number } | undefined;
+
+  private computeSweepWindowMs(): number {
     let shortest = Math.min(DEFAULT_RETENTION.succeededMs, DEFAULT_RETENTION.deadLetteredMs);
     for (const sub of this.d.caches.subscriptions.values()) {
-      const parsed = this.d.caches.subscriptionSpec(sub);
-      if (!parsed.ok) continue;
-      const r = resolvePolicy(parsed.spec, this.d.defaults).retention;
+      const r = this.retentionsOf(sub);
       shortest = Math.min(shortest, r.succeededMs, r.deadLetteredMs);
     }
     return Math.min(600_000, Math.max(10_000, Math.floor(shortest / 4)));
