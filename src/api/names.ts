@@ -50,7 +50,6 @@ export const REPLAY_CONCURRENCY = { default: 5, min: 1, max: 50 } as const;
 
 export const DELIVERY_PHASES = ["Pending", "Retrying", "Succeeded", "DeadLettered", "Discarded"] as const;
 export type DeliveryPhase = (typeof DELIVERY_PHASES)[number];
-export const TERMINAL_PHASES: readonly DeliveryPhase[] = ["Succeeded", "DeadLettered", "Discarded"];
 export function isTerminalPhase(phase: string | undefined): boolean {
   return phase === "Succeeded" || phase === "DeadLettered" || phase === "Discarded";
 }

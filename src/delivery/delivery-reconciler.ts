@@ -415,10 +415,6 @@ export class DeliveryReconciler {
     }
   }
 
-  /** Attempt outcomes not yet recorded (kept in memory while the API server is unreachable). */
-  get unrecordedOutcomes(): number {
-    return this.unwritten.size;
-  }
 
   /**
    * Merge-patches status computed from the freshest copy: the patch carries the

@@ -63,10 +63,6 @@ export class Replayer {
     this.now = d.now ?? Date.now;
   }
 
-  get activeBulkReplays(): number {
-    return this.running.size;
-  }
-
   /** A replay annotation on a delivery that is not in the active cache (finished). */
   async single(key: string, signal: AbortSignal): Promise<Result | void> {
     if (!this.d.terminal.replayRequested(key)) return;

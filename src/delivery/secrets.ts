@@ -43,11 +43,6 @@ export class SecretCache {
     return { kind: "ok", keys };
   }
 
-  /** Drops the cached copy (e.g. after the receiver rejects signatures, or for tests). */
-  invalidate(namespace: string, name: string): void {
-    this.entries.delete(`${namespace}/${name}`);
-  }
-
   private async entry(namespace: string, name: string): Promise<Entry> {
     const key = `${namespace}/${name}`;
     const now = (this.opts.now ?? Date.now)();

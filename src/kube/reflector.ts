@@ -80,10 +80,6 @@ export class Reflector<T extends { metadata: Pick<ObjectMeta, "name" | "namespac
     return this.synced;
   }
 
-  get lastResourceVersion(): string | undefined {
-    return this.resourceVersion;
-  }
-
   start(): void {
     if (this.running) return;
     this.abort = new AbortController();

@@ -1,17 +1,13 @@
 // The metrics (/metrics) and health (/healthz, /readyz) HTTP servers. Readiness is a function
 // the manager owns: not ready before caches sync, while the API server cannot be written, and
 // from the first moment of shutdown.
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { Registry } from "prom-client";
 
 export interface Probes {
   live(): boolean;
   ready(): { ready: boolean; reason?: string };
-}
-
-export interface RouteHandler {
-  (req: IncomingMessage, res: ServerResponse): boolean;
 }
 
 export async function listen(server: Server, port: number, host = "0.0.0.0"): Promise<number> {

@@ -84,48 +84,39 @@ describe("leader election and failover", () => {
     expect((await fetch(`http://127.0.0.1:${standby.metricsPort}/metrics`)).status).toBe(200);
   });
 
-  it("SIGTERM of the leader under load: the standby delivers within 2 s of its exit; 200 Succeeded, no lost or foreign ids", async () => {
-    const ns = await createNamespace("failover-term");
+  /** Two candidates, 200 deliveries; the leader gets `signal` once 40 have arrived. */
+  async function failover(prefix: string, signal: NodeJS.Signals, takeoverMs: number) {
+    const ns = await createNamespace(prefix);
     cleanups.push(() => deleteNamespace(ns));
     const r = await Receiver.start(() => ({ status: 200, delayMs: 50 }));
     cleanups.push(() => r.close());
     const { leader, standby } = await pair(ns);
     const ids = await load(ns, r, 200);
     await r.waitForRequests(40);
-    leader.kill("SIGTERM");
+    leader.kill(signal);
     const exit = await leader.exited;
-    expect(exit.code).toBe(0);
-    await standby.waitForLog((l) => l.msg === "became leader", 5_000, "standby takes over");
+    await standby.waitForLog((l) => l.msg === "became leader", takeoverMs, "standby takes over");
     await waitFor(async () => (await listObjs("whdel", ns)).filter((d) => d.status?.phase === "Succeeded").length === 200, { description: "200 Succeeded", timeoutMs: 60_000 });
-    const firstAfter = r.requests.find((q) => q.at > exit.at);
-    expect(firstAfter).toBeDefined();
-    expect(firstAfter!.at - exit.at).toBeLessThan(2_000);
     const seen = webhookIds(r);
-    expect([...seen.keys()].every((id) => ids.has(id))).toBe(true);
     expect(seen.size).toBe(200);
-    const duplicates = [...seen.values()].reduce((s, n) => s + n - 1, 0);
+    expect([...seen.keys()].every((id) => ids.has(id))).toBe(true);
+    // A request in flight at the kill may be answered after the exit: skip the first 100 ms.
+    const firstAfter = r.requests.find((q) => q.at > exit.at + (signal === "SIGKILL" ? 100 : 0));
+    expect(firstAfter).toBeDefined();
+    return { exit, firstAfterMs: firstAfter!.at - exit.at, duplicates: [...seen.values()].reduce((s, n) => s + n - 1, 0), maxPerId: Math.max(...seen.values()) };
+  }
+
+  it("SIGTERM of the leader under load: the standby delivers within 2 s of its exit; 200 Succeeded, no lost or foreign ids", async () => {
+    const { exit, firstAfterMs, duplicates } = await failover("failover-term", "SIGTERM", 5_000);
+    expect(exit.code).toBe(0);
+    expect(firstAfterMs).toBeLessThan(2_000);
     expect(duplicates).toBe(0); // a drained leader writes every outcome before it lets go
   });
 
   it("SIGKILL of the leader under load: the standby takes over within the lease duration; at most one duplicate per in-flight delivery", async () => {
-    const ns = await createNamespace("failover-kill");
-    cleanups.push(() => deleteNamespace(ns));
-    const r = await Receiver.start(() => ({ status: 200, delayMs: 50 }));
-    cleanups.push(() => r.close());
-    const { leader, standby } = await pair(ns);
-    const ids = await load(ns, r, 200);
-    await r.waitForRequests(40);
-    leader.kill("SIGKILL");
-    const exit = await leader.exited;
-    await standby.waitForLog((l) => l.msg === "became leader", LEASE_MS + 3_000, "standby takes over");
-    await waitFor(async () => (await listObjs("whdel", ns)).filter((d) => d.status?.phase === "Succeeded").length === 200, { description: "200 Succeeded", timeoutMs: 60_000 });
-    const firstAfter = r.requests.find((q) => q.at > exit.at + 100);
-    expect(firstAfter!.at - exit.at).toBeLessThan(LEASE_MS + 1_500);
-    const seen = webhookIds(r);
-    expect(seen.size).toBe(200);
-    expect([...seen.keys()].every((id) => ids.has(id))).toBe(true);
-    const duplicates = [...seen.values()].reduce((s, n) => s + n - 1, 0);
+    const { firstAfterMs, duplicates, maxPerId } = await failover("failover-kill", "SIGKILL", LEASE_MS + 3_000);
+    expect(firstAfterMs).toBeLessThan(LEASE_MS + 1_500);
     expect(duplicates).toBeLessThanOrEqual(10); // maxInFlight: at most the requests in flight at the kill
-    expect([...seen.values()].every((n) => n <= 2)).toBe(true);
+    expect(maxPerId).toBeLessThanOrEqual(2);
   });
 });

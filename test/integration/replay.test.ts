@@ -1,6 +1,6 @@
 // Dead letters and replay, driven with kubectl as an operator on call would.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createNamespace, deleteNamespace, kubectl, kubectlOk, waitFor } from "../helpers/cluster.js";
+import { createNamespace, deleteNamespace, kubectlOk, waitFor } from "../helpers/cluster.js";
 import { apply, delivery, events, getObj, listObjs, subscription } from "../helpers/kube.js";
 import { startOperator, type TestOperator } from "../helpers/operator.js";
 import { Receiver } from "../helpers/receiver.js";
@@ -228,4 +228,3 @@ describe("bulk replay across an operator restart", () => {
   });
 });
 
-void kubectl;
