@@ -40,8 +40,10 @@ export class ApiError extends Error {
 
 export const ACCEPT = {
   json: "application/json",
-  /** For lists and watches. */
+  /** For lists. */
   metadata: "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json",
+  /** For watches: the List form makes the API server answer a watch with 200 and an empty body. */
+  metadataWatch: "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json",
   /**
    * For one object (get, and the answer to a write). Never send the List form with a write: the
    * API server applies the write and only then fails to encode the answer (406).

@@ -58,6 +58,9 @@ interface WatchEvent {
   object: Record<string, unknown>;
 }
 
+/** A watch that stayed open this long before failing resets the retry backoff. */
+const STABLE_WATCH_MS = 10_000;
+
 export class GoneError extends Error {}
 
 export function objectKey(meta: Pick<ObjectMeta, "namespace" | "name">): string {
@@ -72,7 +75,11 @@ export class Reflector<T extends { metadata: Pick<ObjectMeta, "name" | "namespac
   private synced = false;
   private syncWaiters: Array<() => void> = [];
   private columns: string[] = [];
+  /** Consecutive failures: the exponent of the retry backoff. */
   private failures = 0;
+  private healthy = true;
+  /** When the current watch was established (its response arrived); 0 when none is open. */
+  private watchingSince = 0;
 
   constructor(private readonly opts: ReflectorOptions<T>) {}
 
@@ -104,6 +111,7 @@ export class Reflector<T extends { metadata: Pick<ObjectMeta, "name" | "namespac
     const { initialMs, maxMs } = this.opts.backoff ?? { initialMs: 500, maxMs: 30_000 };
     const random = this.opts.random ?? Math.random;
     while (!signal.aborted) {
+      this.watchingSince = 0;
       try {
         if (this.resourceVersion === undefined) await this.list(signal);
         await this.watch(signal);
@@ -115,8 +123,10 @@ export class Reflector<T extends { metadata: Pick<ObjectMeta, "name" | "namespac
           this.resourceVersion = undefined;
           continue;
         }
+        // A watch that ran a while before failing is a fresh problem, not the next retry.
+        if (this.watchingSince && performance.now() - this.watchingSince >= STABLE_WATCH_MS) this.failures = 0;
         this.failures++;
-        if (this.failures === 1) this.opts.onHealth?.(false);
+        this.setHealthy(false);
         const delay = Math.min(maxMs, initialMs * 2 ** Math.min(this.failures - 1, 16));
         const jittered = Math.round(delay * (0.5 + random() / 2));
         this.opts.log.warn({ reflector: this.opts.name, err: describe(err), retryInMs: jittered, failures: this.failures }, "list/watch failed, retrying");
@@ -125,11 +135,16 @@ export class Reflector<T extends { metadata: Pick<ObjectMeta, "name" | "namespac
     }
   }
 
+  /** A list succeeded or a watch ended normally: the backoff starts over. */
   private recovered() {
-    if (this.failures > 0) {
-      this.failures = 0;
-      this.opts.onHealth?.(true);
-    }
+    this.failures = 0;
+    this.setHealthy(true);
+  }
+
+  private setHealthy(healthy: boolean) {
+    if (this.healthy === healthy) return;
+    this.healthy = healthy;
+    this.opts.onHealth?.(healthy);
   }
 
   private async list(signal: AbortSignal): Promise<void> {
@@ -208,10 +223,11 @@ export class Reflector<T extends { metadata: Pick<ObjectMeta, "name" | "namespac
       watchdog = setTimeout(() => abort.abort(new Error("watch silent, restarting")), watchdogMs);
     };
     try {
+      const representation = this.opts.representation ?? "json";
       const res = await this.opts.client.stream({
         method: "GET",
         path: this.opts.path,
-        accept: ACCEPT[this.opts.representation ?? "json"],
+        accept: representation === "metadata" ? ACCEPT.metadataWatch : ACCEPT[representation],
         query: {
           watch: 1,
           resourceVersion: this.resourceVersion,
@@ -223,19 +239,29 @@ export class Reflector<T extends { metadata: Pick<ObjectMeta, "name" | "namespac
         },
         signal,
       });
+      // Connected again: readiness must not wait for this watch to end (5-10 minutes).
+      this.watchingSince = performance.now();
+      this.setHealthy(true);
       // Events are newline-delimited JSON; a chunk can hold many events or part of one.
       let buffered = "";
+      let events = 0;
       for await (const chunk of res.body) {
         feed();
         buffered += chunk.toString("utf8");
         let start = 0;
         let nl: number;
         while ((nl = buffered.indexOf("\n", start)) >= 0) {
-          if (nl > start) this.onEvent(JSON.parse(buffered.slice(start, nl)) as WatchEvent);
+          if (nl > start) {
+            events++;
+            this.onEvent(JSON.parse(buffered.slice(start, nl)) as WatchEvent);
+          }
           start = nl + 1;
         }
         buffered = start === 0 ? buffered : buffered.slice(start);
       }
+      // As client-go does: a watch that ends at once with nothing in it is an error (backed off),
+      // not a normal end (which would reconnect at once, in a loop).
+      if (events === 0 && performance.now() - this.watchingSince < 1_000) throw new Error("the API server closed the watch at once, with no events");
     } catch (err) {
       if (abort.signal.aborted && !outer.aborted) {
         this.opts.log.warn({ reflector: this.opts.name }, "watch silent past its timeout, restarting");

@@ -66,7 +66,14 @@ describe("API server outage", () => {
       return res.code === 0 && res.stdout.split("\n").filter((p) => p === "Succeeded").length === 100;
     }, { description: "100 Succeeded after the API server returned", timeoutMs: 90_000 });
     expect(op.child.exitCode).toBeNull();
-    await waitFor(async () => (await ready()) === 200, { description: "ready again" });
+    await waitFor(
+      async () => {
+        const res = await fetch(`http://127.0.0.1:${healthPort}/readyz`);
+        if (res.status !== 200) throw new Error(`${res.status} ${(await res.text()).trim()}`);
+        return true;
+      },
+      { description: "ready again" },
+    );
     const perId = new Map<string, number>();
     for (const q of r.requests) perId.set(String(q.headers["webhook-id"]), (perId.get(String(q.headers["webhook-id"])) ?? 0) + 1);
     expect(perId.size).toBe(100);
