@@ -316,18 +316,25 @@ describe("dashboard and alerts against a real Prometheus scraping the operator",
     }
     expect(empty, `panel queries without data:\n${empty.join("\n")}`).toEqual([]);
 
-    // Spot checks of what the panels show.
+    // Spot checks of what the panels show. Each waits for the scrape after the last change (1 s
+    // interval; later under load), then compares exactly.
     const byLabels = async (expr: string) => Object.fromEntries((await prom.query(expr)).map((s) => [Object.values(s.metric).join("/"), Number(s.value[1])]));
-    const breaker = await byLabels(`max by (namespace, subscription) (webhook_breaker_state{job="${JOB}", namespace="${ns}"})`);
-    expect(breaker).toMatchObject({ [`${ns}/down`]: 1, [`${ns}/ok`]: 0 });
-    const health = await byLabels(`max by (namespace, subscription) (webhook_endpoint_health{job="${JOB}", namespace="${ns}"})`);
-    expect(health[`${ns}/gone`]).toBe(2);
+    const settled = (expr: string, want: Record<string, number>) =>
+      waitFor(
+        async () => {
+          const got = await byLabels(expr);
+          if (Object.entries(want).some(([k, v]) => got[k] !== v)) throw new Error(`got ${JSON.stringify(got)}`);
+          return got;
+        },
+        { description: `${expr} to show ${JSON.stringify(want)}`, timeoutMs: 15_000, intervalMs: 250 },
+      );
+    await settled(`max by (namespace, subscription) (webhook_breaker_state{job="${JOB}", namespace="${ns}"})`, { [`${ns}/down`]: 1, [`${ns}/ok`]: 0 });
+    await settled(`max by (namespace, subscription) (webhook_endpoint_health{job="${JOB}", namespace="${ns}"})`, { [`${ns}/gone`]: 2 });
     const latency = await prom.query(fill(panels.find((p) => /latency/i.test(p.title))!.targets![2]!.expr, "1m"));
     expect(Number.isFinite(Number(latency[0]!.value[1]))).toBe(true);
-    const drains = await byLabels(fill(panels.find((p) => /drain/i.test(p.title))!.targets![0]!.expr, "1m"));
+    const drains = await settled(fill(panels.find((p) => /drain/i.test(p.title))!.targets![0]!.expr, "1m"), { drained: 1, timeout: 0 });
     expect(drains).toEqual({ drained: 1, timeout: 0 });
-    const ops = await byLabels(`sum by (operation) (webhook_dlq_operations_total{job="${JOB}"})`);
-    expect(ops).toMatchObject({ enqueue: 2, replay: 1 });
+    await settled(`sum by (operation) (webhook_dlq_operations_total{job="${JOB}"})`, { enqueue: 2, replay: 1 });
 
     // Template variables: the namespace and subscription lists include this scenario's.
     for (const v of dashboard.templating.list.filter((x) => x.type === "query")) {
