@@ -204,6 +204,15 @@ export class Reflector<T extends { metadata: Pick<ObjectMeta, "name" | "namespac
     this.recovered();
   }
 
+  /** The object of a watch event, or for Table watches its one row (undefined if it has none). */
+  private itemOf(event: WatchEvent): RawItem | undefined {
+    if (this.opts.representation !== "table") return event.object as unknown as RawItem;
+    const table = event.object as { rows?: TableRow[]; columnDefinitions?: Array<{ name: string }> };
+    if (table.columnDefinitions?.length) this.columns = table.columnDefinitions.map((c) => c.name);
+    const row = table.rows?.[0];
+    return row ? this.fromRow(row) : undefined;
+  }
+
   private fromRow(row: TableRow): RawItem {
     const cells: Record<string, unknown> = {};
     this.columns.forEach((name, i) => (cells[name] = row.cells?.[i]));
@@ -284,16 +293,8 @@ export class Reflector<T extends { metadata: Pick<ObjectMeta, "name" | "namespac
       if (meta.resourceVersion) this.resourceVersion = meta.resourceVersion;
       return;
     }
-    let item: RawItem;
-    if (this.opts.representation === "table") {
-      const table = event.object as { rows?: TableRow[]; columnDefinitions?: Array<{ name: string }> };
-      if (table.columnDefinitions?.length) this.columns = table.columnDefinitions.map((c) => c.name);
-      const row = table.rows?.[0];
-      if (!row) return;
-      item = this.fromRow(row);
-    } else {
-      item = event.object as unknown as RawItem;
-    }
+    const item = this.itemOf(event);
+    if (!item) return;
     const rv = item.metadata.resourceVersion;
     const obj = this.opts.transform(item);
     const key = objectKey(item.metadata);
