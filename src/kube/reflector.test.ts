@@ -4,7 +4,7 @@
 // test/integration/reflector.test.ts.
 import { createServer, type Server } from "node:http";
 import { KubeConfig } from "@kubernetes/client-node";
-import { afterEach, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import { createLogger } from "../observability/logger.js";
 import { KubeClient } from "./client.js";
 import { Reflector } from "./reflector.js";
@@ -15,14 +15,6 @@ afterEach(async () => {
   await new Promise((resolve) => server?.close(resolve));
   server = undefined;
 });
-
-async function until(fn: () => boolean, description: string): Promise<void> {
-  const deadline = Date.now() + 10_000;
-  while (!fn()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${description}`);
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-}
 
 describe("Reflector", () => {
   it("treats a watch closed at once with no events as a failure (backed off), not as a normal end", async () => {
@@ -57,7 +49,7 @@ describe("Reflector", () => {
     });
     reflector.start();
     try {
-      await until(() => health.length > 0, "the reflector to report the failure");
+      await vi.waitFor(() => expect(health.length, "the reflector reports the failure").toBeGreaterThan(0), { timeout: 10_000, interval: 10 });
       expect(health).toEqual([false]);
       // Waiting out a 30-60 s backoff, not reconnecting in a loop.
       expect(watches).toBe(1);
