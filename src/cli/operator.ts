@@ -17,6 +17,7 @@ import { SecretCache } from "../delivery/secrets.js";
 import { Sender } from "../delivery/sender.js";
 import { SubscriptionReconciler } from "../delivery/subscription-reconciler.js";
 import { TerminalIndex } from "../delivery/terminal-index.js";
+import { ApiHealth } from "../kube/api-health.js";
 import { ApiError, KubeClient } from "../kube/client.js";
 import { EventRecorder } from "../kube/events.js";
 import { LeaderElector } from "../kube/leader.js";
@@ -68,7 +69,7 @@ export class Operator {
   private readonly subscriptionExpectations = new Expectations();
   private servers: Server[] = [];
   private shuttingDown = false;
-  private apiFailingSince: number | undefined;
+  private apiHealth: ApiHealth | undefined;
   private readonly unhealthyReflectors = new Set<string>();
   metricsPort = 0;
   healthPort = 0;
@@ -89,7 +90,7 @@ export class Operator {
   get ready(): { ready: boolean; reason?: string } {
     if (this.shuttingDown) return { ready: false, reason: "shutting down" };
     if (!this.caches?.synced || !this.terminal?.synced) return { ready: false, reason: "caches not synced" };
-    if (this.apiFailingSince !== undefined && Date.now() - this.apiFailingSince > 2_000) return { ready: false, reason: "the API server cannot be reached" };
+    if (this.apiHealth && !this.apiHealth.reachable()) return { ready: false, reason: "the API server cannot be reached" };
     if (this.unhealthyReflectors.size) return { ready: false, reason: `watches failing: ${[...this.unhealthyReflectors].join(", ")}` };
     return { ready: true };
   }
@@ -99,14 +100,15 @@ export class Operator {
     const kc = new KubeConfig();
     if (this.opts.kubeconfig) kc.loadFromFile(this.opts.kubeconfig);
     else kc.loadFromDefault();
+    const apiHealth = new ApiHealth({ graceMs: 2_000, check: () => this.client.request({ method: "GET", path: "/version", timeoutMs: 5_000 }) });
     const observer = {
       observe: (verb: Parameters<Metrics["observe"]>[0], resource: string, code: number, seconds: number) => {
         metrics.observe(verb, resource, code, seconds);
-        if (code === 0 || code >= 500) this.apiFailingSince ??= Date.now();
-        else this.apiFailingSince = undefined;
+        apiHealth.observe(code);
       },
     };
     this.client = await KubeClient.create(kc, { observer, userAgent: USER_AGENT });
+    this.apiHealth = apiHealth;
     log.info({ server: this.client.server, namespaces: config.watchNamespaces.length ? config.watchNamespaces : "all", allowedNetworks: config.allowedNetworksText || "public only" }, "hookline operator starting");
 
     // Probes answer from the first moment (not ready until synced).

@@ -34,6 +34,8 @@ describe("classifyRequest", () => {
     ["list subscriptions in all namespaces", { method: "GET", path: `${G}/webhooksubscriptions`, query: { limit: 500 } }, "list", "webhooksubscriptions"],
     ["get a CRD", { method: "GET", path: "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/webhookdeliveries.hookline.dev" }, "get", "customresourcedefinitions"],
     ["apply a CRD", { method: "PATCH", path: "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/webhooksubscriptions.hookline.dev" }, "patch", "customresourcedefinitions"],
+    // non-resource URLs
+    ["the API server's version", { method: "GET", path: "/version" }, "get", "/version"],
     // subresources
     ["patch a delivery's status", { method: "PATCH", path: `${G}/namespaces/shop/webhookdeliveries/evt-1/status` }, "patch", "webhookdeliveries/status"],
     ["get a delivery's status", { method: "GET", path: `${G}/namespaces/shop/webhookdeliveries/evt-1/status` }, "get", "webhookdeliveries/status"],

@@ -205,6 +205,8 @@ function withQuery(path: string, query: RequestOptions["query"]): string {
 /** Maps a request to the verb and resource Kubernetes' audit log would name. */
 export function classifyRequest(opts: Pick<RequestOptions, "method" | "path" | "query">): { verb: Verb; resource: string } {
   const parts = opts.path.split("?")[0]!.split("/").filter(Boolean);
+  // Non-resource URLs (/version, /readyz): the audit log names them by path, with the HTTP verb.
+  if (parts[0] !== "api" && parts[0] !== "apis") return { verb: "get", resource: `/${parts.join("/")}` };
   // /api/v1/namespaces/ns/secrets/name, /apis/g/v/namespaces/ns/plural/name/status, /apis/g/v/plural
   const start = parts[0] === "api" ? 2 : 3;
   let rest = parts.slice(start);
