@@ -298,15 +298,26 @@ describe("an idle operator", () => {
         const text = await op.metrics();
         return subs.every((s) => sample(text, "webhook_breaker_state", { subscription: s }) === 1);
       }, { description: "every breaker Open" });
-      // Let the last status writes settle, then measure a quiet window.
+      // Let the last status writes and the first sweep of finished deliveries (5 s after
+      // leadership) pass, then measure a quiet window.
       await waitFor(async () => (await Promise.all(subs.map((s) => sub(ns, s)))).every((st) => st?.breaker?.state === "Open" && st.deliveries?.pending === 5), { description: "status settled" });
-      const cpu = async () => sample(await op.metrics(), "hookline_process_cpu_seconds_total");
-      const before = await cpu();
+      await op.waitForLog((l) => l.msg === "swept finished deliveries", 20_000, "the first sweep");
+      const counters = async () => {
+        const text = await op.metrics();
+        return { reconciles: sample(text, "hookline_reconcile_total"), apiRequests: sample(text, "hookline_kube_api_requests_total"), cpu: sample(text, "hookline_process_cpu_seconds_total") };
+      };
+      const before = await counters();
       const requests = r.requests.length;
       await new Promise((resolve) => setTimeout(resolve, 5_000)); // the quiet window being measured
-      const used = (await cpu()) - before;
+      const after = await counters();
+      const used = after.cpu - before.cpu;
+      // A polling loop shows as work: reconciles, API requests or webhook requests. None happen.
       expect(r.requests.length).toBe(requests);
-      expect(used).toBeLessThan(0.15); // 3% of one core at most, scrapes included
+      expect(after.reconciles - before.reconciles).toBe(0);
+      expect(after.apiRequests - before.apiRequests).toBe(0);
+      // And as CPU: a busy loop burns ~5 s here. The bound leaves room for scrapes and GC on a
+      // loaded machine (typically 0.02-0.05 s; the benchmark measures CPU per delivery).
+      expect(used).toBeLessThan(0.5);
       console.log(`[idle] ${used.toFixed(3)} CPU seconds in 5 s with 10 open breakers and 50 waiting deliveries`);
     } finally {
       op.kill("SIGKILL");
