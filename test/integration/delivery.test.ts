@@ -57,12 +57,12 @@ describe("delivery: three customers", () => {
     expect(broken.requests).toHaveLength(6);
     expect(b.status!.deadLetter.reason).toBe("Exhausted");
     expect(b.status!.history).toHaveLength(6);
-    // Gaps grow roughly twofold: 50, 100, 200, 400, 800 ms. Never earlier than scheduled; the
-    // processing time on top (a status write, a watch event) is small next to the doubling.
+    // Gaps grow twofold: 50, 100, 200, 400, 800 ms. Never earlier than scheduled; later only by
+    // the processing on top (a status write, a watch event): a few ms, ~100 ms on a loaded
+    // machine, so the upper bound leaves 1 s. The exact schedule is unit-tested (core/backoff).
     const gaps = broken.requests.slice(1).map((r, i) => r.at - broken.requests[i]!.at);
-    // (Under a loaded CI machine that overhead reaches ~100 ms, so compare gaps two steps apart.)
     gaps.forEach((g, i) => expect(g).toBeGreaterThanOrEqual(50 * 2 ** i - 5));
-    for (let i = 2; i < gaps.length; i++) expect(gaps[i]!).toBeGreaterThan(gaps[i - 2]! * 1.5);
+    gaps.forEach((g, i) => expect(g).toBeLessThan(50 * 2 ** i + 1_000));
     expect(gaps[4]! / gaps[0]!).toBeGreaterThan(3);
 
     for (const [r, id] of [[flaky, "evt-1"], [gone, "evt-2"], [broken, "evt-3"]] as const) {
