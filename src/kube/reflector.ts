@@ -58,9 +58,6 @@ interface WatchEvent {
   object: Record<string, unknown>;
 }
 
-/** A watch that stayed open this long before failing resets the retry backoff. */
-const STABLE_WATCH_MS = 10_000;
-
 export class GoneError extends Error {}
 
 export function objectKey(meta: Pick<ObjectMeta, "namespace" | "name">): string {
@@ -78,8 +75,6 @@ export class Reflector<T extends { metadata: Pick<ObjectMeta, "name" | "namespac
   /** Consecutive failures: the exponent of the retry backoff. */
   private failures = 0;
   private healthy = true;
-  /** When the current watch was established (its response arrived); 0 when none is open. */
-  private watchingSince = 0;
 
   constructor(private readonly opts: ReflectorOptions<T>) {}
 
@@ -111,7 +106,6 @@ export class Reflector<T extends { metadata: Pick<ObjectMeta, "name" | "namespac
     const { initialMs, maxMs } = this.opts.backoff ?? { initialMs: 500, maxMs: 30_000 };
     const random = this.opts.random ?? Math.random;
     while (!signal.aborted) {
-      this.watchingSince = 0;
       try {
         if (this.resourceVersion === undefined) await this.list(signal);
         await this.watch(signal);
@@ -123,8 +117,6 @@ export class Reflector<T extends { metadata: Pick<ObjectMeta, "name" | "namespac
           this.resourceVersion = undefined;
           continue;
         }
-        // A watch that ran a while before failing is a fresh problem, not the next retry.
-        if (this.watchingSince && performance.now() - this.watchingSince >= STABLE_WATCH_MS) this.failures = 0;
         this.failures++;
         this.setHealthy(false);
         const delay = Math.min(maxMs, initialMs * 2 ** Math.min(this.failures - 1, 16));
@@ -248,8 +240,10 @@ export class Reflector<T extends { metadata: Pick<ObjectMeta, "name" | "namespac
         },
         signal,
       });
-      // Connected again: readiness must not wait for this watch to end (5-10 minutes).
-      this.watchingSince = performance.now();
+      // Connected again: readiness must not wait for this watch to end (5-10 minutes). The
+      // backoff starts over only when it ends normally or a list succeeds, so a watch that the
+      // server accepts and then fails at once still backs off.
+      const openedAt = performance.now();
       this.setHealthy(true);
       // Events are newline-delimited JSON; a chunk can hold many events or part of one.
       let buffered = "";
@@ -270,7 +264,7 @@ export class Reflector<T extends { metadata: Pick<ObjectMeta, "name" | "namespac
       }
       // As client-go does: a watch that ends at once with nothing in it is an error (backed off),
       // not a normal end (which would reconnect at once, in a loop).
-      if (events === 0 && performance.now() - this.watchingSince < 1_000) throw new Error("the API server closed the watch at once, with no events");
+      if (events === 0 && performance.now() - openedAt < 1_000) throw new Error("the API server closed the watch at once, with no events");
     } catch (err) {
       if (abort.signal.aborted && !outer.aborted) {
         this.opts.log.warn({ reflector: this.opts.name }, "watch silent past its timeout, restarting");
