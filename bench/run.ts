@@ -212,10 +212,22 @@ interface Env {
   tmp: string;
 }
 
-async function setupNamespace(env: Env, ns: string, subs: Array<{ name: string; spec: Partial<SubscriptionSpecInput> & { url: string } }>): Promise<void> {
+type SubSetup = { name: string; spec: Partial<SubscriptionSpecInput> & { url: string } };
+
+async function setupNamespace(env: Env, ns: string, subs: SubSetup[]): Promise<void> {
   await ensure(env.admin, NAMESPACES, [namespace(ns)]);
   await ensure(env.admin, SECRETS, [secret(ns)]);
   await ensure(env.admin, SUBSCRIPTIONS, subs.map((s) => subscription(ns, s.name, s.spec)));
+}
+
+/** A namespace whose subscriptions are Ready, and a started watch of its deliveries (stopped at cleanup). */
+async function deliveryNamespace(env: Env, ns: string, subs: SubSetup[]): Promise<DeliveryWatch> {
+  await setupNamespace(env, ns, subs);
+  await waitSubscriptionsReady(env.admin, ns, subs.map((s) => s.name));
+  const watch = new DeliveryWatch(env.admin, ns);
+  await watch.start();
+  cleanups.push({ what: "watch", run: () => watch.stop() });
+  return watch;
 }
 
 const apiPort = (env: Env) => Number(new URL(env.cp.server).port);
@@ -392,12 +404,7 @@ function phaseSummary(ns: string, count: number, b: Awaited<ReturnType<typeof de
 
 async function throughputPhase(env: Env, op: OperatorProcess): Promise<Record<string, unknown>> {
   const ns = "bench-main";
-  const subs = subNames(SUBS).map((name) => ({ name, spec: { url: env.receiver.url(`/ok/${ns}/${name}`), retention: { succeeded: "0s" } } }));
-  await setupNamespace(env, ns, subs);
-  await waitSubscriptionsReady(env.admin, ns, subs.map((s) => s.name));
-  const watch = new DeliveryWatch(env.admin, ns);
-  await watch.start();
-  cleanups.push({ what: "watch", run: () => watch.stop() });
+  const watch = await deliveryNamespace(env, ns, subNames(SUBS).map((name) => ({ name, spec: { url: env.receiver.url(`/ok/${ns}/${name}`), retention: { succeeded: "0s" } } })));
   await sleep(1_000); // let the subscription status writes of the setup settle
   const before = await op.metrics();
   const cpMark = await controlPlaneMark(env);
@@ -476,12 +483,7 @@ async function throughputPhase(env: Env, op: OperatorProcess): Promise<Record<st
 
 async function pacedPhase(env: Env, op: OperatorProcess, rate: number): Promise<Record<string, unknown>> {
   const ns = "bench-paced";
-  const subs = subNames(SUBS).map((name) => ({ name, spec: { url: env.receiver.url(`/ok/${ns}/${name}`), retention: { succeeded: "0s" } } }));
-  await setupNamespace(env, ns, subs);
-  await waitSubscriptionsReady(env.admin, ns, subs.map((s) => s.name));
-  const watch = new DeliveryWatch(env.admin, ns);
-  await watch.start();
-  cleanups.push({ what: "watch", run: () => watch.stop() });
+  const watch = await deliveryNamespace(env, ns, subNames(SUBS).map((name) => ({ name, spec: { url: env.receiver.url(`/ok/${ns}/${name}`), retention: { succeeded: "0s" } } })));
   const count = Math.max(10, Math.round(rate * PACED_SECONDS));
   await quiesce(op);
   say(`half rate: ${count} deliveries at ${round(rate, 1)}/s (half the measured rate) for ${PACED_SECONDS} s`);
@@ -501,14 +503,10 @@ async function pacedPhase(env: Env, op: OperatorProcess, rate: number): Promise<
 async function hangPhase(env: Env, op: OperatorProcess, rate: number): Promise<Record<string, unknown>> {
   const ns = "bench-hang";
   const timeoutS = HANG_WINDOW_SECONDS + 15;
-  await setupNamespace(env, ns, [
+  const watch = await deliveryNamespace(env, ns, [
     { name: "healthy", spec: { url: env.receiver.url(`/ok/${ns}/healthy`), retention: { succeeded: "0s" } } },
     { name: "hanging", spec: { url: env.receiver.url(`/hang/${ns}/hanging`), maxInFlight: HANG_MAX_IN_FLIGHT, timeout: `${timeoutS}s`, retention: { succeeded: "0s" } } },
   ]);
-  await waitSubscriptionsReady(env.admin, ns, ["healthy", "hanging"]);
-  const watch = new DeliveryWatch(env.admin, ns);
-  await watch.start();
-  cleanups.push({ what: "watch", run: () => watch.stop() });
   const count = Math.max(10, Math.round(rate * HANG_WINDOW_SECONDS));
   await quiesce(op);
   say(`hanging endpoint: ${count} deliveries to a healthy endpoint at ${round(rate, 1)}/s alone`);
