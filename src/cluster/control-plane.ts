@@ -1,5 +1,5 @@
 // The local control plane: etcd + kube-apiserver + kube-controller-manager on 127.0.0.1, started
-// the way controller-runtime's envtest does it (see /work/shared/CONTROL-PLANE.md), plus KCM so
+// the way controller-runtime's envtest does it, plus KCM so
 // namespaces finish deleting, ownerReference GC works and `default` ServiceAccounts exist.
 //
 // Layout of DIR:

@@ -44,7 +44,7 @@ interface IntVar {
   max: number;
 }
 
-/** The contract's variables (../shared/API.md) and Hookline's own, with defaults and ranges. */
+/** The contract's variables and Hookline's own, with defaults and ranges. */
 export const INT_VARS = {
   deliveryTimeoutMs: { name: "WEBHOOK_DELIVERY_TIMEOUT_MS", default: 10_000, min: 100, max: 120_000 },
   failureThreshold: { name: "WEBHOOK_CB_FAILURE_THRESHOLD", default: 5, min: 1, max: 100 },

@@ -1,5 +1,5 @@
 // The one prom-client Registry (created by the composition root) and every metric Hookline
-// exports. Names and labels of the webhook_* metrics are the contract (../shared/API.md); label
+// exports. Names and labels of the webhook_* metrics are the contract; label
 // values are bounded (namespace, subscription, a closed set of reasons), never raw error text.
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
 import type { RequestObserver, Verb } from "../kube/client.js";

@@ -1,5 +1,5 @@
 // Names and labels of the deliveries a publish creates. A delivery's name is the producer's
-// idempotency key (../../shared/API.md), so it is a pure function of (event id, subscription):
+// idempotency key, so it is a pure function of (event id, subscription):
 // the same event published twice maps to the same names, and two different pairs never share
 // one. The readable form `<event id>.<subscription>` is used when the id already is a valid
 // lowercase name without dots; a dot (not a dash) joins them because "evt-1" + "b-acme" and
