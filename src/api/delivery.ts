@@ -2,7 +2,7 @@
 // producer's idempotency key. The spec is immutable: an event does not change after the fact.
 import { z } from "zod";
 import { conditions, objectName, timestamp, withRules } from "./fields.js";
-import { DEAD_LETTER_REASONS, DELIVERY_PHASES, DISCARD_REASONS } from "./names.js";
+import { DEAD_LETTER_REASONS, DELIVERY_PHASES, DISCARD_REASONS, REPLAY_REASON_MAX_LENGTH } from "./names.js";
 
 const immutable = (field: string) => ({
   rule: "self == oldSelf",
@@ -86,7 +86,7 @@ export const deliveryStatusSchema = z
     deadLetter: z
       .object({
         at: timestamp("When the delivery was dead-lettered."),
-        reason: z.enum(DEAD_LETTER_REASONS).meta({ description: "Exhausted, PermanentFailure, Gone, BreakerOpen, Drain or Blocked." }),
+        reason: z.enum(DEAD_LETTER_REASONS).meta({ description: "Exhausted, PermanentFailure, Gone, BreakerOpen, Drain, Blocked or EventTypeNotSubscribed (the subscription no longer lists the event type: replay it after adding the type back)." }),
         message: z.string().max(1024).optional().meta({ description: "Details." }),
       })
       .optional()
@@ -102,7 +102,7 @@ export const deliveryStatusSchema = z
     replays: z.int().min(0).optional().meta({ description: "Failed replays so far; at deadLetter.maxReplays the delivery is Discarded (Poison)." }),
     lastReplay: z
       .object({
-        reason: z.string().max(1024).meta({ description: "The reason given for the replay." }),
+        reason: z.string().max(REPLAY_REASON_MAX_LENGTH).meta({ description: "The reason given for the replay." }),
         at: timestamp("When the replay was attempted."),
         requestId: z.string().max(128).optional().meta({ description: "The bulk replay this was part of (see the subscription's status.lastReplay.id)." }),
         result: z.enum(["Succeeded", "Failed", "Deduped"]).optional().meta({ description: "Succeeded, Failed, or Deduped (skipped: an equal delivery was pending)." }),

@@ -1,4 +1,4 @@
-// Names users, scripts and dashboards depend on (../shared/API.md). Change none of them lightly.
+// Names users, scripts and dashboards depend on. Change none of them lightly.
 
 export const GROUP = "hookline.dev";
 export const VERSION = "v1alpha1";
@@ -46,6 +46,8 @@ export const MAX_PAYLOAD_BYTES = 256 * 1024;
 export const HISTORY_LIMIT = 10;
 
 export const REPLAY_REASON_MIN_LENGTH = 5;
+/** The longest replay reason status can hold; a longer one is refused like a short one. */
+export const REPLAY_REASON_MAX_LENGTH = 1024;
 export const REPLAY_CONCURRENCY = { default: 5, min: 1, max: 50 } as const;
 
 export const DELIVERY_PHASES = ["Pending", "Retrying", "Succeeded", "DeadLettered", "Discarded"] as const;
@@ -54,7 +56,7 @@ export function isTerminalPhase(phase: string | undefined): boolean {
   return phase === "Succeeded" || phase === "DeadLettered" || phase === "Discarded";
 }
 
-export const DEAD_LETTER_REASONS = ["Exhausted", "PermanentFailure", "Gone", "BreakerOpen", "Drain", "Blocked"] as const;
+export const DEAD_LETTER_REASONS = ["Exhausted", "PermanentFailure", "Gone", "BreakerOpen", "Drain", "Blocked", "EventTypeNotSubscribed"] as const;
 export type DeadLetterReason = (typeof DEAD_LETTER_REASONS)[number];
 
 export const DISCARD_REASONS = ["Poison", "PayloadTooLarge", "EventTypeNotSubscribed", "InvalidSpec"] as const;

@@ -2,6 +2,7 @@
 // the source of truth: the CRD (crds/), the TypeScript types and the operator's runtime
 // validation are all derived from it.
 import { z } from "zod";
+import { REPLAY_REASON_MAX_LENGTH } from "./names.js";
 import { celIsDuration, conditions, duration, int, objectName, safeDuration, timestamp, withRules } from "./fields.js";
 
 /** Headers Hookline sets itself; a subscription may not override them. */
@@ -216,7 +217,7 @@ export const deliveryCountsSchema = z
 
 export const subscriptionReplayStatusSchema = z
   .object({
-    reason: z.string().meta({ description: "The reason given in the hookline.dev/replay-dead-letters annotation." }),
+    reason: z.string().max(REPLAY_REASON_MAX_LENGTH).meta({ description: "The reason given in the hookline.dev/replay-dead-letters annotation." }),
     requestedAt: timestamp("When the replay was requested."),
     finishedAt: timestamp("When it finished; absent while it runs.").optional(),
     concurrency: z.int().min(1).max(50).optional().meta({ description: "Replays run at once." }),

@@ -7,6 +7,7 @@ import { KubeConfig } from "@kubernetes/client-node";
 import type { Server } from "node:http";
 import type { Logger } from "pino";
 import { GROUP, VERSION as API_GROUP_VERSION } from "../api/names.js";
+import { STATUS_FITTERS } from "../api/status-limits.js";
 import type { Config } from "../config/config.js";
 import type { PolicyDefaults } from "../core/policy.js";
 import { Caches, type DeliveryObject, type SubscriptionObject } from "../delivery/caches.js";
@@ -116,7 +117,8 @@ export class Operator {
     await this.checkCrds();
 
     const defaults: PolicyDefaults = { deliveryTimeoutMs: config.deliveryTimeoutMs, breaker: config.breaker };
-    const statusWriter = new StatusWriter(this.client);
+    // Every status string and list is cut to its schema's limit here, in the one writer.
+    const statusWriter = new StatusWriter(this.client, STATUS_FITTERS);
     this.events = new EventRecorder(this.client, log.child({ component: "events" }), { component: "hookline", host: config.leaderElection.identity });
     this.endpoints = new EndpointRegistry(config.maxInFlight, config.healthProbeIntervalMs, (key) => this.term?.deliveries.queue.add(key), (n) => metrics.inFlight.set(n));
     this.sender = new Sender({ allowedNetworks: config.allowedNetworks, connectionsPerOrigin: Math.min(1000, config.maxInFlight) });
@@ -164,7 +166,7 @@ export class Operator {
       userAgent: USER_AGENT,
       interruptedAction: config.drain.action,
       endpointChanged: (subKey, urgent) => this.endpointChanged(subKey, urgent),
-      replay: (key, signal) => this.replayer.single(key, signal),
+      replay: { requested: (key) => this.replayer.requested(key), reconcile: (key, signal) => this.replayer.reconcile(key, signal) },
     });
     this.replayer = new Replayer({
       caches: this.caches,
@@ -176,6 +178,7 @@ export class Operator {
       expectations: this.subscriptionExpectations,
       log: log.child({ component: "replay" }),
       touchSubscription: (subKey) => this.term?.subscriptions.queue.add(subKey),
+      enqueueDelivery: (key) => this.term?.deliveries.queue.add(key),
     });
     this.subscriptionReconciler = new SubscriptionReconciler({
       caches: this.caches,

@@ -1,11 +1,12 @@
 // What an attempt (or a decision without one) does to a delivery's status. Pure: the executor
 // writes the result in one status patch. Every function returns the whole next status.
 import type { Attempt, AttemptOutcome, DeliveryStatus } from "../api/delivery.js";
-import { HISTORY_LIMIT, type DeadLetterReason, type DiscardReason } from "../api/names.js";
+import { HISTORY_LIMIT, isTerminalPhase, type DeadLetterReason, type DiscardReason } from "../api/names.js";
 import { nextDelay } from "./backoff.js";
 import type { Classification } from "./classify.js";
 import { setCondition } from "./conditions.js";
 import type { WaitReason } from "./plan.js";
+import type { EndpointWaitReason } from "./waiting.js";
 import type { Policy } from "./policy.js";
 import { isRetryAfterStatus } from "./classify.js";
 import { parseRetryAfter } from "./retry-after.js";
@@ -75,7 +76,7 @@ export function applyAttempt(input: OutcomeInput): OutcomeResult {
     startedAt: toRfc3339(attempt.startedAt),
     durationMs: Math.max(0, Math.round(attempt.durationMs)),
     ...(attempt.responseStatus !== undefined ? { responseStatus: attempt.responseStatus } : {}),
-    ...(attempt.error !== undefined ? { error: attempt.error.slice(0, 1024) } : {}),
+    ...(attempt.error !== undefined ? { error: attempt.error } : {}),
     outcome,
     reason: attempt.classification === "interrupted" ? "interrupted" : attempt.classification.reason,
     ...(input.replay ? { replay: true } : {}),
@@ -208,7 +209,43 @@ function failed(prev: DeliveryStatus | undefined, generation: number | undefined
 }
 
 /** A delivery that waits for something the user must fix. */
-export function waiting(prev: DeliveryStatus | undefined, generation: number | undefined, now: number, reason: WaitReason, message: string): DeliveryStatus {
+export function waiting(prev: DeliveryStatus | undefined, generation: number | undefined, now: number, reason: WaitReason | EndpointWaitReason, message: string): DeliveryStatus {
   const base = prev ?? {};
   return withWaiting({ ...base, observedGeneration: generation, phase: base.phase ?? "Pending", attempts: base.attempts ?? 0 }, now, generation, reason, message);
+}
+
+/**
+ * Whether `current` (read again after a write conflict) moved past `basis`, the status an
+ * outcome was computed from: a newer attempt was recorded (by a replay, another worker, an old
+ * leader) or the delivery became final. Such an outcome is dropped, never re-applied: a
+ * delivered event must not become a dead letter because a slower attempt wrote second.
+ */
+export function movedPast(basis: DeliveryStatus | undefined, current: DeliveryStatus | undefined): boolean {
+  if ((current?.lastAttempt?.number ?? 0) !== (basis?.lastAttempt?.number ?? 0)) return true;
+  return isTerminalPhase(current?.phase) && current?.phase !== basis?.phase;
+}
+
+/**
+ * The outcome with only what the delivery's state needs (phase, counts, times, reasons) and no
+ * free text: written when the API server refused the whole status, so the outcome is recorded
+ * and the request is not sent again.
+ */
+export function essentials(r: OutcomeResult): OutcomeResult {
+  const s = r.status;
+  const attempt = (a: Attempt): Attempt => ({ number: a.number, startedAt: a.startedAt, durationMs: a.durationMs, outcome: a.outcome, ...(a.responseStatus !== undefined ? { responseStatus: a.responseStatus } : {}) });
+  const status: DeliveryStatus = {
+    ...(s.observedGeneration !== undefined ? { observedGeneration: s.observedGeneration } : {}),
+    ...(s.phase ? { phase: s.phase } : {}),
+    attempts: s.attempts ?? 0,
+    ...(s.nextAttemptAt ? { nextAttemptAt: s.nextAttemptAt } : {}),
+    ...(s.finishedAt ? { finishedAt: s.finishedAt } : {}),
+    ...(s.replays !== undefined ? { replays: s.replays } : {}),
+    ...(s.interruptions !== undefined ? { interruptions: s.interruptions } : {}),
+    ...(s.lastAttempt ? { lastAttempt: attempt(s.lastAttempt) } : {}),
+    ...(s.history ? { history: s.history.map(attempt) } : {}),
+    ...(s.deadLetter ? { deadLetter: { at: s.deadLetter.at, reason: s.deadLetter.reason } } : {}),
+    ...(s.discard ? { discard: { at: s.discard.at, reason: s.discard.reason } } : {}),
+    ...(s.conditions ? { conditions: s.conditions.map(({ message: _m, ...c }) => ({ ...c, message: "details omitted: the API server refused the full status (see the StatusWriteRefused Event)" })) } : {}),
+  };
+  return { status, ...(r.final ? { final: r.final } : {}) };
 }

@@ -133,7 +133,7 @@ describe("plan: event types", () => {
   it.each(table)("eventTypes %j, event %s -> matches: %s", (eventTypes, eventType, matches) => {
     const action = plan(input({ delivery: { eventType }, subscription: okSub(eventTypes === undefined ? {} : { eventTypes }) }));
     if (matches) expect(action).toEqual(plainAttempt);
-    else expect(action).toEqual({ type: "Discard", reason: "EventTypeNotSubscribed", message: expect.stringContaining(eventType) });
+    else expect(action).toEqual({ type: "DeadLetter", reason: "EventTypeNotSubscribed", message: expect.stringContaining(eventType) });
   });
 
   it("a mismatch is decided before paused, Secret, backoff and endpoint", () => {
@@ -145,7 +145,7 @@ describe("plan: event types", () => {
         endpoint: null,
       }),
     );
-    expect(action).toMatchObject({ type: "Discard", reason: "EventTypeNotSubscribed" });
+    expect(action).toMatchObject({ type: "DeadLetter", reason: "EventTypeNotSubscribed" });
     expect((action as { message: string }).message).toContain("order.*");
   });
 });
@@ -399,7 +399,7 @@ describe("plan: precedence, one row per gate with every later gate also failing"
     [
       "event type",
       input({ delivery: { eventType: "x.y", nextAttemptAt: NOW + 1, attempts: 9 }, subscription: okSub({ eventTypes: ["a.b"], paused: true }), secret: { kind: "missing", message: "m" } }),
-      { type: "Discard", reason: "EventTypeNotSubscribed" },
+      { type: "DeadLetter", reason: "EventTypeNotSubscribed" },
     ],
     ["paused", input({ delivery: { nextAttemptAt: NOW + 1, attempts: 9 }, subscription: okSub({ paused: true }), secret: { kind: "missing", message: "m" } }), { type: "Wait", reason: "Paused" }],
     ["secret", input({ delivery: { nextAttemptAt: NOW + 1, attempts: 9 }, secret: { kind: "missing", message: "m" } }), { type: "Wait", reason: "SecretNotFound" }],

@@ -78,10 +78,12 @@ export function plan({ now, delivery, subscription, secret, endpoint }: PlanInpu
   }
   const policy = subscription.policy;
   if (!matchesEventType(policy.eventTypes, delivery.eventType)) {
+    // Dead-lettered, not discarded: the event may have been accepted while its type was listed
+    // (eventTypes edited since). It is kept, and replayed once the type is listed again.
     return {
-      type: "Discard",
+      type: "DeadLetter",
       reason: "EventTypeNotSubscribed",
-      message: `the subscription does not list event type ${delivery.eventType} (eventTypes: ${(policy.eventTypes ?? []).join(", ")})`,
+      message: `the subscription does not list event type ${delivery.eventType} (eventTypes: ${(policy.eventTypes ?? []).join(", ")}); replay it after adding the type`,
     };
   }
   if (policy.paused) return { type: "Wait", reason: "Paused", message: "the subscription is paused" };

@@ -6,11 +6,12 @@ import type { DeliveryStatus } from "../api/delivery.js";
 import { ANNOTATIONS, API_VERSION, DELIVERY } from "../api/names.js";
 import * as breaker from "../core/breaker.js";
 import { attemptStatusLabel, classify, endpointSignal, type Classification } from "../core/classify.js";
-import { conditionDiffers } from "../core/conditions.js";
+import { conditionDiffers, getCondition } from "../core/conditions.js";
 import * as health from "../core/health.js";
-import { applyAttempt, deadLetter, discard, waiting, type AttemptResult, type Final, type OutcomeResult, SUCCEEDED } from "../core/outcome.js";
+import { applyAttempt, deadLetter, discard, essentials, movedPast, waiting, type AttemptResult, type Final, type OutcomeResult, SUCCEEDED } from "../core/outcome.js";
+import { endpointWait } from "../core/waiting.js";
 import { plan, type Action, type SecretView, type SubscriptionView } from "../core/plan.js";
-import { resolvePolicy, type Policy, type PolicyDefaults } from "../core/policy.js";
+import { matchesEventType, resolvePolicy, type Policy, type PolicyDefaults } from "../core/policy.js";
 import { signHmacSha256Hex, signStandardWebhooks } from "../core/signing.js";
 import { fromRfc3339 } from "../core/rfc3339.js";
 import { ApiError, type KubeClient } from "../kube/client.js";
@@ -25,6 +26,12 @@ import { DELIVERIES, type Caches, type DeliveryObject, type SubscriptionObject }
 import type { Endpoint, EndpointRegistry } from "./endpoints.js";
 import type { SecretCache } from "./secrets.js";
 import type { Sender } from "./sender.js";
+
+export interface ReplayHook {
+  /** Whether a bulk replay waits for this key (it may still be in the active cache). */
+  requested(key: string): boolean;
+  reconcile(key: string, signal: AbortSignal): Promise<Result | void>;
+}
 
 export interface DeliveryReconcilerDeps {
   client: KubeClient;
@@ -42,8 +49,8 @@ export interface DeliveryReconcilerDeps {
   interruptedAction: "requeue" | "dead-letter";
   /** Called when an endpoint's breaker or health changed (urgent) or its counters moved. */
   endpointChanged: (subKey: string, urgent: boolean) => void;
-  /** Called when a replay annotation must be handled on a terminal delivery. */
-  replay?: (key: string, signal: AbortSignal) => Promise<Result | void>;
+  /** Replays: requested by annotation (finished deliveries) or by a bulk replay in progress. */
+  replay?: ReplayHook;
   now?: () => number;
   random?: () => number;
 }
@@ -72,9 +79,17 @@ export function deliveryRef(obj: DeliveryObject): ObjectRef {
   return { apiVersion: API_VERSION, kind: DELIVERY.kind, namespace: obj.metadata.namespace!, name: obj.metadata.name, uid: obj.metadata.uid, resourceVersion: obj.metadata.resourceVersion };
 }
 
+/** An attempt's outcome not recorded yet, with the status it was computed from. */
+interface Unwritten {
+  compute: (status: DeliveryStatus | undefined) => OutcomeResult;
+  basis: DeliveryStatus | undefined;
+  subKey: string;
+  replay: boolean;
+}
+
 export class DeliveryReconciler {
   /** Outcomes of attempts whose status write failed: written before anything else is tried. */
-  private readonly unwritten = new Map<string, { compute: (status: DeliveryStatus | undefined) => OutcomeResult; subKey: string; replay: boolean }>();
+  private readonly unwritten = new Map<string, Unwritten>();
   /**
    * Set while outcome writes fail (API server unreachable): no new attempt starts until the
    * outcomes already made are recorded, so what lives only in memory stays small.
@@ -91,12 +106,16 @@ export class DeliveryReconciler {
   }
 
   async reconcile(key: string, signal: AbortSignal): Promise<Result | void> {
+    const pending = this.unwritten.get(key);
+    if (pending) return this.writeUnwritten(key, pending);
     let obj = this.d.caches.delivery(key);
     if (!obj) {
       this.unwritten.delete(key);
       this.secretWaits.delete(key);
-      return this.d.replay?.(key, signal);
+      return this.d.replay?.reconcile(key, signal);
     }
+    // A bulk replay's dead letter the cache has not seen leave the active set yet.
+    if (this.d.replay?.requested(key)) return this.d.replay.reconcile(key, signal);
     switch (this.d.expectations.check(key, obj.metadata.resourceVersion)) {
       case "wait":
         return; // the watch brings our own write; the key is queued again then
@@ -109,15 +128,6 @@ export class DeliveryReconciler {
     }
     if (obj.metadata.deletionTimestamp) return;
 
-    const pending = this.unwritten.get(key);
-    if (pending) {
-      const written = await this.writeOutcome(key, obj, pending.compute);
-      this.unwritten.delete(key);
-      this.writesFailing = false;
-      if (!written) return;
-      if (written.final) this.onFinal(written.obj, written.final, pending.subKey, pending.replay);
-      return this.afterOutcome(written);
-    }
     if (this.writesFailing && this.unwritten.size > 0) return { requeueAfter: 2_000 };
 
     if (obj.metadata.annotations?.[ANNOTATIONS.replay] !== undefined) await this.refuseReplay(obj, "it is not dead-lettered");
@@ -171,9 +181,12 @@ export class DeliveryReconciler {
       case "Nothing":
         return;
       case "WaitUntil":
+        await this.reportWait(action, c);
         return { requeueAfter: Math.max(0, action.at - c.now) };
       case "Park":
+        // Parked before the report is written: a slot freed meanwhile wakes it (no idle slot).
         this.d.endpoints.park(c.endpoint!, c.key, action.why);
+        await this.reportWait(action, c);
         return;
       case "Wait": {
         const generation = c.obj.metadata.generation;
@@ -205,6 +218,20 @@ export class DeliveryReconciler {
       case "Attempt":
         this.secretWaits.delete(c.key);
         return this.attempt(c.key, c.obj, c.policy!, c.endpoint!, c.subKey, action, c.keys, c.signal);
+    }
+  }
+
+  /** Writes what a due delivery held by its endpoint waits for, once per reason (core/waiting.ts). */
+  private async reportWait(action: Action, c: { key: string; obj: DeliveryObject; policy: Policy | undefined; now: number }): Promise<void> {
+    const due = fromRfc3339(c.obj.status?.nextAttemptAt) ?? fromRfc3339(c.obj.metadata.creationTimestamp) ?? c.now;
+    const w = endpointWait(action, { now: c.now, overdueMs: c.now - due, maxInFlight: c.policy?.maxInFlight ?? 0, ...(c.policy?.rateLimit ? { ratePerSecond: c.policy.rateLimit.perSecond } : {}) });
+    if (!w || getCondition(c.obj.status?.conditions, SUCCEEDED)?.reason === w.reason) return;
+    const generation = c.obj.metadata.generation;
+    try {
+      await this.writeOutcome(c.key, c.obj, (s) => ({ status: waiting(s, generation, this.now(), w.reason, w.message) }));
+    } catch (err) {
+      // Informational: the delivery waits the same without it, and its next plan reports again.
+      this.d.log.warn({ delivery: c.key, reason: w.reason, err: (err as Error).message }, "could not record why the delivery waits");
     }
   }
 
@@ -248,7 +275,7 @@ export class DeliveryReconciler {
         this.d.metrics.attempts.inc({ namespace, subscription, status: attemptStatusLabel(c), reason: c.reason });
         this.d.metrics.attemptDuration.observe({ namespace, subscription }, result.durationMs / 1000);
       }
-      this.recordOnEndpoint(ep, subKey, policy, c, action.probe);
+      this.recordOnEndpoint(ep, subKey, policy, c, action.probe, replay !== undefined);
       const outcome = (status: DeliveryStatus | undefined) =>
         applyAttempt({ status, generation: obj.metadata.generation, now: this.now(), attempt: result, policy, random: this.random, interruptedAction: this.d.interruptedAction, ...(replay ? { replay } : {}) });
       const written = await this.writeOutcomeOrKeep(key, obj, outcome, subKey, replay !== undefined);
@@ -287,16 +314,20 @@ export class DeliveryReconciler {
     return { startedAt, durationMs: sent.durationMs, error: sent.message, classification: classify({ kind: "error", code: sent.code, name: sent.code }) };
   }
 
-  private recordOnEndpoint(ep: Endpoint, subKey: string, policy: Policy, c: Classification | "interrupted", probe: boolean): void {
+  private recordOnEndpoint(ep: Endpoint, subKey: string, policy: Policy, c: Classification | "interrupted", probe: boolean, viaReplay: boolean): void {
     const now = this.now();
     const signal = c === "interrupted" ? "none" : endpointSignal(c);
     const hcfg = health.healthConfig(this.d.endpoints.view(ep).healthProbeIntervalMs);
     const before = { breaker: ep.breaker.state, health: ep.health.state };
+    // An attempt admitted while the breaker was Closed may report after it opened: only the
+    // probe (or an explicit replay) speaks for an Open or HalfOpen breaker, so a late report
+    // neither re-opens it nor frees the probe's place while the probe is still out.
+    const heard = probe || viaReplay || ep.breaker.state === "Closed";
     let bt: breaker.BreakerTransition | undefined;
     let ht: health.HealthTransition | undefined;
     switch (signal) {
       case "success": {
-        const b = breaker.recordSuccess(ep.breaker, now, policy.breaker);
+        const b = heard ? breaker.recordSuccess(ep.breaker, now, policy.breaker) : { state: ep.breaker };
         const h = health.recordSuccess(ep.health, now);
         ep.breaker = b.state;
         ep.health = h.state;
@@ -306,7 +337,7 @@ export class DeliveryReconciler {
       }
       case "failure":
       case "gone": {
-        const b = breaker.recordFailure(ep.breaker, now, policy.breaker);
+        const b = heard ? breaker.recordFailure(ep.breaker, now, policy.breaker) : { state: ep.breaker };
         const h = health.recordFailure(ep.health, now, signal === "gone" ? "gone" : "failure", hcfg);
         ep.breaker = b.state;
         ep.health = h.state;
@@ -320,6 +351,9 @@ export class DeliveryReconciler {
     }
     if (bt) this.breakerTransition(ep, subKey, bt);
     if (ht) this.healthTransition(ep, subKey, ht);
+    // The endpoint recovered: every delivery held by it looks again now, also those waiting on
+    // a timer for the next probe (up to WEBHOOK_HEALTH_PROBE_INTERVAL_MS away).
+    if (ht?.to === "Healthy" || bt?.to === "Closed") this.d.endpoints.wakeAll(this.d.caches.deliveriesOf(subKey));
     // A probe reported back or the breaker moved: everyone parked on this endpoint looks again.
     if (probe || bt || before.breaker !== ep.breaker.state || before.health !== ep.health.state) this.d.endpoints.wakeEndpoint(ep);
     if (signal !== "none") {
@@ -393,6 +427,23 @@ export class DeliveryReconciler {
     this.d.endpointChanged(subKey, false);
   }
 
+  /** Records an outcome kept from an earlier write that failed, on a fresh read of the delivery. */
+  private async writeUnwritten(key: string, pending: Unwritten): Promise<Result | void> {
+    let written: { obj: DeliveryObject; final?: Final } | undefined;
+    try {
+      const obj = await this.fetch(key);
+      written = obj ? await this.writeOutcome(key, obj, pending.compute, pending.basis) : undefined;
+    } catch (err) {
+      if (err instanceof ApiError && err.isRefused) this.writesFailing = false; // it answers: no outage
+      throw err;
+    }
+    this.unwritten.delete(key);
+    this.writesFailing = false;
+    if (!written) return;
+    if (written.final) this.onFinal(written.obj, written.final, pending.subKey, pending.replay);
+    return this.afterOutcome(written);
+  }
+
   private afterOutcome(written: { obj: DeliveryObject; final?: Final }): Result | void {
     const next = fromRfc3339(written.obj.status?.nextAttemptAt);
     if (written.final || next === undefined) return;
@@ -409,8 +460,13 @@ export class DeliveryReconciler {
       this.writesFailing = false;
       return written;
     } catch (err) {
-      this.unwritten.set(key, { compute, subKey, replay });
-      this.writesFailing = true;
+      this.unwritten.set(key, { compute, basis: obj.status, subKey, replay });
+      // Only an outage holds back every attempt. A write the API server refuses concerns this
+      // object alone: it is retried for this key (with the per-key backoff), never re-sent.
+      if (err instanceof ApiError && err.isRefused) {
+        this.d.events.record(deliveryRef(obj), "Warning", "StatusWriteRefused", `the API server refused the attempt's status (${err.message}); the outcome is kept and written again, the request is not re-sent`);
+        this.unwritten.set(key, { compute: (s) => essentials(compute(s)), basis: obj.status, subKey, replay });
+      } else this.writesFailing = true;
       throw err;
     }
   }
@@ -421,11 +477,16 @@ export class DeliveryReconciler {
    * resourceVersion it was computed from; on Conflict the object is read again and the outcome
    * re-applied to it. Returns undefined when the delivery no longer exists.
    */
-  async writeOutcome(key: string, obj: DeliveryObject, compute: (s: DeliveryStatus | undefined) => OutcomeResult): Promise<{ obj: DeliveryObject; final?: Final } | undefined> {
+  async writeOutcome(key: string, obj: DeliveryObject, compute: (s: DeliveryStatus | undefined) => OutcomeResult, basis: DeliveryStatus | undefined = obj.status): Promise<{ obj: DeliveryObject; final?: Final } | undefined> {
     const [namespace, name] = key.split("/") as [string, string];
     let current: DeliveryObject | undefined = obj;
     for (let i = 0; i < 5 && current; i++) {
-      const result = compute(current.status);
+      if (movedPast(basis, current.status)) {
+        this.d.log.info({ delivery: key, phase: current.status?.phase, attempt: current.status?.lastAttempt?.number }, "outcome dropped: the delivery moved on while it was written");
+        return { obj: current };
+      }
+      const computed = compute(current.status);
+      const result = { ...computed, status: this.d.statusWriter.fit(DELIVERIES, computed.status) };
       const patch = createMergePatch(current.status ?? {}, result.status);
       if (patch === undefined) return { obj: current, ...(result.final ? { final: result.final } : {}) };
       try {
@@ -465,7 +526,7 @@ export class DeliveryReconciler {
   }
 
   /** For the replay module: one attempt on a dead letter, outside the retry schedule. */
-  async replayAttempt(key: string, obj: DeliveryObject, replay: { reason: string; requestId?: string }, signal: AbortSignal): Promise<{ outcome: "succeeded" | "failed" | "skipped"; detail?: string }> {
+  async replayAttempt(key: string, obj: DeliveryObject, replay: { reason: string; requestId?: string }, signal: AbortSignal): Promise<{ outcome: "succeeded" | "failed" | "skipped" | "parked"; detail?: string }> {
     const parsed = this.d.caches.deliverySpec(obj);
     if (!parsed.ok) return { outcome: "skipped", detail: parsed.message };
     const namespace = obj.metadata.namespace!;
@@ -474,6 +535,8 @@ export class DeliveryReconciler {
     const view = this.subscriptionView(subObj);
     if (view.kind !== "ok" || !subObj) return { outcome: "skipped", detail: view.kind === "missing" ? "its subscription does not exist" : "its subscription is invalid" };
     const policy = view.policy;
+    if (policy.paused) return { outcome: "skipped", detail: "its subscription is paused; replay it after resuming the subscription" };
+    if (!matchesEventType(policy.eventTypes, parsed.spec.eventType)) return { outcome: "skipped", detail: `its subscription does not list event type ${parsed.spec.eventType}; add the type first` };
     let keys: Buffer[] = [];
     if (policy.secretRef) {
       const lookup = await this.d.secrets.keys(namespace, policy.secretRef);
@@ -481,7 +544,13 @@ export class DeliveryReconciler {
       keys = lookup.keys;
     }
     const ep = this.d.endpoints.ensure(subKey, subObj.metadata.uid, subObj.status, policy, this.now());
-    // A replay is an operator's explicit request: it bypasses backoff, breaker and health gates.
+    // A replay is an operator's explicit request: it bypasses backoff, breaker and health gates,
+    // but not the request slots: it waits (parked, woken when one frees) like any attempt.
+    const slot = this.d.endpoints.slotFor(ep, policy.maxInFlight);
+    if (slot !== "free") {
+      this.d.endpoints.park(ep, key, slot);
+      return { outcome: "parked" };
+    }
     const commit = { breaker: ep.breaker, health: ep.health, bucket: ep.bucket };
     const written = await this.attemptOnce(key, obj, policy, ep, subKey, { type: "Attempt", probe: false, commit }, keys, signal, replay);
     return { outcome: written?.obj.status?.phase === "Succeeded" ? "succeeded" : "failed" };

@@ -117,6 +117,18 @@ export class EndpointRegistry {
     };
   }
 
+  /** Whether an attempt outside plan() (a replay) may take a slot now, or which one it waits for. */
+  slotFor(ep: Endpoint, maxInFlight: number): "free" | "global" | "endpoint" {
+    if (this.globalInFlight >= this.globalMax) return "global";
+    if (ep.inFlight >= maxInFlight) return "endpoint";
+    return "free";
+  }
+
+  /** Wakes deliveries that may be waiting on a timer (the endpoint recovered). */
+  wakeAll(deliveryKeys: Iterable<string>): void {
+    for (const k of deliveryKeys) this.wake(k);
+  }
+
   park(ep: Endpoint, deliveryKey: string, why: "endpoint" | "global" | "probe"): void {
     if (why === "global") this.globalParked.add(deliveryKey);
     else ep.parked.add(deliveryKey);

@@ -7,7 +7,7 @@
 // carries the replay's id, so a restarted operator resumes it without repeating or losing one.
 import { createHash, randomUUID } from "node:crypto";
 import type { Logger } from "pino";
-import { ANNOTATIONS, REPLAY_CONCURRENCY, REPLAY_REASON_MIN_LENGTH } from "../api/names.js";
+import { ANNOTATIONS, REPLAY_CONCURRENCY, REPLAY_REASON_MAX_LENGTH, REPLAY_REASON_MIN_LENGTH } from "../api/names.js";
 import type { SubscriptionReplayStatus } from "../api/subscription.js";
 import { toRfc3339 } from "../core/rfc3339.js";
 import { ApiError } from "../kube/client.js";
@@ -32,12 +32,21 @@ export interface ReplayerDeps {
   log: Logger;
   /** Re-run the subscription's reconcile (status rollup) soon. */
   touchSubscription: (subKey: string) => void;
+  /** Queue a delivery key in the delivery controller (one worker per key, like any change). */
+  enqueueDelivery: (key: string) => void;
   now?: () => number;
 }
 
 export function validReason(reason: string | undefined): reason is string {
-  return reason !== undefined && reason.trim().length >= REPLAY_REASON_MIN_LENGTH;
+  return reason !== undefined && reason.trim().length >= REPLAY_REASON_MIN_LENGTH && reason.length <= REPLAY_REASON_MAX_LENGTH;
 }
+
+/** Why a replay reason is refused, naming the bounds and what was given. */
+export function reasonProblem(reason: string): string {
+  return `a reason of ${REPLAY_REASON_MIN_LENGTH} to ${REPLAY_REASON_MAX_LENGTH} characters is required (this one has ${reason.trim().length < REPLAY_REASON_MIN_LENGTH ? reason.trim().length : reason.length}), e.g. hookline.dev/replay="endpoint fixed, INC-42"`;
+}
+
+type ReplayResult = "succeeded" | "failed" | "deduped" | "skipped";
 
 /** The replay-concurrency annotation: default 5, clamped to 1..50; undefined when not a number. */
 export function parseConcurrency(value: string | undefined): number | undefined {
@@ -58,23 +67,58 @@ export class Replayer {
   private readonly running = new Map<string, Promise<void>>();
   private abort = new AbortController();
   private stopping = false;
+  /** Dead letters of bulk replays waiting for their turn in the delivery work queue. */
+  private readonly intents = new Map<string, { replay: { reason: string; requestId: string }; done: (r: ReplayResult) => void }>();
 
   constructor(private readonly d: ReplayerDeps) {
     this.now = d.now ?? Date.now;
   }
 
+  /** Whether a bulk replay waits for this delivery key. */
+  requested(key: string): boolean {
+    return this.intents.has(key);
+  }
+
+  /**
+   * The delivery controller's reconcile for a replay: a bulk replay's dead letter, or a replay
+   * annotation on a finished delivery. Runs on the delivery work queue (one worker per key).
+   */
+  async reconcile(key: string, signal: AbortSignal): Promise<Result | void> {
+    const intent = this.intents.get(key);
+    if (!intent) return this.single(key, signal);
+    const obj = await this.d.reconciler.fetch(key);
+    if (!obj || obj.status?.phase !== "DeadLettered" || obj.status.lastReplay?.requestId === intent.replay.requestId) return this.settle(key, "skipped");
+    let result: ReplayResult;
+    try {
+      const r = await this.d.reconciler.replayAttempt(key, obj, intent.replay, signal);
+      if (r.outcome === "parked") return; // woken when a request slot frees
+      result = r.outcome;
+    } catch (err) {
+      this.d.log.warn({ delivery: key, err: (err as Error).message }, "replay failed");
+      result = "failed";
+    }
+    this.settle(key, result);
+  }
+
+  private settle(key: string, result: ReplayResult): void {
+    const intent = this.intents.get(key);
+    this.intents.delete(key);
+    intent?.done(result);
+  }
+
   /** A replay annotation on a delivery that is not in the active cache (finished). */
-  async single(key: string, signal: AbortSignal): Promise<Result | void> {
+  private async single(key: string, signal: AbortSignal): Promise<Result | void> {
     if (!this.d.terminal.replayRequested(key)) return;
     const obj = await this.d.reconciler.fetch(key);
     const reason = obj?.metadata.annotations?.[ANNOTATIONS.replay];
     if (!obj || reason === undefined) return;
     const phase = obj.status?.phase;
-    if (!validReason(reason)) return this.d.reconciler.refuseReplay(obj, `a reason of at least ${REPLAY_REASON_MIN_LENGTH} characters is required, e.g. hookline.dev/replay="endpoint fixed, INC-42"`);
+    if (!validReason(reason)) return this.d.reconciler.refuseReplay(obj, reasonProblem(reason));
     if (phase === "Discarded") return this.d.reconciler.refuseReplay(obj, `it is Discarded (${obj.status?.discard?.reason ?? "unknown reason"}) and is never replayed`);
     if (phase !== "DeadLettered") return this.d.reconciler.refuseReplay(obj, `it is not dead-lettered (phase ${phase ?? "Pending"})`);
-    this.d.metrics.dlqOperations.inc({ operation: "replay" });
     const result = await this.d.reconciler.replayAttempt(key, obj, { reason }, signal);
+    if (result.outcome === "parked") return; // woken when a request slot frees
+    this.d.metrics.dlqOperations.inc({ operation: "replay" });
     if (result.outcome === "skipped") {
       return this.d.reconciler.refuseReplay(obj, result.detail ?? "it cannot be replayed now");
     }
@@ -100,8 +144,10 @@ export class Replayer {
       }
       if (this.running.has(subKey)) return;
     }
+    const paused = this.isPaused(sub);
     if (inProgress) {
-      this.start(subKey, inProgress, signal);
+      // A paused subscription holds its bulk replay too; unpausing it resumes the replay.
+      if (!paused) this.start(subKey, inProgress, signal);
       return;
     }
     if (annotation === undefined) return;
@@ -111,7 +157,8 @@ export class Replayer {
       this.d.events.record(subscriptionRef(sub), "Warning", "ReplayRefused", why);
       await this.removeAnnotation(SUBSCRIPTIONS, sub.metadata.namespace!, sub.metadata.name, ANNOTATIONS.replayDeadLetters, ANNOTATIONS.replayConcurrency);
     };
-    if (!validReason(annotation)) return refuse(`bulk replay refused: a reason of at least ${REPLAY_REASON_MIN_LENGTH} characters is required`);
+    if (!validReason(annotation)) return refuse(`bulk replay refused: ${reasonProblem(annotation)}`);
+    if (paused) return refuse("bulk replay refused: the subscription is paused; resume it, then annotate again");
     if (concurrency === undefined) {
       return refuse(`bulk replay refused: ${ANNOTATIONS.replayConcurrency}="${sub.metadata.annotations?.[ANNOTATIONS.replayConcurrency]}" is not a number (1..50, default 5)`);
     }
@@ -154,7 +201,14 @@ export class Replayer {
     await Promise.race([all, new Promise((r) => (timer = setTimeout(r, graceMs)))]);
     clearTimeout(timer);
     this.abort.abort(new Error("operator stopping"));
+    // Replays not started yet are not done: a resumed bulk replay does them.
+    for (const key of [...this.intents.keys()]) this.settle(key, "skipped");
     await all;
+  }
+
+  private isPaused(sub: SubscriptionObject): boolean {
+    const parsed = this.d.caches.subscriptionSpec(sub);
+    return parsed.ok && parsed.spec.paused === true;
   }
 
   /** Ready for a new leadership term. */
@@ -178,6 +232,11 @@ export class Replayer {
     const done = new Set<string>();
     for (;;) {
       if (signal.aborted || this.stopping) throw new Error("operator stopping");
+      const sub = this.d.caches.subscription(subKey);
+      if (sub && this.isPaused(sub)) {
+        this.d.events.record(subscriptionRef(sub), "Normal", "ReplayHeld", `bulk replay "${state.reason}" is held while the subscription is paused; it resumes when the subscription is resumed`);
+        return;
+      }
       const candidates = [...redo.splice(0), ...this.d.terminal.deadLettersOf(subKey)].filter((k) => !done.has(k));
       if (candidates.length === 0) break;
       // Fetch until a batch is full of dead letters this replay has not handled yet.
@@ -193,7 +252,7 @@ export class Replayer {
       state.inFlight = batch.map((o) => `${o.metadata.namespace}/${o.metadata.name}`);
       await this.writeProgressByKey(subKey, state);
       const pending = this.pendingTwins(subKey);
-      const results = await Promise.all(batch.map((obj) => this.replayOne(obj, state, pending, signal)));
+      const results = await Promise.all(batch.map((obj) => this.replayOne(obj, state, pending)));
       for (const r of results) this.count(state, r);
       state.inFlight = [];
       await this.writeProgressByKey(subKey, state);
@@ -231,7 +290,7 @@ export class Replayer {
     return out;
   }
 
-  private async replayOne(obj: DeliveryObject, state: SubscriptionReplayStatus, pending: Set<string>, signal: AbortSignal): Promise<"succeeded" | "failed" | "deduped" | "skipped"> {
+  private async replayOne(obj: DeliveryObject, state: SubscriptionReplayStatus, pending: Set<string>): Promise<ReplayResult> {
     const key = `${obj.metadata.namespace}/${obj.metadata.name}`;
     const replay = { reason: state.reason, requestId: state.id! };
     if (pending.has(payloadKey(obj))) {
@@ -242,13 +301,12 @@ export class Replayer {
       return "deduped";
     }
     this.d.metrics.dlqOperations.inc({ operation: "replay" });
-    try {
-      const r = await this.d.reconciler.replayAttempt(key, obj, replay, signal);
-      return r.outcome;
-    } catch (err) {
-      this.d.log.warn({ delivery: key, err: (err as Error).message }, "replay failed");
-      return "failed";
-    }
+    // Through the delivery work queue: never beside another worker on the same key, and within
+    // the request slots like any attempt.
+    return new Promise<ReplayResult>((done) => {
+      this.intents.set(key, { replay, done });
+      this.d.enqueueDelivery(key);
+    });
   }
 
   private async writeProgressByKey(subKey: string, state: SubscriptionReplayStatus): Promise<void> {

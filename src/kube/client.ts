@@ -36,6 +36,14 @@ export class ApiError extends Error {
   get isGone() {
     return this.status === 410;
   }
+  /**
+   * The API server refused this one request (invalid, forbidden, too large): it says nothing
+   * about the API server's health and nothing about other objects. 5xx, 429 and timeouts are
+   * outages; 404 and 409 are answers the caller handles.
+   */
+  get isRefused() {
+    return this.status >= 400 && this.status < 500 && this.status !== 404 && this.status !== 408 && this.status !== 409 && this.status !== 429;
+  }
 }
 
 export const ACCEPT = {

@@ -3,8 +3,12 @@
 // so a stuck delivery cannot spend the API write budget on Events. Messages are built by the
 // caller from safe parts only: never a secret, a header value or a payload.
 import type { Logger } from "pino";
+import { clipBytes } from "../api/fit.js";
 import type { KubeClient } from "./client.js";
 import { collectionPath, CORE, type ObjectRef } from "./types.js";
+
+/** The API server's limit on an Event's note (events.k8s.io/v1), honoured on core/v1 too. */
+export const EVENT_MESSAGE_MAX_BYTES = 1024;
 
 export type EventType = "Normal" | "Warning";
 
@@ -55,7 +59,7 @@ export class EventRecorder implements EventSink {
           metadata: { generateName: `${ref.name}.`, namespace: ref.namespace },
           involvedObject: { apiVersion: ref.apiVersion, kind: ref.kind, name: ref.name, namespace: ref.namespace, uid: ref.uid, resourceVersion: ref.resourceVersion },
           reason,
-          message: message.slice(0, 1024),
+          message: clipBytes(message, EVENT_MESSAGE_MAX_BYTES),
           type,
           source: { component: this.opts.component, ...(this.opts.host ? { host: this.opts.host } : {}) },
           reportingComponent: this.opts.component,

@@ -3,8 +3,21 @@
 import { ACCEPT, CONTENT_TYPE, type KubeClient } from "./client.js";
 import { objectPath, type KubeObject, type ResourceType } from "./types.js";
 
+/** Makes a status (or a merge patch of one) acceptable to the API server: see api/fit.ts. */
+export type StatusFitter = (status: unknown) => unknown;
+
 export class StatusWriter {
-  constructor(private readonly client: KubeClient) {}
+  /** @param fitters by resource plural: applied to every status this writer sends. */
+  constructor(
+    private readonly client: KubeClient,
+    private readonly fitters: Readonly<Record<string, StatusFitter>> = {},
+  ) {}
+
+  /** The status as it will be stored: every string and list within its schema's limits. */
+  fit<S>(type: ResourceType, status: S): S {
+    const f = this.fitters[type.plural];
+    return f ? (f(status) as S) : status;
+  }
 
   /**
    * Merge-patches `status` like patchStatus, answered with the object's metadata only (PartialObjectMetadata): the caller
@@ -18,7 +31,7 @@ export class StatusWriter {
       query: { fieldManager: "hookline" },
       contentType: CONTENT_TYPE.merge,
       accept: ACCEPT.objectMetadata,
-      body: { metadata: resourceVersion ? { resourceVersion } : {}, status },
+      body: { metadata: resourceVersion ? { resourceVersion } : {}, status: this.fit(type, status) },
     });
   }
 
@@ -32,7 +45,7 @@ export class StatusWriter {
       path: objectPath(type, namespace, name, "status"),
       query: { fieldManager: "hookline" },
       contentType: CONTENT_TYPE.merge,
-      body: { metadata: resourceVersion ? { resourceVersion } : {}, status },
+      body: { metadata: resourceVersion ? { resourceVersion } : {}, status: this.fit(type, status) },
     });
   }
 

@@ -225,12 +225,12 @@ describe("delivery: waiting, never losing", () => {
     expect(r.requests.filter((q) => q.path === "/paused")).toHaveLength(1);
   });
 
-  it("discards an event type the subscription does not list, and an oversized payload, without a request", async () => {
+  it("dead-letters an event type the subscription does not list (replayable), discards an oversized payload, without a request", async () => {
     await apply([subscription(ns, "picky", { url: r.url("/picky"), eventTypes: ["invoice.*"] }), delivery(ns, "wrong-type", "picky")]);
     // kubectl apply would store the payload again in its last-applied annotation (256 KiB max).
     await create(delivery(ns, "too-big", "picky", { eventType: "invoice.paid", payload: { blob: "x".repeat(300 * 1024) } }));
-    const wrong = await until(ns, "wrong-type", "Discarded");
-    expect(wrong.status!.discard.reason).toBe("EventTypeNotSubscribed");
+    const wrong = await until(ns, "wrong-type", "DeadLettered");
+    expect(wrong.status!.deadLetter.reason).toBe("EventTypeNotSubscribed");
     expect(succeededCondition(wrong)).toMatchObject({ status: "False", reason: "EventTypeNotSubscribed" });
     const big = await until(ns, "too-big", "Discarded");
     expect(big.status!.discard.reason).toBe("PayloadTooLarge");

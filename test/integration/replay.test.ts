@@ -1,7 +1,7 @@
 // Dead letters and replay, driven with kubectl as an operator on call would.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createNamespace, deleteNamespace, kubectlOk, waitFor } from "../helpers/cluster.js";
-import { apply, delivery, events, getObj, listObjs, subscription } from "../helpers/kube.js";
+import { apply, create, delivery, events, getObj, listObjs, subscription } from "../helpers/kube.js";
 import { startOperator, type TestOperator } from "../helpers/operator.js";
 import { Receiver } from "../helpers/receiver.js";
 
@@ -78,11 +78,12 @@ describe("replay", () => {
     await apply([
       subscription(ns, "refusals", { url: r.url(), ...failFast }),
       subscription(ns, "slowpoke", { url: r.url(), retry: { maxAttempts: 5, initialBackoff: "1h", maxBackoff: "2h" }, circuitBreaker: { failureThreshold: 100 } }),
-      subscription(ns, "picky", { url: r.url(), eventTypes: ["invoice.paid"] }),
+      subscription(ns, "picky", { url: r.url() }),
       delivery(ns, "short", "refusals"),
       delivery(ns, "pending", "slowpoke"),
-      delivery(ns, "discarded", "picky"),
     ]);
+    // Discarded: a payload over 256 KiB (kubectl create: apply would copy it into an annotation).
+    await create(delivery(ns, "discarded", "picky", { payload: { blob: "x".repeat(300 * 1024) } }));
     const dead = await phase(ns, "short", "DeadLettered");
     await phase(ns, "pending", "Retrying");
     await phase(ns, "discarded", "Discarded");
@@ -95,7 +96,7 @@ describe("replay", () => {
       const ev = await waitFor(async () => (await events(ns, n)).find((e) => e.reason === "ReplayRefused"), { description: `ReplayRefused on ${n}` });
       expect(ev.type).toBe("Warning");
     }
-    expect((await events(ns, "short")).find((e) => e.reason === "ReplayRefused")!.message).toMatch(/at least 5 characters/);
+    expect((await events(ns, "short")).find((e) => e.reason === "ReplayRefused")!.message).toMatch(/5 to 1024 characters/);
     expect((await events(ns, "pending")).find((e) => e.reason === "ReplayRefused")!.message).toMatch(/not dead-lettered/);
     expect((await events(ns, "discarded")).find((e) => e.reason === "ReplayRefused")!.message).toMatch(/Discarded/);
     const after = await del(ns, "short");
