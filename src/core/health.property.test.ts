@@ -64,6 +64,7 @@ describe("health (properties)", () => {
           expect(r.transition).toEqual(prev === expected ? undefined : { from: prev, to: expected });
         }
       }),
+      { numRuns: 60 },
     );
   });
 

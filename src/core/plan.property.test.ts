@@ -32,7 +32,7 @@ const policyArb: fc.Arbitrary<Policy> = fc
     ...basePolicy,
     retry: { ...basePolicy.retry, maxAttempts: g.maxAttempts },
     paused: g.paused,
-    eventTypes: g.eventTypes,
+    eventTypes: g.eventTypes === undefined ? undefined : [...g.eventTypes],
     breaker: { ...basePolicy.breaker, whenOpen: g.whenOpen, cooldownMs: g.cooldownMs },
     maxInFlight: g.maxInFlight,
     rateLimit: g.rateLimit,
@@ -153,7 +153,7 @@ describe("plan (properties)", () => {
     let exceptions = 0;
     fc.assert(
       fc.property(openInputArb, (input) => {
-        const ep = input.endpoint!;
+        const ep = input.endpoint;
         expect(input.now).toBeLessThan(breakerDueAt(ep.breaker, policyOf(input)!.breaker.cooldownMs));
         const action = plan(input);
         if (!isAttempt(action)) return;
