@@ -30,21 +30,20 @@ export function parseDuration(s: string): number {
     );
   }
   if (s === "0") return 0;
-  let total = 0;
-  for (const match of s.matchAll(termRe)) {
-    const whole = match[1] ?? "";
-    // Digits past the 12th cannot move the result by a millisecond, and would overflow 10 ** n.
-    const frac = (match[2] ?? "").slice(0, 12);
-    const unit = unitMs[match[3] as DurationUnit];
-    // Integer and fraction are scaled separately so "1.1s" is exactly 1100, not 1100.0000000000002.
-    total += (whole === "" ? 0 : Number(whole)) * unit;
-    if (frac !== "") total += (Number(frac) / 10 ** frac.length) * unit;
+  // Exact arithmetic: every term over one power of ten (the longest fraction), so neither a float
+  // nor a cut-off fraction can move a value that lies a hair off a half millisecond.
+  const terms = [...s.matchAll(termRe)].map((m) => ({ whole: m[1] ?? "", frac: m[2] ?? "", unit: BigInt(unitMs[m[3] as DurationUnit]) }));
+  const fracDigits = Math.max(0, ...terms.map((t) => t.frac.length));
+  const denominator = 10n ** BigInt(fracDigits);
+  let numerator = 0n;
+  for (const t of terms) {
+    numerator += (BigInt(t.whole || "0") * denominator + BigInt(t.frac.padEnd(fracDigits, "0") || "0")) * t.unit;
   }
-  const ms = Math.round(total);
-  if (!Number.isSafeInteger(ms)) {
+  const ms = (2n * numerator + denominator) / (2n * denominator); // nearest ms, halves up
+  if (ms > BigInt(Number.MAX_SAFE_INTEGER)) {
     throw new Error(`invalid duration ${JSON.stringify(s)}: too large`);
   }
-  return ms;
+  return Number(ms);
 }
 
 /**

@@ -238,6 +238,10 @@ describe("checkAddress", () => {
     ["192.168.1.1", "0.0.0.0/0", true],
     ["fd12::1", "0.0.0.0/0", false],
     ["fd12::1", "::/0", true],
+    ["::ffff:169.254.169.254", "::/0", false], // an embedded IPv4 is judged as IPv4: ::/0 is not 0.0.0.0/0
+    ["64:ff9b::a00:1", "::/0", false],
+    ["2002:a00:1::1", "::/0", false],
+    ["64:ff9b::a00:1", "64:ff9b::/96", true], // an IPv4 range written in the same embedding
     ["127.0.0.1", "::1/128", false],
     ["::1", "127.0.0.0/8", false],
   ])("%j against %j: %s", (ip, list, expected) => {

@@ -97,7 +97,8 @@ export function embeddedIPv4(ip: string): string | undefined {
 /**
  * The policy: public addresses are allowed; any other only inside an allowed CIDR (matched
  * against the address itself or the IPv4 it embeds, so allowing 10.0.0.0/8 also allows
- * ::ffff:10.0.0.1). Invalid input is refused.
+ * ::ffff:10.0.0.1; an IPv6 network covers an embedded IPv4 only when written inside the same
+ * embedding, see covers()). Invalid input is refused.
  */
 export function checkAddress(ip: string, allowed: readonly Cidr[]): AddressCheck {
   const parsed = parseIp(ip);
@@ -107,7 +108,7 @@ export function checkAddress(ip: string, allowed: readonly Cidr[]): AddressCheck
   const category = categoryOf(parsed);
   if (category === "public") return { allowed: true };
   const inner = unwrap(parsed);
-  if (allowed.some((c) => contains(c, parsed) || (inner !== undefined && contains(c, inner)))) return { allowed: true };
+  if (allowed.some((c) => covers(c, parsed, inner))) return { allowed: true };
   const what = inner === undefined ? ip : `${ip} (IPv4 ${formatIp(inner)})`;
   return {
     allowed: false,
@@ -164,6 +165,19 @@ function categoryOf(ip: Ip): AddressCategory {
   if (hit) return hit[1];
   // Outside 2000::/3 nothing is allocated for global unicast.
   return ip.family === 4 || contains(globalUnicast, ip) ? "public" : "reserved";
+}
+
+/**
+ * Whether an allowed network covers an address. An address that reaches an IPv4 one is judged
+ * as that IPv4 address: an IPv6 network covers it only when the network lies inside the same
+ * embedding (::ffff:10.0.0.0/104 is 10.0.0.0/8 written as IPv6), never through a wider IPv6
+ * range: allowing ::/0 must not open ::ffff:169.254.169.254.
+ */
+function covers(cidr: Cidr, ip: Ip, inner: Ip | undefined): boolean {
+  if (inner === undefined) return contains(cidr, ip);
+  if (contains(cidr, inner)) return true;
+  const embedding = [v4Mapped, nat64, sixToFour].find((e) => contains(e, ip));
+  return embedding !== undefined && cidr.prefix >= embedding.prefix && contains(cidr, ip);
 }
 
 function unwrap(ip: Ip): Ip | undefined {

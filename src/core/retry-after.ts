@@ -37,10 +37,12 @@ export function parseHttpDate(text: string, now: number): number | undefined {
   m = rfc850.exec(text);
   if (m) {
     // RFC 9110: a two-digit year more than 50 years in the future is the most recent past year
-    // with those digits.
+    // with those digits; so the year is the one with those digits in [thisYear-49, thisYear+50],
+    // which may be in the next century (in 2080, "05" is 2105, not 2005).
     const thisYear = new Date(now).getUTCFullYear();
     let year = Math.floor(thisYear / 100) * 100 + Number(m[3]);
     if (year > thisYear + 50) year -= 100;
+    else if (year <= thisYear - 50) year += 100;
     return utc(year, m[2], Number(m[1]), m[4], m[5], m[6]);
   }
   m = asctime.exec(text);
