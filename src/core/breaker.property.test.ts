@@ -5,7 +5,7 @@
 // the status round trip (toStatus -> fromStatus) resumes the same breaker.
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { admit, closedBreaker, fromStatus, recordFailure, recordSuccess, releaseProbe, toStatus, type BreakerConfig, type BreakerState } from "./breaker.js";
+import { admit, closedBreaker, fromStatus, recordFailure, recordSuccess, recordReport, releaseProbe, toStatus, type BreakerConfig, type BreakerState } from "./breaker.js";
 
 const T0 = Date.UTC(2025, 5, 15, 12, 0, 0);
 
@@ -137,7 +137,7 @@ describe("breaker (properties)", () => {
           } else if (inFlight.length > 0) {
             const [attempt] = inFlight.splice(op.pick % inFlight.length, 1);
             if (op.result === "interrupted") s = attempt!.probe ? releaseProbe(s) : s;
-            else s = (op.result === "success" ? recordSuccess(s, t, cfg) : recordFailure(s, t, cfg)).state;
+            else s = recordReport(s, t, cfg, { success: op.result === "success", probe: attempt!.probe }).state;
           }
           expect(inFlight.filter((a) => a.probe).length).toBeLessThanOrEqual(1);
         }

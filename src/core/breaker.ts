@@ -192,3 +192,14 @@ function withoutProbeTime(state: BreakerState): BreakerState {
   const { nextProbeAt: _drop, ...rest } = state;
   return rest;
 }
+
+/**
+ * What one attempt's report does to the breaker. Only the probe (or an explicit replay) speaks
+ * for an Open or HalfOpen breaker: an attempt admitted while it was Closed may report after it
+ * opened, and must neither re-open it (a second probe while the first is still out) nor count
+ * as a HalfOpen success. The callers' one rule for late reports.
+ */
+export function recordReport(s: BreakerState, now: number, cfg: BreakerConfig, report: { success: boolean; probe: boolean; explicit?: boolean }): BreakerUpdate {
+  if (!report.probe && !report.explicit && s.state !== "Closed") return { state: s };
+  return report.success ? recordSuccess(s, now, cfg) : recordFailure(s, now, cfg);
+}

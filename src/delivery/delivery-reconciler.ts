@@ -319,15 +319,11 @@ export class DeliveryReconciler {
     const signal = c === "interrupted" ? "none" : endpointSignal(c);
     const hcfg = health.healthConfig(this.d.endpoints.view(ep).healthProbeIntervalMs);
     const before = { breaker: ep.breaker.state, health: ep.health.state };
-    // An attempt admitted while the breaker was Closed may report after it opened: only the
-    // probe (or an explicit replay) speaks for an Open or HalfOpen breaker, so a late report
-    // neither re-opens it nor frees the probe's place while the probe is still out.
-    const heard = probe || viaReplay || ep.breaker.state === "Closed";
     let bt: breaker.BreakerTransition | undefined;
     let ht: health.HealthTransition | undefined;
     switch (signal) {
       case "success": {
-        const b = heard ? breaker.recordSuccess(ep.breaker, now, policy.breaker) : { state: ep.breaker };
+        const b = breaker.recordReport(ep.breaker, now, policy.breaker, { success: true, probe, explicit: viaReplay });
         const h = health.recordSuccess(ep.health, now);
         ep.breaker = b.state;
         ep.health = h.state;
@@ -337,7 +333,7 @@ export class DeliveryReconciler {
       }
       case "failure":
       case "gone": {
-        const b = heard ? breaker.recordFailure(ep.breaker, now, policy.breaker) : { state: ep.breaker };
+        const b = breaker.recordReport(ep.breaker, now, policy.breaker, { success: false, probe, explicit: viaReplay });
         const h = health.recordFailure(ep.health, now, signal === "gone" ? "gone" : "failure", hcfg);
         ep.breaker = b.state;
         ep.health = h.state;
