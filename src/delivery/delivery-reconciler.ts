@@ -91,6 +91,15 @@ export class DeliveryReconciler {
   }
 
   async reconcile(key: string, signal: AbortSignal): Promise<Result | void> {
+    try {
+      return await this.reconcileKey(key, signal);
+    } finally {
+      // Woken for a global slot but did not take it: the slot goes to the next waiter.
+      this.d.endpoints.settle(key);
+    }
+  }
+
+  private async reconcileKey(key: string, signal: AbortSignal): Promise<Result | void> {
     let obj = this.d.caches.delivery(key);
     if (!obj) {
       this.unwritten.delete(key);
@@ -156,7 +165,7 @@ export class DeliveryReconciler {
       delivery: { phase: status.phase, attempts: status.attempts ?? 0, nextAttemptAt, eventType: spec.eventType, payloadBytes: body.bytes },
       subscription: subView,
       secret,
-      endpoint: endpoint ? this.d.endpoints.view(endpoint) : undefined,
+      endpoint: endpoint ? this.d.endpoints.view(endpoint, key) : undefined,
     });
     if (this.d.log.isLevelEnabled("debug")) this.d.log.debug({ delivery: key, action: action.type, ...("why" in action ? { why: action.why } : {}), ...("at" in action ? { inMs: action.at - now } : {}) }, "planned");
     if (action.type !== "Attempt" && action.type !== "Park") this.d.endpoints.kick(endpoint, policy?.maxInFlight ?? 0);
@@ -237,7 +246,7 @@ export class DeliveryReconciler {
    */
   private async attemptOnce(key: string, obj: DeliveryObject, policy: Policy, ep: Endpoint, subKey: string, action: Extract<Action, { type: "Attempt" }>, keys: Buffer[], signal: AbortSignal, replay?: { reason: string; requestId?: string }): Promise<{ obj: DeliveryObject; final?: Final } | undefined> {
     const [namespace, subscription] = subKey.split("/") as [string, string];
-    this.d.endpoints.acquire(ep, action.commit);
+    this.d.endpoints.acquire(ep, action.commit, key);
     if (action.commit.breakerTransition) this.breakerTransition(ep, subKey, action.commit.breakerTransition);
     try {
       const result = await this.send(obj, policy, keys, signal);
