@@ -339,7 +339,7 @@ export class DeliveryReconciler {
 
   private breakerTransition(ep: Endpoint, subKey: string, t: breaker.BreakerTransition): void {
     const [namespace, name] = subKey.split("/") as [string, string];
-    this.d.metrics.breakerState.set({ namespace, subscription: name }, breaker.breakerGaugeValue(t.to));
+    this.d.metrics.setSubscriptionGauges(namespace, name, { breaker: breaker.breakerGaugeValue(t.to) });
     const ref = this.subscriptionRef(subKey);
     if (ref) {
       const detail =
@@ -355,7 +355,7 @@ export class DeliveryReconciler {
 
   private healthTransition(ep: Endpoint, subKey: string, t: health.HealthTransition): void {
     const [namespace, name] = subKey.split("/") as [string, string];
-    this.d.metrics.endpointHealth.set({ namespace, subscription: name }, t.to === "Healthy" ? 0 : t.to === "Degraded" ? 1 : 2);
+    this.d.metrics.setSubscriptionGauges(namespace, name, { health: t.to === "Healthy" ? 0 : t.to === "Degraded" ? 1 : 2 });
     const ref = this.subscriptionRef(subKey);
     if (ref) {
       const why =
