@@ -4,7 +4,8 @@
 // webhook id (first arrival and how many times it came) and answers IPC requests:
 //   {cmd:"arrivals", prefix}  -> {arrivals: [[id, firstArrivalMs, count], ...]}
 //   {cmd:"stats"}             -> {ok, hang, hangingOpen, ceiling, other}
-//   {cmd:"release"}           -> answers every hanging request with 200, and /hang/ from then on
+//   {cmd:"release", prefix?}  -> answers every hanging request under prefix (default /hang/) with
+//                                200, and answers there at once from then on
 // It exits when its parent goes away (IPC disconnect).
 import { createServer, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -13,13 +14,13 @@ import { now } from "./lib/util.js";
 const arrivals = new Map<string, { at: number; count: number }>();
 const hanging = new Set<ServerResponse>();
 const counts = { ok: 0, hang: 0, ceiling: 0, other: 0 };
-/** After {cmd:"release"}, /hang/ answers at once too. */
-let released = false;
+/** Paths under these prefixes (after {cmd:"release"}) answer at once even under /hang/. */
+const released: string[] = [];
 
 const server = createServer((req, res) => {
   const at = now();
   const url = req.url ?? "/";
-  if (url.startsWith("/hang/") && !released) {
+  if (url.startsWith("/hang/") && !released.some((p) => url.startsWith(p))) {
     counts.hang++;
     hanging.add(res);
     res.on("close", () => hanging.delete(res));
@@ -45,7 +46,7 @@ const server = createServer((req, res) => {
 server.keepAliveTimeout = 65_000;
 server.headersTimeout = 70_000;
 
-type Message = { cmd: "arrivals"; prefix: string } | { cmd: "stats" } | { cmd: "release" };
+type Message = { cmd: "arrivals"; prefix: string } | { cmd: "stats" } | { cmd: "release"; prefix?: string };
 
 process.on("message", (msg: Message & { id: number }) => {
   const reply = (body: object) => process.send?.({ id: msg.id, ...body });
@@ -59,12 +60,17 @@ process.on("message", (msg: Message & { id: number }) => {
     case "stats":
       reply({ ...counts, hangingOpen: hanging.size });
       break;
-    case "release":
-      released = true;
-      for (const res of hanging) if (!res.destroyed) res.writeHead(200, { "content-length": "0" }).end();
-      hanging.clear();
+    case "release": {
+      const prefix = msg.prefix ?? "/hang/";
+      released.push(prefix);
+      for (const res of hanging) {
+        if (!(res.req.url ?? "").startsWith(prefix)) continue;
+        if (!res.destroyed) res.writeHead(200, { "content-length": "0" }).end();
+        hanging.delete(res);
+      }
       reply({ released: true });
       break;
+    }
   }
 });
 process.on("disconnect", () => process.exit(0));

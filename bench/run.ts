@@ -10,6 +10,8 @@
 //      delete is part of the writes per delivery;
 //   3. latency at half the measured rate;
 //   4. latency of a healthy endpoint alone, while another endpoint hangs, and alone again;
+//   4b. the same for a healthy namespace while another namespace has 20 subscriptions whose
+//      endpoints hang with enough deliveries to hold every global slot (fair share);
 //   5. the ceilings again (full mode: the machine is shared, the fractions use the mean);
 //   6. memory at scale: RSS of a fresh operator with no finished deliveries, then with M.
 // The exit code is non-zero only when correctness fails (a delivery not Succeeded, counts that
@@ -51,6 +53,8 @@ const { values: argv } = parseArgs({
     "no-save": { type: "boolean", default: false },
     tag: { type: "string", default: "" },
     skip: { type: "string", default: "" },
+    only: { type: "string", default: "" },
+    rate: { type: "string", default: "20" },
     "node-options": { type: "string", default: "" },
     help: { type: "boolean", short: "h", default: false },
   },
@@ -67,7 +71,9 @@ if (argv.help) {
                        WEBHOOK_MAX_IN_FLIGHT (32)
   --payload-bytes N    size of each delivery's payload JSON (1024)
   --cpu-prof           run the operator with --cpu-prof and summarise the profile
-  --skip LIST          comma-separated phases to skip: ceilings,paced,hang,memory
+  --skip LIST          comma-separated phases to skip: ceilings,paced,hang,tenant,memory
+  --only LIST          run only these phases (of ceilings,throughput,paced,hang,tenant,memory)
+  --rate N             deliveries/s of the latency phases when throughput does not run (20)
   --node-options STR   NODE_OPTIONS of the operator processes (e.g. --import=./try-a-patch.mjs)
   --keep               keep the temp dir (control plane data, logs, profiles)
   --no-save            do not write bench/results/
@@ -87,8 +93,12 @@ const PACED_SECONDS = QUICK ? 3 : 10;
 const HANG_WINDOW_SECONDS = QUICK ? 3 : 10;
 const HANG_PENDING = 50;
 const HANG_MAX_IN_FLIGHT = 10;
-const SKIP = new Set(argv.skip.split(",").filter(Boolean));
-for (const [k, v] of Object.entries({ deliveries: N, finished: FINISHED, subscriptions: SUBS, concurrency: C, "payload-bytes": PAYLOAD })) {
+const PHASES = ["ceilings", "throughput", "paced", "hang", "tenant", "memory"];
+const ONLY = argv.only.split(",").filter(Boolean);
+const SKIP = new Set([...argv.skip.split(",").filter(Boolean), ...(ONLY.length ? PHASES.filter((p) => !ONLY.includes(p)) : [])]);
+const TENANT_HANGING_SUBS = 20;
+const TENANT_PENDING = 100;
+for (const [k, v] of Object.entries({ deliveries: N, finished: FINISHED, subscriptions: SUBS, concurrency: C, "payload-bytes": PAYLOAD, rate: Number(argv.rate) })) {
   if (!Number.isInteger(v) || v < 1) throw new Error(`--${k} must be a positive integer`);
 }
 
@@ -528,7 +538,7 @@ async function hangPhase(env: Env, op: OperatorProcess, rate: number): Promise<R
   const during = await deliverBatch(env, { ns, prefix: "hb", count, rate, subscriptionOf: () => "healthy", timeoutMs: 60_000, label: "healthy while another endpoint hangs" }, watch);
   const stillHanging = (await env.receiver.stats()).hangingOpen;
   check(stillHanging >= HANG_MAX_IN_FLIGHT, `hang: the hanging requests ended before the window did (${stillHanging} open)`);
-  await env.receiver.release();
+  await env.receiver.release(`/hang/${ns}/`);
   const hungNames = hung.created.map((c) => c.name);
   const released = await watch.until(() => hungNames.every((n) => watch.succeededAt.has(n)), 60_000);
   check(released, `hang: ${hungNames.filter((n) => watch.succeededAt.has(n)).length} of ${HANG_PENDING} deliveries to the hanging endpoint Succeeded after it recovered`);
@@ -555,6 +565,65 @@ async function hangPhase(env: Env, op: OperatorProcess, rate: number): Promise<R
     aloneAgain: phaseSummary(ns, count, aloneAgain),
     /** During the hang divided by the mean of the two runs alone. */
     ratio: { p50: round(d.p50 / base("p50"), 2), p95: round(d.p95 / base("p95"), 2), p99: round(d.p99 / base("p99"), 2) },
+  };
+}
+
+/**
+ * A healthy namespace alone, while another namespace holds every global slot with requests to
+ * 20 subscriptions whose endpoints hang (and more parked behind them), and alone again.
+ */
+async function tenantPhase(env: Env, op: OperatorProcess, rate: number): Promise<Record<string, unknown>> {
+  const ns = "bench-tenant-ok";
+  const hangNs = "bench-tenant-hang";
+  const timeoutS = HANG_WINDOW_SECONDS + 15;
+  const watch = await deliveryNamespace(env, ns, [{ name: "healthy", spec: { url: env.receiver.url(`/ok/${ns}/healthy`), retention: { succeeded: "0s" } } }]);
+  const hangSubs = subNames(TENANT_HANGING_SUBS);
+  const hangWatch = await deliveryNamespace(env, hangNs, hangSubs.map((name) => ({ name, spec: { url: env.receiver.url(`/hang/${hangNs}/${name}`), timeout: `${timeoutS}s`, retention: { succeeded: "0s" } } })));
+  const count = Math.max(10, Math.round(rate * HANG_WINDOW_SECONDS));
+  await quiesce(op);
+  say(`hanging tenant: ${count} deliveries to a healthy namespace at ${round(rate, 1)}/s alone`);
+  const alone = await deliverBatch(env, { ns, prefix: "ta", count, rate, subscriptionOf: () => "healthy", timeoutMs: 60_000, label: "healthy namespace alone" }, watch);
+
+  say(`hanging tenant: ${TENANT_PENDING} deliveries over ${TENANT_HANGING_SUBS} subscriptions whose endpoints hang (timeout ${timeoutS}s), WEBHOOK_MAX_IN_FLIGHT ${C}`);
+  const client = await kubeClient(env.cp.kubeconfig, C + 4);
+  const hung = await produce({ client, namespace: hangNs, prefix: "th", count: TENANT_PENDING, concurrency: C, payloadBytes: PAYLOAD, subscriptionOf: (i) => hangSubs[i % TENANT_HANGING_SUBS]! });
+  await client.destroy();
+  check(hung.errors.length === 0, `tenant: ${hung.errors.length} creates failed`);
+  const wanted = Math.min(C, TENANT_PENDING);
+  const hangDeadline = Date.now() + 20_000;
+  let stats = await env.receiver.stats();
+  while (stats.hangingOpen < wanted && Date.now() < hangDeadline) {
+    await sleep(100);
+    stats = await env.receiver.stats();
+  }
+  check(stats.hangingOpen >= wanted, `tenant: only ${stats.hangingOpen} requests hanging at the receiver, expected ${wanted} (every global slot)`);
+  say(`hanging tenant: ${stats.hangingOpen} requests hang (every global slot); the same healthy load again`);
+  const during = await deliverBatch(env, { ns, prefix: "tb", count, rate, subscriptionOf: () => "healthy", timeoutMs: 180_000, label: "healthy namespace while another one hangs" }, watch);
+  const stillHanging = (await env.receiver.stats()).hangingOpen;
+  await env.receiver.release(`/hang/${hangNs}/`);
+  const hungNames = hung.created.map((c) => c.name);
+  const released = await hangWatch.until(() => hungNames.every((n) => hangWatch.succeededAt.has(n)), 120_000);
+  check(released, `tenant: ${hungNames.filter((n) => hangWatch.succeededAt.has(n)).length} of ${TENANT_PENDING} deliveries to the hanging namespace Succeeded after it recovered`);
+  await quiesce(op);
+  say(`hanging tenant: released; the healthy load alone again`);
+  const aloneAgain = await deliverBatch(env, { ns, prefix: "tc", count, rate, subscriptionOf: () => "healthy", timeoutMs: 60_000, label: "healthy namespace alone again" }, watch);
+  await Promise.all([watch.stop(), hangWatch.stop()]);
+  const a = alone.latencyMs.createToReceiver;
+  const a2 = aloneAgain.latencyMs.createToReceiver;
+  const d = during.latencyMs.createToReceiver;
+  say(`hanging tenant: healthy p50 ${a.p50} → ${d.p50} → ${a2.p50} ms, p99 ${a.p99} → ${d.p99} → ${a2.p99} ms (alone, other namespace hanging, alone)`);
+  return {
+    namespace: ns,
+    rate: round(rate, 1),
+    deliveries: count,
+    hangingSubscriptions: TENANT_HANGING_SUBS,
+    hangingPending: TENANT_PENDING,
+    hangingInFlightAtStart: stats.hangingOpen,
+    hangingInFlightAtEnd: stillHanging,
+    hangingTimeoutSeconds: timeoutS,
+    alone: phaseSummary(ns, count, alone),
+    duringHang: phaseSummary(ns, count, during),
+    aloneAgain: phaseSummary(ns, count, aloneAgain),
   };
 }
 
@@ -688,6 +757,11 @@ function table(r: Record<string, any>): string {
     rows.push([`Healthy endpoint alone (${fmt(h.rate)}/s): create → receiver p50 / p99 ms, before and after`, `${fmt(h.alone.latencyMs.createToReceiver.p50)} / ${fmt(h.alone.latencyMs.createToReceiver.p99)}; ${fmt(h.aloneAgain.latencyMs.createToReceiver.p50)} / ${fmt(h.aloneAgain.latencyMs.createToReceiver.p99)}`]);
     rows.push([`… while another endpoint hangs (${h.hangingInFlight} requests hanging, ${h.hangingPending} pending)`, `${fmt(h.duringHang.latencyMs.createToReceiver.p50)} / ${fmt(h.duringHang.latencyMs.createToReceiver.p99)} (×${fmt(h.ratio.p50)} / ×${fmt(h.ratio.p99)})`]);
   }
+  const tn = r.tenant;
+  if (tn) {
+    rows.push([`Healthy namespace alone (${fmt(tn.rate)}/s): create → receiver p50 / p99 ms, before and after`, `${fmt(tn.alone.latencyMs.createToReceiver.p50)} / ${fmt(tn.alone.latencyMs.createToReceiver.p99)}; ${fmt(tn.aloneAgain.latencyMs.createToReceiver.p50)} / ${fmt(tn.aloneAgain.latencyMs.createToReceiver.p99)}`]);
+    rows.push([`… while another namespace's ${tn.hangingSubscriptions} endpoints hang (${tn.hangingInFlightAtStart} of ${r.config.concurrency} global slots, ${tn.hangingPending} deliveries, timeout ${tn.hangingTimeoutSeconds} s)`, `${fmt(tn.duringHang.latencyMs.createToReceiver.p50)} / ${fmt(tn.duringHang.latencyMs.createToReceiver.p99)}`]);
+  }
   const m = r.memory;
   const signed = (x: number) => `${x >= 0 ? "+" : ""}${fmt(x)}`;
   if (m) {
@@ -776,11 +850,13 @@ async function main(): Promise<number> {
   const op = await startOperator(env, "main", {}, profDir);
   const ready = await op.ready();
   say(`operator ready in ${round(ready.readyMs, 0)} ms (caches synced ${round(ready.syncedMs, 0)} ms, leader ${round(ready.leaderMs, 0)} ms)`);
-  const t = await throughputPhase(env, op);
-  results.throughput = t;
-  const rate = t.deliveriesPerSecond as number;
+  const t = SKIP.has("throughput") ? undefined : await throughputPhase(env, op);
+  if (t) results.throughput = t;
+  // Without the throughput phase, the latency phases run at --rate × 2 (they use half the rate).
+  const rate = t ? (t.deliveriesPerSecond as number) : Number(argv.rate) * 2;
   if (!SKIP.has("paced")) results.halfRate = await pacedPhase(env, op, Math.max(1, rate / 2));
   if (!SKIP.has("hang")) results.hang = await hangPhase(env, op, Math.max(1, Math.min(50, rate / 2)));
+  if (!SKIP.has("tenant")) results.tenant = await tenantPhase(env, op, Math.max(1, Math.min(50, rate / 2)));
   const stopped = await op.stop(60_000);
   env.watchdog.remove(op.pid);
   check(stopped.code === 0 && !stopped.killed, `operator: exited with ${JSON.stringify(stopped)} after SIGTERM, expected code 0`);
@@ -808,7 +884,7 @@ async function main(): Promise<number> {
       apiWritesPerSecond: mean(before.api.writesPerSecond, after.api.writesPerSecond),
     };
     results.ceilings = c;
-    const bound = c.apiWritesPerSecond / (t.writesPerDelivery as number);
+    const bound = t ? c.apiWritesPerSecond / (t.writesPerDelivery as number) : NaN;
     results.fractions = {
       ofHttpCeiling: round(rate / c.httpPerSecond, 3),
       apiBoundDeliveriesPerSecond: round(bound, 1),

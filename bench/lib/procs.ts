@@ -151,8 +151,9 @@ export class ReceiverProcess {
     return this.call({ cmd: "stats" });
   }
 
-  release(): Promise<unknown> {
-    return this.call({ cmd: "release" });
+  /** Answers the hanging requests under `prefix` (default: all of /hang/), and later ones at once. */
+  release(prefix?: string): Promise<unknown> {
+    return this.call({ cmd: "release", ...(prefix ? { prefix } : {}) });
   }
 
   async stop(): Promise<void> {

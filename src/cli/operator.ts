@@ -279,7 +279,7 @@ export class Operator {
     });
     this.term = { deliveries, subscriptions };
     this.replayer.restart();
-    this.metrics.leader.set(1);
+    this.metrics.setLeading(true);
     for (const d of this.caches.deliveries.values()) deliveries.queue.add(objectKey(d.metadata));
     for (const key of this.terminal.replayRequests()) deliveries.queue.add(key);
     for (const s of this.caches.subscriptions.values()) subscriptions.queue.add(objectKey(s.metadata));
@@ -300,7 +300,9 @@ export class Operator {
     const term = this.term;
     if (!term) return { finishedInGrace: true, inFlight: 0, interrupted: 0 };
     this.term = undefined;
-    this.metrics.leader.set(0);
+    // The per-subscription gauges go at once (a standby's would double `sum by` and keep alerts
+    // firing); what finishes while draining no longer sets them. The new leader exports them.
+    this.metrics.setLeading(false);
     clearInterval(this.depthTimer);
     const inFlight = this.endpoints.inFlight;
     let interrupted = 0;

@@ -72,8 +72,7 @@ const endpointArb: fc.Arbitrary<EndpointView> = fc.record({
   health: healthArb,
   bucket: fc.option(fc.record({ tokens: fc.double({ min: 0, max: 5, noNaN: true }), updatedAt: offset.map((o) => NOW + Math.min(0, o)) }), { nil: undefined }),
   inFlight: fc.nat(22),
-  globalInFlight: fc.nat(12),
-  globalMax: fc.integer({ min: 1, max: 10 }),
+  globalSlot: fc.boolean(),
   healthProbeIntervalMs: fc.constantFrom(1_000, 60_000, 1_800_000),
 });
 const anyInputArb: fc.Arbitrary<PlanInput> = fc.record({
@@ -98,7 +97,7 @@ const inputArb: fc.Arbitrary<PlanInput> = fc.tuple(anyInputArb, fc.boolean()).ma
       delivery: { phase: "Pending", attempts: 0, nextAttemptAt: undefined, eventType: "order.paid", payloadBytes: 100 },
       subscription: { kind: "ok", policy: { ...input.subscription.policy, paused: false, eventTypes: undefined } },
       secret: { kind: "ok" },
-      endpoint: { ...input.endpoint!, inFlight: 0, globalInFlight: 0, bucket: undefined },
+      endpoint: { ...input.endpoint!, inFlight: 0, globalSlot: true, bucket: undefined },
     }
   : input,
 );
@@ -132,7 +131,7 @@ describe("plan (properties)", () => {
         expect(policy.paused).toBe(false);
         // The commit is taken with one more request in flight: it must fit both caps.
         expect(ep.inFlight + 1).toBeLessThanOrEqual(policy.maxInFlight);
-        expect(ep.globalInFlight + 1).toBeLessThanOrEqual(ep.globalMax);
+        expect(ep.globalSlot).toBe(true);
         expect(input.secret.kind).not.toBe("missing");
         expect(input.delivery.payloadBytes).toBeLessThanOrEqual(MAX_PAYLOAD_BYTES);
       }),
@@ -179,7 +178,7 @@ describe("plan (properties)", () => {
         const ep = input.endpoint!;
         if (ep.breaker.state === "HalfOpen") expect(ep.breaker.probeInFlight).toBe(false);
         if (first.probe && first.commit.breaker.state === "HalfOpen") expect(first.commit.breaker.probeInFlight).toBe(true);
-        const committed: EndpointView = { ...ep, ...first.commit, inFlight: ep.inFlight + 1, globalInFlight: ep.globalInFlight + 1 };
+        const committed: EndpointView = { ...ep, ...first.commit, inFlight: ep.inFlight + 1 };
         const second = plan({ ...input, endpoint: committed });
         if (first.probe) expect(isAttempt(second)).toBe(false);
         if (isAttempt(second)) expect(second.commit.bucket === undefined || second.commit.bucket.tokens >= 0).toBe(true);

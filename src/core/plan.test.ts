@@ -52,8 +52,7 @@ const endpoint = (over: Partial<EndpointView> = {}): EndpointView => ({
   health: healthy(),
   bucket: undefined,
   inFlight: 0,
-  globalInFlight: 0,
-  globalMax: 100,
+  globalSlot: true,
   healthProbeIntervalMs: PROBE_INTERVAL,
   ...over,
 });
@@ -186,7 +185,7 @@ describe("plan: backoff", () => {
       }),
     );
     expect(action).toEqual({ type: "WaitUntil", at: NOW + 7_000, why: "backoff" });
-    expect(plan(input({ delivery: { nextAttemptAt: NOW + 7_000 }, endpoint: { breaker: open(NOW + 60_000), globalInFlight: 100 } }))).toEqual({ type: "WaitUntil", at: NOW + 7_000, why: "backoff" });
+    expect(plan(input({ delivery: { nextAttemptAt: NOW + 7_000 }, endpoint: { breaker: open(NOW + 60_000), globalSlot: false } }))).toEqual({ type: "WaitUntil", at: NOW + 7_000, why: "backoff" });
   });
 
   it.each([
@@ -209,7 +208,7 @@ describe("plan: attempts budget", () => {
   });
 
   it("Exhausted is decided before any endpoint gate (even a Disabled endpoint or an Open breaker)", () => {
-    const action = plan(input({ delivery: { attempts: 3 }, subscription: sub, endpoint: { health: disabled(NOW + 1000), breaker: open(NOW + 1000), globalInFlight: 100 } }));
+    const action = plan(input({ delivery: { attempts: 3 }, subscription: sub, endpoint: { health: disabled(NOW + 1000), breaker: open(NOW + 1000), globalSlot: false } }));
     expect(action).toEqual({ type: "DeadLetter", reason: "Exhausted", message: "all 3 attempts failed" });
   });
 });
@@ -316,12 +315,12 @@ describe("plan: circuit breaker", () => {
   });
 
   it("the breaker is consulted before the slots: Open waits even with every slot taken", () => {
-    expect(plan(input({ subscription: defer, endpoint: { breaker: open(NOW + 9), globalInFlight: 100, inFlight: 10 } }))).toEqual({ type: "WaitUntil", at: NOW + 9, why: "breaker" });
-    expect(plan(input({ subscription: defer, endpoint: { breaker: halfOpen(true), globalInFlight: 100, inFlight: 10 } }))).toEqual({ type: "Park", why: "probe" });
+    expect(plan(input({ subscription: defer, endpoint: { breaker: open(NOW + 9), globalSlot: false, inFlight: 10 } }))).toEqual({ type: "WaitUntil", at: NOW + 9, why: "breaker" });
+    expect(plan(input({ subscription: defer, endpoint: { breaker: halfOpen(true), globalSlot: false, inFlight: 10 } }))).toEqual({ type: "Park", why: "probe" });
   });
 
   it("a granted probe still parks when no slot is free (nothing committed)", () => {
-    expect(plan(input({ subscription: defer, endpoint: { breaker: open(NOW), globalInFlight: 100 } }))).toEqual({ type: "Park", why: "global" });
+    expect(plan(input({ subscription: defer, endpoint: { breaker: open(NOW), globalSlot: false } }))).toEqual({ type: "Park", why: "global" });
     expect(plan(input({ subscription: defer, endpoint: { breaker: halfOpen(false), inFlight: 10 } }))).toEqual({ type: "Park", why: "endpoint" });
   });
 });
@@ -329,12 +328,11 @@ describe("plan: circuit breaker", () => {
 describe("plan: slots", () => {
   const sub = okSub({ maxInFlight: 3 });
   const table: Array<[string, Partial<EndpointView>, Action["type"], string | undefined]> = [
-    ["global one below the cap", { globalInFlight: 99, globalMax: 100 }, "Attempt", undefined],
-    ["global at the cap", { globalInFlight: 100, globalMax: 100 }, "Park", "global"],
-    ["global above the cap", { globalInFlight: 101, globalMax: 100 }, "Park", "global"],
+    ["a global slot may be taken", { globalSlot: true }, "Attempt", undefined],
+    ["no global slot for this namespace (cap or fair share)", { globalSlot: false }, "Park", "global"],
     ["endpoint one below maxInFlight", { inFlight: 2 }, "Attempt", undefined],
     ["endpoint at maxInFlight", { inFlight: 3 }, "Park", "endpoint"],
-    ["both full: global first", { inFlight: 3, globalInFlight: 100 }, "Park", "global"],
+    ["both full: global first", { inFlight: 3, globalSlot: false }, "Park", "global"],
   ];
   it.each(table)("%s", (_name, ep, type, why) => {
     const action = plan(input({ subscription: sub, endpoint: ep }));
@@ -390,7 +388,7 @@ describe("plan: rate limit", () => {
 });
 
 describe("plan: precedence, one row per gate with every later gate also failing", () => {
-  const everythingWrong = { health: disabled(NOW + 3_000), breaker: open(NOW + 4_000), globalInFlight: 100, inFlight: 10, bucket: { tokens: 0, updatedAt: NOW } };
+  const everythingWrong = { health: disabled(NOW + 3_000), breaker: open(NOW + 4_000), globalSlot: false, inFlight: 10, bucket: { tokens: 0, updatedAt: NOW } };
   const table: Array<[string, PlanInput, Partial<Action>]> = [
     ["terminal", input({ delivery: { phase: "Succeeded", payloadBytes: MAX_PAYLOAD_BYTES + 1 }, subscription: { kind: "missing" } }), { type: "Nothing" }],
     ["payload", input({ delivery: { payloadBytes: MAX_PAYLOAD_BYTES + 1 }, subscription: { kind: "missing" } }), { type: "Discard", reason: "PayloadTooLarge" }],
@@ -408,8 +406,8 @@ describe("plan: precedence, one row per gate with every later gate also failing"
     ["health", input({ endpoint: everythingWrong }), { type: "WaitUntil", at: NOW + 3_000, why: "disabled" }],
     ["breaker", input({ endpoint: { ...everythingWrong, health: healthy() } }), { type: "WaitUntil", at: NOW + 4_000, why: "breaker" }],
     ["global", input({ endpoint: { ...everythingWrong, health: healthy(), breaker: closed() } }), { type: "Park", why: "global" }],
-    ["endpoint", input({ subscription: okSub({ rateLimit: { perSecond: 1 } }), endpoint: { ...everythingWrong, health: healthy(), breaker: closed(), globalInFlight: 0 } }), { type: "Park", why: "endpoint" }],
-    ["rate", input({ subscription: okSub({ rateLimit: { perSecond: 1 } }), endpoint: { ...everythingWrong, health: healthy(), breaker: closed(), globalInFlight: 0, inFlight: 0 } }), { type: "WaitUntil", at: NOW + 1_000, why: "rate" }],
+    ["endpoint", input({ subscription: okSub({ rateLimit: { perSecond: 1 } }), endpoint: { ...everythingWrong, health: healthy(), breaker: closed(), globalSlot: true } }), { type: "Park", why: "endpoint" }],
+    ["rate", input({ subscription: okSub({ rateLimit: { perSecond: 1 } }), endpoint: { ...everythingWrong, health: healthy(), breaker: closed(), globalSlot: true, inFlight: 0 } }), { type: "WaitUntil", at: NOW + 1_000, why: "rate" }],
   ];
   it.each(table)("%s wins", (_name, planInput, expected) => {
     expect(plan(planInput)).toMatchObject(expected);

@@ -30,9 +30,8 @@ export interface EndpointView {
   bucket: TokenBucket | undefined;
   /** This endpoint's requests in flight. */
   inFlight: number;
-  /** Requests in flight across all endpoints, and the cap (WEBHOOK_MAX_IN_FLIGHT). */
-  globalInFlight: number;
-  globalMax: number;
+  /** A global slot (WEBHOOK_MAX_IN_FLIGHT, shared fairly between namespaces) may be taken now. */
+  globalSlot: boolean;
   healthProbeIntervalMs: number;
 }
 
@@ -114,7 +113,7 @@ function admit(now: number, policy: Policy, ep: EndpointView): Action {
     return b.waitUntil !== undefined ? { type: "WaitUntil", at: b.waitUntil, why: "breaker" } : { type: "Park", why: "probe" };
   }
   const probe = b.decision === "probe" || h.decision === "probe";
-  if (ep.globalInFlight >= ep.globalMax) return { type: "Park", why: "global" };
+  if (!ep.globalSlot) return { type: "Park", why: "global" };
   if (ep.inFlight >= policy.maxInFlight) return { type: "Park", why: "endpoint" };
   let bucket = ep.bucket;
   if (policy.rateLimit) {

@@ -106,6 +106,15 @@ export class DeliveryReconciler {
   }
 
   async reconcile(key: string, signal: AbortSignal): Promise<Result | void> {
+    try {
+      return await this.reconcileKey(key, signal);
+    } finally {
+      // Woken for a global slot but did not take it: the slot goes to the next waiter.
+      this.d.endpoints.settle(key);
+    }
+  }
+
+  private async reconcileKey(key: string, signal: AbortSignal): Promise<Result | void> {
     const pending = this.unwritten.get(key);
     if (pending) return this.writeUnwritten(key, pending);
     let obj = this.d.caches.delivery(key);
@@ -166,7 +175,7 @@ export class DeliveryReconciler {
       delivery: { phase: status.phase, attempts: status.attempts ?? 0, nextAttemptAt, eventType: spec.eventType, payloadBytes: body.bytes },
       subscription: subView,
       secret,
-      endpoint: endpoint ? this.d.endpoints.view(endpoint) : undefined,
+      endpoint: endpoint ? this.d.endpoints.view(endpoint, key) : undefined,
     });
     if (this.d.log.isLevelEnabled("debug")) this.d.log.debug({ delivery: key, action: action.type, ...("why" in action ? { why: action.why } : {}), ...("at" in action ? { inMs: action.at - now } : {}) }, "planned");
     if (action.type !== "Attempt" && action.type !== "Park") this.d.endpoints.kick(endpoint, policy?.maxInFlight ?? 0);
@@ -264,7 +273,7 @@ export class DeliveryReconciler {
    */
   private async attemptOnce(key: string, obj: DeliveryObject, policy: Policy, ep: Endpoint, subKey: string, action: Extract<Action, { type: "Attempt" }>, keys: Buffer[], signal: AbortSignal, replay?: { reason: string; requestId?: string }): Promise<{ obj: DeliveryObject; final?: Final } | undefined> {
     const [namespace, subscription] = subKey.split("/") as [string, string];
-    this.d.endpoints.acquire(ep, action.commit);
+    this.d.endpoints.acquire(ep, action.commit, key);
     if (action.commit.breakerTransition) this.breakerTransition(ep, subKey, action.commit.breakerTransition);
     try {
       const result = await this.send(obj, policy, keys, signal);
@@ -360,7 +369,7 @@ export class DeliveryReconciler {
 
   private breakerTransition(ep: Endpoint, subKey: string, t: breaker.BreakerTransition): void {
     const [namespace, name] = subKey.split("/") as [string, string];
-    this.d.metrics.breakerState.set({ namespace, subscription: name }, breaker.breakerGaugeValue(t.to));
+    this.d.metrics.setSubscriptionGauges(namespace, name, { breaker: breaker.breakerGaugeValue(t.to) });
     const ref = this.subscriptionRef(subKey);
     if (ref) {
       const detail =
@@ -376,7 +385,7 @@ export class DeliveryReconciler {
 
   private healthTransition(ep: Endpoint, subKey: string, t: health.HealthTransition): void {
     const [namespace, name] = subKey.split("/") as [string, string];
-    this.d.metrics.endpointHealth.set({ namespace, subscription: name }, t.to === "Healthy" ? 0 : t.to === "Degraded" ? 1 : 2);
+    this.d.metrics.setSubscriptionGauges(namespace, name, { health: t.to === "Healthy" ? 0 : t.to === "Degraded" ? 1 : 2 });
     const ref = this.subscriptionRef(subKey);
     if (ref) {
       const why =
@@ -542,7 +551,7 @@ export class DeliveryReconciler {
     const ep = this.d.endpoints.ensure(subKey, subObj.metadata.uid, subObj.status, policy, this.now());
     // A replay is an operator's explicit request: it bypasses backoff, breaker and health gates,
     // but not the request slots: it waits (parked, woken when one frees) like any attempt.
-    const slot = this.d.endpoints.slotFor(ep, policy.maxInFlight);
+    const slot = this.d.endpoints.slotFor(ep, policy.maxInFlight, key);
     if (slot !== "free") {
       this.d.endpoints.park(ep, key, slot);
       return { outcome: "parked" };

@@ -1,3 +1,4 @@
+import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { subscriptionSpecSchema, type SubscriptionSpecInput, type SubscriptionStatus } from "../api/subscription.js";
 import { closedBreaker } from "../core/breaker.js";
@@ -39,7 +40,7 @@ describe("EndpointRegistry: acquire and release", () => {
     registry.acquire(a, commitOf(a));
     registry.acquire(b, commitOf(b));
     expect([a.inFlight, b.inFlight, registry.inFlight]).toEqual([2, 1, 3]);
-    expect(registry.view(a)).toMatchObject({ inFlight: 2, globalInFlight: 3, globalMax: 100, healthProbeIntervalMs: PROBE_INTERVAL });
+    expect(registry.view(a)).toMatchObject({ inFlight: 2, globalSlot: true, healthProbeIntervalMs: PROBE_INTERVAL });
     registry.release(a, 10);
     expect([a.inFlight, b.inFlight, registry.inFlight]).toEqual([1, 1, 2]);
     expect(inFlightReports).toEqual([1, 2, 3, 2]);
@@ -113,7 +114,7 @@ describe("EndpointRegistry: parking and waking", () => {
     expect(woken).toEqual(["shop/d1"]);
   });
 
-  it("global parking: keys wait in one set shared by all endpoints, woken by a release anywhere", () => {
+  it("global parking: keys wait for a slot freed anywhere; a woken key holds its slot until it decides", () => {
     const { registry, woken } = setup(2);
     const a = registry.ensure("shop/a", "uid-a", undefined, policyOf(), NOW);
     const b = registry.ensure("shop/b", "uid-b", undefined, policyOf(), NOW);
@@ -126,8 +127,15 @@ describe("EndpointRegistry: parking and waking", () => {
     expect(woken).toEqual([]);
     registry.release(b, 10);
     expect(woken).toEqual(["shop/g1"]);
+    expect(registry.view(a, "shop/g1").globalSlot).toBe(true);
+    expect(registry.view(a, "shop/other").globalSlot).toBe(false); // the free slot is held for g1
     registry.release(a, 10);
+    expect(woken).toEqual(["shop/g1", "shop/g2"]);
+    // g1 decided not to attempt (a backoff, say): its slot goes to g3.
+    registry.settle("shop/g1");
     expect(woken).toEqual(["shop/g1", "shop/g2", "shop/g3"]);
+    registry.settle("shop/g1");
+    expect(woken).toHaveLength(3);
   });
 
   it("kick without an endpoint still wakes globally parked keys", () => {
@@ -150,7 +158,7 @@ describe("EndpointRegistry: parking and waking", () => {
   });
 
   it("wakeEndpoint wakes everything parked on the endpoint (probe or slot), nothing global, nothing elsewhere", () => {
-    const { registry, woken } = setup();
+    const { registry, woken } = setup(1);
     const a = registry.ensure("shop/a", "uid-a", undefined, policyOf({ maxInFlight: 1 }), NOW);
     const b = registry.ensure("shop/b", "uid-b", undefined, policyOf(), NOW);
     registry.acquire(a, commitOf(a));
@@ -276,5 +284,126 @@ describe("EndpointRegistry.ensure", () => {
     expect(ep.breaker).toEqual(closedBreaker);
     expect(ep.health).toEqual(healthyEndpoint);
     expect([ep.inFlight, ep.parked.size, ep.dirty]).toEqual([0, 0, false]);
+  });
+});
+
+describe("EndpointRegistry: fair share of the global slots between namespaces", () => {
+  type Layout = Record<string, { inFlight?: number; parked?: number }>;
+
+  /**
+   * Slots full: each namespace has `inFlight` requests (one endpoint per namespace) and then
+   * parks `parked` deliveries named `<ns>/<ns><i>` (parked when no slot is free).
+   */
+  function fill(globalMax: number, layout: Layout) {
+    const s = setup(globalMax);
+    const eps = new Map<string, Endpoint>();
+    for (const [ns, l] of Object.entries(layout)) {
+      const ep = s.registry.ensure(`${ns}/sub`, `uid-${ns}`, undefined, policyOf({ maxInFlight: 100 }), NOW);
+      eps.set(ns, ep);
+      for (let i = 0; i < (l.inFlight ?? 0); i++) s.registry.acquire(ep, commitOf(ep));
+    }
+    for (const [ns, l] of Object.entries(layout)) for (let i = 1; i <= (l.parked ?? 0); i++) s.registry.park(eps.get(ns)!, `${ns}/${ns}${i}`, "global");
+    const release = (ns: string) => s.registry.release(eps.get(ns)!, 100);
+    return { ...s, eps, release };
+  }
+
+  it.each<[string, number, Layout, string[], string[]]>([
+    // name, WEBHOOK_MAX_IN_FLIGHT, layout, releases (by namespace), woken in order
+    ["alone: its parked work takes every freed slot", 4, { a: { inFlight: 4, parked: 3 } }, ["a", "a"], ["a/a1", "a/a2"]],
+    ["a newcomer below its share goes before the holder's own backlog", 4, { a: { inFlight: 4, parked: 3 }, b: { parked: 2 } }, ["a", "a", "a"], ["b/b1", "b/b2", "a/a1"]],
+    ["shares of 2 of 4: the newcomer gets two slots, then the holder two", 4, { a: { inFlight: 4, parked: 5 }, b: { parked: 5 } }, ["a", "a", "a", "a"], ["b/b1", "b/b2", "a/a1", "a/a2"]],
+    ["three namespaces, shares of 1: the one with nothing in flight first", 4, { a: { inFlight: 2, parked: 1 }, b: { inFlight: 2, parked: 1 }, c: { parked: 1 } }, ["a", "b", "b"], ["c/c1", "a/a1", "b/b1"]],
+    ["more namespaces than slots: a share is 1, never 0", 2, { a: { inFlight: 2, parked: 2 }, b: { parked: 1 }, c: { parked: 1 } }, ["a", "a"], ["b/b1", "c/c1"]],
+  ])("%s", (_name, globalMax, layout, releases, expected) => {
+    const { woken, release } = fill(globalMax, layout);
+    expect(woken).toEqual([]);
+    for (const ns of releases) release(ns);
+    expect(woken).toEqual(expected);
+  });
+
+  it("round-robin among namespaces equally far below their share", () => {
+    const { registry, woken, release } = fill(3, { x: { inFlight: 3 }, a: { parked: 3 }, b: { parked: 3 } });
+    release("x");
+    expect(woken).toEqual(["a/a1"]);
+    // Each woken delivery decides not to attempt; its slot goes to the next namespace in turn.
+    for (const k of ["a/a1", "b/b1", "a/a2"]) registry.settle(k);
+    expect(woken).toEqual(["a/a1", "b/b1", "a/a2", "b/b2"]);
+  });
+
+  it.each<[string, number, Layout, string, string | undefined, boolean]>([
+    // name, WEBHOOK_MAX_IN_FLIGHT, layout, asking namespace, asking delivery, may take a slot
+    ["all slots in flight", 4, { a: { inFlight: 4 } }, "b", undefined, false],
+    ["a free slot, a newcomer", 4, { a: { inFlight: 3 } }, "b", undefined, true],
+    ["alone above the even share: idle shares are lent", 4, { a: { inFlight: 3 } }, "a", undefined, true],
+    ["at its share, the other one not waiting: lent", 4, { a: { inFlight: 2 }, b: { inFlight: 1 } }, "a", undefined, true],
+  ])("view: %s", (_name, globalMax, layout, ns, key, expected) => {
+    const { registry, eps } = fill(globalMax, layout);
+    const ep = eps.get(ns) ?? registry.ensure(`${ns}/sub`, `uid-${ns}`, undefined, policyOf(), NOW);
+    expect(registry.view(ep, key).globalSlot).toBe(expected);
+  });
+
+  it("a slot freed for a namespace below its share is held for the woken delivery, not taken by one above", () => {
+    const { registry, eps, woken, release } = fill(4, { a: { inFlight: 4, parked: 2 }, b: { parked: 1 } });
+    release("a");
+    expect(woken).toEqual(["b/b1"]);
+    const [a, b] = [eps.get("a")!, eps.get("b")!];
+    expect(registry.view(a, "a/timer").globalSlot).toBe(false); // a's backoff timer fired: no slot
+    expect(registry.view(b, "b/b1").globalSlot).toBe(true);
+    registry.acquire(b, commitOf(b), "b/b1");
+    expect(registry.view(b, "b/b1").globalSlot).toBe(false); // taken
+  });
+
+  it("deliveries that vanished while parked free their namespace's claim when they reconcile", () => {
+    const { registry, woken, release } = fill(2, { a: { inFlight: 2 }, b: { parked: 1 } });
+    release("a");
+    expect(woken).toEqual(["b/b1"]);
+    registry.settle("b/b1"); // b1 was deleted: its reconcile found nothing
+    const a = registry.get("a/sub")!;
+    expect(registry.view(a, "a/next").globalSlot).toBe(true);
+  });
+
+  it("property: a free slot never sits beside parked work, and the cap holds", () => {
+    const namespaces = ["a", "b", "c"];
+    type Op = { kind: "deliver" | "release" | "settle" | "decline"; ns: number; n: number };
+    const op = fc.record({ kind: fc.constantFrom<Op["kind"]>("deliver", "release", "settle", "decline"), ns: fc.nat(2), n: fc.nat(20) });
+    fc.assert(
+      fc.property(fc.integer({ min: 1, max: 5 }), fc.array(op, { minLength: 20, maxLength: 80 }), (globalMax, ops) => {
+        const { registry, woken } = setup(globalMax);
+        const eps = namespaces.map((ns) => registry.ensure(`${ns}/sub`, `uid-${ns}`, undefined, policyOf({ maxInFlight: 100 }), NOW));
+        const inFlight: Endpoint[] = [];
+        const parked = new Set<string>();
+        let next = 0;
+        // A delivery reconciles: plans with the view, then attempts or parks, then settles.
+        const reconcile = (ep: Endpoint, key: string) => {
+          if (registry.view(ep, key).globalSlot) {
+            registry.acquire(ep, commitOf(ep), key);
+            inFlight.push(ep);
+          } else {
+            registry.park(ep, key, "global");
+            parked.add(key);
+          }
+          registry.settle(key);
+        };
+        for (const o of ops) {
+          if (o.kind === "deliver") reconcile(eps[o.ns]!, `${namespaces[o.ns]}/d${next++}`);
+          else if (o.kind === "release" && inFlight.length) registry.release(inFlight.splice(o.n % inFlight.length, 1)[0]!, 100);
+          else if (o.kind === "settle") {
+            // Woken deliveries reconcile (oldest first).
+            for (const k of woken.splice(0)) {
+              parked.delete(k);
+              reconcile(eps[namespaces.indexOf(k.split("/")[0]!)]!, k);
+            }
+          } else if (o.kind === "decline" && woken.length) {
+            // A woken delivery does not attempt (backoff, breaker, deleted...): its reconcile ends.
+            const [k] = woken.splice(o.n % woken.length, 1);
+            parked.delete(k!);
+            registry.settle(k!);
+          }
+          expect(registry.inFlight + woken.length).toBeLessThanOrEqual(globalMax);
+          // Slots neither in flight nor held for a woken delivery: nothing may be left parked.
+          if (registry.inFlight + woken.length < globalMax) expect([...parked].filter((k) => !woken.includes(k))).toEqual([]);
+        }
+      }),
+    );
   });
 });

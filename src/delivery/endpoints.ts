@@ -61,10 +61,27 @@ export interface Waker {
   (deliveryKey: string): void;
 }
 
+/**
+ * One namespace's use of the global slots: requests in flight, deliveries parked for a slot,
+ * and deliveries woken for a freed slot that have not yet taken it (each holds a claim on one).
+ */
+interface Tenant {
+  inFlight: number;
+  readonly parked: Set<string>;
+  readonly woken: Set<string>;
+}
+
+const namespaceOf = (key: string): string => key.slice(0, key.indexOf("/"));
+
 export class EndpointRegistry {
   private readonly endpoints = new Map<string, Endpoint>();
   private globalInFlight = 0;
-  private readonly globalParked = new Set<string>();
+  /** Namespaces with work (in flight, parked or woken), in the order they got it. */
+  private readonly tenants = new Map<string, Tenant>();
+  /** Woken deliveries across namespaces: free slots held for them until they decide. */
+  private claims = 0;
+  /** The namespace woken last, for round-robin among namespaces equally far below their share. */
+  private lastWoken: string | undefined;
 
   constructor(
     private readonly globalMax: number,
@@ -105,21 +122,21 @@ export class EndpointRegistry {
     return this.endpoints.values();
   }
 
-  view(ep: Endpoint): EndpointView {
+  /** What plan() needs of the endpoint; `deliveryKey` is the delivery being planned. */
+  view(ep: Endpoint, deliveryKey?: string): EndpointView {
     return {
       breaker: ep.breaker,
       health: ep.health,
       bucket: ep.bucket,
       inFlight: ep.inFlight,
-      globalInFlight: this.globalInFlight,
-      globalMax: this.globalMax,
+      globalSlot: this.mayTakeGlobalSlot(namespaceOf(ep.key), deliveryKey),
       healthProbeIntervalMs: this.healthProbeIntervalMs,
     };
   }
 
   /** Whether an attempt outside plan() (a replay) may take a slot now, or which one it waits for. */
-  slotFor(ep: Endpoint, maxInFlight: number): "free" | "global" | "endpoint" {
-    if (this.globalInFlight >= this.globalMax) return "global";
+  slotFor(ep: Endpoint, maxInFlight: number, deliveryKey: string): "free" | "global" | "endpoint" {
+    if (!this.mayTakeGlobalSlot(namespaceOf(ep.key), deliveryKey)) return "global";
     if (ep.inFlight >= maxInFlight) return "endpoint";
     return "free";
   }
@@ -129,14 +146,66 @@ export class EndpointRegistry {
     for (const k of deliveryKeys) this.wake(k);
   }
 
+  /** Each namespace with work gets globalMax / (namespaces with work), at least 1. */
+  private share(extraTenants: number): number {
+    return Math.max(1, Math.floor(this.globalMax / (this.tenants.size + extraTenants)));
+  }
+
+  /**
+   * The fair-share rule: a delivery woken for a freed slot takes the slot held for it. Otherwise
+   * a slot must be free and not held for a woken delivery; a namespace below its share may take
+   * it; one at or above its share only when no namespace below its share has deliveries parked
+   * (idle shares are lent).
+   */
+  private mayTakeGlobalSlot(namespace: string, deliveryKey: string | undefined): boolean {
+    const t = this.tenants.get(namespace);
+    if (t && deliveryKey !== undefined && t.woken.has(deliveryKey)) return true;
+    if (this.globalInFlight + this.claims >= this.globalMax) return false;
+    const share = this.share(t ? 0 : 1);
+    if ((t?.inFlight ?? 0) < share) return true;
+    for (const [name, o] of this.tenants) if (name !== namespace && o.parked.size > 0 && o.inFlight < share) return false;
+    return true;
+  }
+
+  private tenant(namespace: string): Tenant {
+    let t = this.tenants.get(namespace);
+    if (!t) {
+      t = { inFlight: 0, parked: new Set(), woken: new Set() };
+      this.tenants.set(namespace, t);
+    }
+    return t;
+  }
+
+  /** A namespace with nothing in flight, parked or woken no longer counts for the shares. */
+  private tidy(namespace: string, t: Tenant): void {
+    if (t.inFlight === 0 && t.parked.size === 0 && t.woken.size === 0) this.tenants.delete(namespace);
+  }
+
+  /** Drops the claim of a woken delivery (it took its slot, parked again or decided otherwise). */
+  private unclaim(t: Tenant | undefined, deliveryKey: string): boolean {
+    if (!t?.woken.delete(deliveryKey)) return false;
+    this.claims--;
+    return true;
+  }
+
   park(ep: Endpoint, deliveryKey: string, why: "endpoint" | "global" | "probe"): void {
-    if (why === "global") this.globalParked.add(deliveryKey);
-    else ep.parked.add(deliveryKey);
+    if (why !== "global") {
+      ep.parked.add(deliveryKey);
+      return;
+    }
+    const t = this.tenant(namespaceOf(ep.key));
+    this.unclaim(t, deliveryKey);
+    t.parked.add(deliveryKey);
+    // Parked beside a free slot held back for a namespace below its share: wake that namespace.
+    this.wakeGlobal();
   }
 
   /** Takes the slots an admitted attempt needs. */
-  acquire(ep: Endpoint, commit: EndpointCommit): void {
+  acquire(ep: Endpoint, commit: EndpointCommit, deliveryKey?: string): void {
     ep.commit(commit);
+    const t = this.tenant(namespaceOf(ep.key));
+    if (deliveryKey !== undefined) this.unclaim(t, deliveryKey);
+    t.inFlight++;
     this.globalInFlight++;
     this.onInFlight?.(this.globalInFlight);
   }
@@ -144,9 +213,27 @@ export class EndpointRegistry {
   /** Frees the slots of a finished attempt and wakes as many waiters as slots are free. */
   release(ep: Endpoint, maxInFlight: number): void {
     ep.inFlight = Math.max(0, ep.inFlight - 1);
+    const namespace = namespaceOf(ep.key);
+    const t = this.tenants.get(namespace);
+    if (t) {
+      t.inFlight = Math.max(0, t.inFlight - 1);
+      this.tidy(namespace, t);
+    }
     this.globalInFlight = Math.max(0, this.globalInFlight - 1);
     this.onInFlight?.(this.globalInFlight);
     this.kick(ep, maxInFlight);
+  }
+
+  /**
+   * A delivery's reconcile ended: if it was woken for a global slot and neither took it nor
+   * parked again, the slot held for it goes to the next waiter.
+   */
+  settle(deliveryKey: string): void {
+    const namespace = namespaceOf(deliveryKey);
+    const t = this.tenants.get(namespace);
+    if (!t || !this.unclaim(t, deliveryKey)) return;
+    this.tidy(namespace, t);
+    this.wakeGlobal();
   }
 
   /**
@@ -154,16 +241,54 @@ export class EndpointRegistry {
    * delivery decided not to use its slot, so a free slot never sits beside parked work.
    */
   kick(ep: Endpoint | undefined, maxInFlight: number): void {
-    if (ep) this.wakeSome(ep.parked, maxInFlight - ep.inFlight);
-    this.wakeSome(this.globalParked, this.globalMax - this.globalInFlight);
+    if (ep) {
+      let n = maxInFlight - ep.inFlight;
+      for (const k of ep.parked) {
+        if (n-- <= 0) break;
+        ep.parked.delete(k);
+        this.wake(k);
+      }
+    }
+    this.wakeGlobal();
   }
 
-  private wakeSome(set: Set<string>, n: number): void {
-    for (const k of set) {
-      if (n-- <= 0) break;
-      set.delete(k);
-      this.wake(k);
+  /** One delivery per free (unheld) global slot, each from the namespace furthest below its share. */
+  private wakeGlobal(): void {
+    while (this.globalInFlight + this.claims < this.globalMax) {
+      const name = this.furthestBelowShare();
+      if (name === undefined) return;
+      const t = this.tenants.get(name)!;
+      const key = t.parked.values().next().value!;
+      t.parked.delete(key);
+      t.woken.add(key);
+      this.claims++;
+      this.lastWoken = name;
+      this.wake(key);
     }
+  }
+
+  /**
+   * The namespace with parked deliveries whose in-flight and woken deliveries fall furthest
+   * below its share; among equals, the first after the one woken last (round-robin).
+   */
+  private furthestBelowShare(): string | undefined {
+    const share = this.share(0);
+    let best: string | undefined;
+    let bestDeficit = -Infinity;
+    let bestAfterLast = false;
+    let afterLast = this.lastWoken === undefined || !this.tenants.has(this.lastWoken);
+    for (const [name, t] of this.tenants) {
+      if (t.parked.size > 0) {
+        const deficit = share - t.inFlight - t.woken.size;
+        if (deficit > bestDeficit || (deficit === bestDeficit && afterLast && !bestAfterLast)) {
+          best = name;
+          bestDeficit = deficit;
+          bestAfterLast = afterLast;
+        }
+      }
+      if (name === this.lastWoken) afterLast = true;
+    }
+    return best;
   }
 
   /** Wakes every delivery parked on `ep`: the probe reported back, or the endpoint changed. */

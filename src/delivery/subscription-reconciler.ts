@@ -122,9 +122,11 @@ export class SubscriptionReconciler {
         discarded: (prev.deliveries?.discarded ?? 0) + discardedDelta,
       },
     };
-    this.d.metrics.breakerState.set({ namespace, subscription: name }, breaker.breakerGaugeValue(ep.breaker.state));
-    this.d.metrics.endpointHealth.set({ namespace, subscription: name }, ep.health.state === "Healthy" ? 0 : ep.health.state === "Degraded" ? 1 : 2);
-    this.d.metrics.dlqEntries.set({ namespace, subscription: name }, deadLettered);
+    this.d.metrics.setSubscriptionGauges(namespace, name, {
+      breaker: breaker.breakerGaugeValue(ep.breaker.state),
+      health: ep.health.state === "Healthy" ? 0 : ep.health.state === "Degraded" ? 1 : 2,
+      deadLetters: deadLettered,
+    });
 
     const readyChanged = conditionDiffers(prev.conditions, ready, generation) && getCondition(prev.conditions, "Ready")?.reason !== ready.reason;
     const patch = createMergePatch(prev, next);

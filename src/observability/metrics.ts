@@ -22,6 +22,12 @@ export class Metrics implements RequestObserver {
   readonly reconciles: Counter<"controller" | "result">;
   readonly endpointHealth: Gauge<"namespace" | "subscription">;
   readonly deliveriesFinished: Counter<"namespace" | "subscription" | "phase" | "reason">;
+  /**
+   * Set while this process leads. Breaker state, dead letters and endpoint health per
+   * subscription are maintained by the leader only: a replica that does not lead neither sets
+   * nor exports them, so `sum by` over replicas counts each subscription once.
+   */
+  private leading = false;
 
   constructor(opts: { defaultMetrics?: boolean } = {}) {
     const registers = [this.registry];
@@ -96,6 +102,23 @@ export class Metrics implements RequestObserver {
     for (const operation of ["enqueue", "replay", "drop_overflow", "drop_poison"]) this.dlqOperations.inc({ operation }, 0);
     for (const result of ["drained", "timeout"]) this.drain.inc({ result }, 0);
     this.leader.set(0);
+  }
+
+  /** Leadership began or ended: hookline_leader, and the series only the leader maintains. */
+  setLeading(leading: boolean): void {
+    this.leading = leading;
+    this.leader.set(leading ? 1 : 0);
+    if (leading) return;
+    for (const g of [this.breakerState, this.dlqEntries, this.endpointHealth, this.queueDepth]) g.reset();
+  }
+
+  /** The leader-only gauges of one subscription; ignored on a replica that does not lead. */
+  setSubscriptionGauges(namespace: string, subscription: string, values: { breaker?: number; health?: number; deadLetters?: number }): void {
+    if (!this.leading) return;
+    const labels = { namespace, subscription };
+    if (values.breaker !== undefined) this.breakerState.set(labels, values.breaker);
+    if (values.health !== undefined) this.endpointHealth.set(labels, values.health);
+    if (values.deadLetters !== undefined) this.dlqEntries.set(labels, values.deadLetters);
   }
 
   /** A subscription seen for the first time: start its success series at 0. */

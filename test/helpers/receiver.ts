@@ -93,6 +93,11 @@ export class Receiver {
     res.end(r.body ?? "");
   }
 
+  /** Requests open right now (answered ones and timed-out ones are closed). */
+  get openRequests(): number {
+    return this.open;
+  }
+
   /** Resolves once at least `n` requests arrived (or rejects after timeoutMs). */
   async waitForRequests(n: number, timeoutMs = 30_000): Promise<ReceivedRequest[]> {
     const deadline = Date.now() + timeoutMs;
