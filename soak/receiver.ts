@@ -116,6 +116,8 @@ const server = createServer((req, res) => {
       len: body.length,
       sha: createHash("sha256").update(body).digest("hex"),
       utf8: utf8Valid(body),
+      // U+FFFD in a body: a multi-byte character was decoded in pieces somewhere on the way.
+      fffd: body.toString("utf8").split("\ufffd").length - 1,
       kind: b.kind,
       status: statusOf(b),
     });

@@ -63,7 +63,8 @@ async function adminClient(kubeconfig: string): Promise<KubeClient> {
 
 async function apiReady(client: KubeClient, timeoutMs: number): Promise<boolean> {
   for (const until = Date.now() + timeoutMs; Date.now() < until; await sleep(200)) {
-    const ok = await client.request({ method: "GET", path: "/readyz", timeoutMs: 2_000 }).then(
+    // /version answers JSON (/readyz answers "ok", which the JSON client cannot parse).
+    const ok = await client.request({ method: "GET", path: "/version", timeoutMs: 2_000 }).then(
       () => true,
       () => false,
     );

@@ -82,6 +82,7 @@ export interface ReceivedRequest {
   len: number;
   sha: string;
   utf8: boolean;
+  fffd?: number;
   kind: string;
   status: number;
   fin?: "finish" | "close";
@@ -130,7 +131,13 @@ export class History {
   private readonly partial = new Map<string, string>();
   onViolation: (v: Violation) => void = () => undefined;
 
+  private readonly reported = new Set<string>();
+
+  /** Records a violation (the same invariant, object and message once). */
   violate(invariant: number, key: string, message: string): void {
+    const id = `${invariant} ${key} ${message}`;
+    if (this.reported.has(id)) return;
+    this.reported.add(id);
     const v = { invariant, key, message, t: Date.now() };
     this.violations.push(v);
     this.onViolation(v);
@@ -194,10 +201,13 @@ export class History {
       this.violate(4, key, `left Succeeded for ${state.phase ?? "no phase"} (resourceVersion ${prev.rv} -> ${state.rv})`);
     }
     const sub = this.subFor(ns, rec.sub)?.states.at(-1);
-    if (sub && state.attempts !== undefined && state.attempts > sub.maxAttempts) {
-      this.violate(6, key, `status.attempts ${state.attempts} > retry.maxAttempts ${sub.maxAttempts}`);
+    // A replay counts as an attempt too (outcome.ts): each replay may add one; a failed replay
+    // at maxReplays discards the delivery, so one replay happens even with maxReplays 0.
+    const replaysMade = (state.replays ?? 0) + (state.lastReplay?.result === "Succeeded" ? 1 : 0);
+    if (sub && state.attempts !== undefined && state.attempts > sub.maxAttempts + replaysMade) {
+      this.violate(6, key, `status.attempts ${state.attempts} > retry.maxAttempts ${sub.maxAttempts} + ${replaysMade} replays`);
     }
-    if (sub && state.replays !== undefined && state.replays > sub.maxReplays) {
+    if (sub && state.replays !== undefined && state.replays > Math.max(1, sub.maxReplays)) {
       this.violate(6, key, `status.replays ${state.replays} > deadLetter.maxReplays ${sub.maxReplays}`);
     }
   }

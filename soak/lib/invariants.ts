@@ -151,7 +151,7 @@ function checkDelivery(h: History, d: DeliveryRecord, reqs: ReceivedRequest[], c
   const body = h.bodies.get(d.key);
   for (const r of reqs) {
     if (r.sha !== d.expectedSha) {
-      h.violate(3, d.key, `request ${r.seq} at ${new Date(r.t).toISOString()}: body ${r.len} bytes sha256 ${r.sha.slice(0, 12)}, expected ${d.expectedLen} bytes ${d.expectedSha.slice(0, 12)}${r.utf8 ? "" : " (not valid UTF-8)"}; payload kind ${d.payloadKind ?? "?"}`);
+      h.violate(3, d.key, `request ${r.seq} at ${new Date(r.t).toISOString()}: body ${r.len} bytes sha256 ${r.sha.slice(0, 12)}, expected ${d.expectedLen} bytes ${d.expectedSha.slice(0, 12)}${r.utf8 ? "" : " (not valid UTF-8)"}${r.fffd ? ` with ${r.fffd} U+FFFD replacement characters (the payload has none)` : ""}; payload kind ${d.payloadKind ?? "?"}`);
       break;
     }
     if (plan && body) {
@@ -190,7 +190,10 @@ function checkDuplicates(h: History, byId: Map<string, ReceivedRequest[]>): void
     const reqs = byId.get(`${d.ns}.${d.sub} ${d.id}`) ?? [];
     const sub = h.subFor(d.ns, d.sub);
     const timeout = Math.min(...(sub?.states ?? [{ timeoutMs: 10_000 }]).map((s) => s.timeoutMs));
-    const delivered = reqs.filter((r) => r.status >= 200 && r.status < 300 && r.fin === "finish" && (r.finAt ?? Infinity) - r.t < timeout - 100);
+    // Delivered for sure: answered 2xx, and finished within the timeout counted from the
+    // attempt's start (webhook-timestamp, whole seconds, so the start is at or after it). A 2xx
+    // that the operator's timeout had already cut off is not a delivery but a retry.
+    const delivered = reqs.filter((r) => r.status >= 200 && r.status < 300 && r.fin === "finish" && (r.finAt ?? Infinity) - Number(r.wts ?? 0) * 1000 < timeout - 200);
     for (let i = 1; i < delivered.length; i++) {
       const first = delivered[0]!;
       const dup = delivered[i]!;
@@ -222,7 +225,9 @@ function checkPausedAndOpen(h: History): void {
       }
       // An edit of the url may reset the breaker before the status says so.
       const edited = sub.states.some((o) => o.url !== s.url && o.t > s.t - 10_000 && o.t < until);
-      if (s.breaker === "Open" && s.breakerNextProbe !== undefined && !edited) {
+      // A Disabled endpoint is probed every WEBHOOK_HEALTH_PROBE_INTERVAL_MS whatever the
+      // breaker's cooldown says (plan.ts), so only a Closed-health breaker window is checked.
+      if (s.breaker === "Open" && s.breakerNextProbe !== undefined && !edited && s.health !== "Disabled") {
         const end = Math.min(until, s.breakerNextProbe - 1_000);
         const bad = reqs.filter((r) => r.t > from && r.t < end);
         if (bad.length) h.violate(6, sub.key, `${bad.length} request(s) while the breaker was Open (until ${new Date(s.breakerNextProbe).toISOString()}; first at ${new Date(bad[0]!.t).toISOString()})`);
