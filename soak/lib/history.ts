@@ -17,6 +17,7 @@ export interface DeliveryState {
   lastNumber: number;
   lastStatus?: number;
   lastOutcome?: string;
+  lastError?: string;
   replays?: number;
   interruptions?: number;
   lastReplay?: { at: string; result?: string; reason: string };
@@ -185,6 +186,7 @@ export class History {
       lastNumber: Math.max(s.lastAttempt?.number ?? 0, ...history.map((h) => h.number)),
       lastStatus: s.lastAttempt?.responseStatus,
       lastOutcome: s.lastAttempt?.outcome,
+      lastError: s.lastAttempt?.error,
       replays: s.replays,
       interruptions: s.interruptions,
       lastReplay: s.lastReplay,

@@ -14,7 +14,7 @@ function deliveryHistory(d: DeliveryRecord, h: History): string[] {
       continue;
     }
     lines.push(
-      `    ${iso(s.t)} rv=${s.rv} ${s.deleted ? "DELETED" : (s.phase ?? "-")} attempts=${s.attempts ?? 0} #${s.lastNumber} last=${s.lastOutcome ?? "-"}/${s.lastStatus ?? "-"} next=${iso(s.nextAttemptAt)}${s.cond ? ` cond=${s.cond.status}/${s.cond.reason}` : ""}${s.lastReplay ? ` replay=${s.lastReplay.result ?? "?"}` : ""}${s.deadLetterReason ? ` dl=${s.deadLetterReason}` : ""}${s.discardReason ? ` discard=${s.discardReason}` : ""}`,
+      `    ${iso(s.t)} rv=${s.rv} ${s.deleted ? "DELETED" : (s.phase ?? "-")} attempts=${s.attempts ?? 0} #${s.lastNumber} last=${s.lastOutcome ?? "-"}/${s.lastStatus ?? "-"}${s.lastError ? `(${s.lastError.slice(0, 60)})` : ""} next=${iso(s.nextAttemptAt)}${s.cond ? ` cond=${s.cond.status}/${s.cond.reason}` : ""}${s.lastReplay ? ` replay=${s.lastReplay.result ?? "?"}` : ""}${s.deadLetterReason ? ` dl=${s.deadLetterReason}` : ""}${s.discardReason ? ` discard=${s.discardReason}` : ""}`,
     );
   }
   const reqs = [...h.requests.values()].filter((r) => r.endpoint === `${d.ns}.${d.sub}` && r.wid === d.id).sort((a, b) => a.t - b.t);
