@@ -1,0 +1,48 @@
+// Command line of `npm run soak`: --seed N, --duration 30m (s/m/h), --quick, --no-faults, --keep.
+import { randomInt } from "node:crypto";
+
+export interface SoakArgs {
+  seed: number;
+  /** Workload + fault phase, before the settle phase. */
+  durationMs: number;
+  quick: boolean;
+  faults: boolean;
+  keep: boolean;
+  /** Whether --seed was given (else it was drawn at random). */
+  seedGiven: boolean;
+}
+
+export function parseDuration(text: string): number {
+  const m = /^(\d+(?:\.\d+)?)(s|m|h)$/.exec(text.trim());
+  if (!m) throw new Error(`--duration ${text}: expected a number followed by s, m or h (e.g. 30m)`);
+  return Math.round(Number(m[1]) * { s: 1_000, m: 60_000, h: 3_600_000 }[m[2] as "s" | "m" | "h"]);
+}
+
+export function parseArgs(argv: string[]): SoakArgs {
+  let seed: number | undefined;
+  let duration: number | undefined;
+  let quick = false;
+  let faults = true;
+  let keep = false;
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i]!;
+    const value = (): string => {
+      const v = argv[++i];
+      if (v === undefined) throw new Error(`${a} needs a value`);
+      return v;
+    };
+    if (a === "--seed") {
+      const v = value();
+      if (!/^\d+$/.test(v) || Number(v) > 0xffffffff) throw new Error(`--seed ${v}: expected an integer from 0 to 4294967295`);
+      seed = Number(v);
+    } else if (a.startsWith("--seed=")) return parseArgs([...argv.slice(0, i), "--seed", a.slice(7), ...argv.slice(i + 1)]);
+    else if (a === "--duration") duration = parseDuration(value());
+    else if (a.startsWith("--duration=")) duration = parseDuration(a.slice(11));
+    else if (a === "--quick") quick = true;
+    else if (a === "--no-faults") faults = false;
+    else if (a === "--keep") keep = true;
+    else throw new Error(`unknown option ${a} (options: --seed N, --duration 30m, --quick, --no-faults, --keep)`);
+  }
+  const seedGiven = seed !== undefined;
+  return { seed: seed ?? randomInt(0, 0xffffffff), durationMs: duration ?? (quick ? 110_000 : 30 * 60_000), quick, faults, keep, seedGiven };
+}
