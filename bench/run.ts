@@ -251,9 +251,10 @@ function controlPlaneCpu(env: Env): { apiserver: number; etcd: number } {
 /** The API server's own /metrics (Prometheus text). */
 async function apiserverMetrics(env: Env): Promise<string> {
   const res = await env.admin.stream({ method: "GET", path: "/metrics", accept: "text/plain", timeoutMs: 30_000 });
-  let text = "";
-  for await (const chunk of res.body) text += chunk.toString("utf8");
-  return text;
+  // Decoded once, whole: a chunk can end inside a multi-byte character.
+  const chunks: Buffer[] = [];
+  for await (const chunk of res.body) chunks.push(chunk);
+  return Buffer.concat(chunks).toString("utf8");
 }
 
 /** API server and etcd CPU, and watchers the API server closed as unresponsive, between two calls. */

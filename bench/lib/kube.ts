@@ -4,6 +4,7 @@
 import { KubeConfig } from "@kubernetes/client-node";
 import { DELIVERY, GROUP, SUBSCRIPTION, VERSION } from "../../src/api/names.js";
 import { ApiError, KubeClient } from "../../src/kube/client.js";
+import { LineSplitter } from "../../src/kube/lines.js";
 import { collectionPath, type ResourceType } from "../../src/kube/types.js";
 import { now, sleep } from "./util.js";
 
@@ -140,8 +141,9 @@ export class DeliveryWatch {
           query: { watch: 1, resourceVersion: this.rv, allowWatchBookmarks: true, timeoutSeconds: 3600, fieldSelector: FINISHED_SELECTOR },
           signal: this.abort.signal,
         });
-        let buf = "";
-        for await (const chunk of res.body) buf = this.onChunk(buf + chunk.toString("utf8"));
+        // Bytes are decoded a whole line at a time: a chunk can end inside a multi-byte character.
+        const lines = new LineSplitter();
+        for await (const chunk of res.body) for (const line of lines.push(chunk)) this.onEvent(JSON.parse(line.toString("utf8")) as WatchEvent);
       } catch (err) {
         if (this.abort.signal.aborted) return;
         this.restarts++;
@@ -153,17 +155,6 @@ export class DeliveryWatch {
         await sleep(200);
       }
     }
-  }
-
-  /** Handles the complete lines of `buf`; returns the incomplete rest. */
-  private onChunk(buf: string): string {
-    let nl: number;
-    while ((nl = buf.indexOf("\n")) >= 0) {
-      const line = buf.slice(0, nl);
-      buf = buf.slice(nl + 1);
-      if (line.trim()) this.onEvent(JSON.parse(line) as WatchEvent);
-    }
-    return buf;
   }
 
   private onEvent(e: WatchEvent): void {

@@ -8,6 +8,12 @@ export interface Rule<T> {
   /** CEL expression, evaluated by the API server with `self` (and `oldSelf` for transition rules). */
   rule: string;
   message: string;
+  /**
+   * CEL giving a message that names the offending part (the API server uses `message` if it
+   * fails); `describe` is the same in TypeScript, for the zod refinement.
+   */
+  messageExpression?: string;
+  describe?: (value: T) => string;
   /** JSONPath-like path of the field the message is about, relative to the schema, e.g. `.maxBackoff`. */
   fieldPath?: string;
   /** The same rule in TypeScript; omitted for transition rules (they need the old object). */
@@ -27,12 +33,12 @@ export function withRules<S extends z.ZodType>(schema: S, doc: Doc, rules: Rule<
         for (const r of rules) {
           if (r.check && !r.check(value)) {
             const path = r.fieldPath ? r.fieldPath.replace(/^\./, "").split(".") : [];
-            ctx.addIssue({ code: "custom", message: r.message, path });
+            ctx.addIssue({ code: "custom", message: r.describe?.(value) ?? r.message, path });
           }
         }
       })
     : schema;
-  const validations = rules.map(({ rule, message, fieldPath }) => ({ rule, message, ...(fieldPath ? { fieldPath } : {}) }));
+  const validations = rules.map(({ rule, message, messageExpression, fieldPath }) => ({ rule, message, ...(messageExpression ? { messageExpression } : {}), ...(fieldPath ? { fieldPath } : {}) }));
   return refined.meta({ ...doc, ...(validations.length ? { "x-kubernetes-validations": validations } : {}) });
 }
 

@@ -7,11 +7,7 @@ import { celIsDuration, conditions, duration, int, objectName, safeDuration, tim
 
 /** Headers Hookline sets itself; a subscription may not override them. */
 export const RESERVED_HEADERS = [
-  "host",
   "content-type",
-  "content-length",
-  "transfer-encoding",
-  "connection",
   "user-agent",
   "webhook-id",
   "webhook-timestamp",
@@ -20,6 +16,14 @@ export const RESERVED_HEADERS = [
   "x-webhook-timestamp",
   "x-webhook-signature",
 ] as const;
+
+/**
+ * Headers about the connection and the message's framing, which the HTTP client owns: undici
+ * refuses most of them (every request would fail), and the rest (Host, TE, Trailer, Proxy-*)
+ * would change how the request travels, not what it says. Names starting with `proxy-` too.
+ */
+export const CONNECTION_HEADERS = ["connection", "upgrade", "keep-alive", "expect", "te", "trailer", "transfer-encoding", "content-length", "host"] as const;
+export const CONNECTION_HEADER_PREFIX = "proxy-";
 
 const EVENT_TYPE_PATTERN = "^(\\*|[A-Za-z0-9][A-Za-z0-9_.:/-]*?(\\.\\*)?)$";
 
@@ -116,6 +120,18 @@ export const retentionSchema = z
   .meta({ description: "How long finished deliveries are kept." });
 
 const headerNamePattern = "^[A-Za-z0-9!#$%&'*+.^_`|~-]+$";
+/** What a header value may hold: HTAB and printable ASCII (no control characters, no line breaks, no non-ASCII). */
+const headerValuePattern = "^[\\t\\x20-\\x7e]*$";
+
+const celList = (names: readonly string[]) => `[${names.map((h) => `'${h}'`).join(", ")}]`;
+const isReserved = (k: string) => (RESERVED_HEADERS as readonly string[]).includes(k.toLowerCase());
+const isConnectionHeader = (k: string) => (CONNECTION_HEADERS as readonly string[]).includes(k.toLowerCase()) || k.toLowerCase().startsWith(CONNECTION_HEADER_PREFIX);
+const celConnectionHeader = (k: string) => `(${k}.lowerAscii() in ${celList(CONNECTION_HEADERS)} || ${k}.lowerAscii().startsWith('${CONNECTION_HEADER_PREFIX}'))`;
+const firstKey = (h: Record<string, string>, bad: (k: string) => boolean) => Object.keys(h).find(bad) ?? "";
+
+const RESERVED_WHY = `Hookline sets it (reserved: ${RESERVED_HEADERS.join(", ")})`;
+const CONNECTION_WHY = `it controls the connection or the message framing, which the HTTP client owns, and every request would be refused (${CONNECTION_HEADERS.join(", ")}, ${CONNECTION_HEADER_PREFIX}*)`;
+const VALUE_WHY = "its value has a character other than tab and printable ASCII (control characters, line breaks and non-ASCII are refused: the HTTP client would refuse every request)";
 
 export const headersSchema = withRules(
   z.record(z.string(), z.string().max(4096)),
@@ -127,14 +143,25 @@ export const headersSchema = withRules(
       check: (h) => Object.keys(h).every((k) => new RegExp(headerNamePattern).test(k)),
     },
     {
-      rule: `self.all(k, !(k.lowerAscii() in [${RESERVED_HEADERS.map((h) => `'${h}'`).join(", ")}]))`,
+      rule: `self.all(k, !(k.lowerAscii() in ${celList(RESERVED_HEADERS)}))`,
       message: `headers may not set ${RESERVED_HEADERS.join(", ")}: Hookline sets them`,
-      check: (h) => Object.keys(h).every((k) => !(RESERVED_HEADERS as readonly string[]).includes(k.toLowerCase())),
+      messageExpression: `'header "' + self.filter(k, k.lowerAscii() in ${celList(RESERVED_HEADERS)})[0] + '" may not be set: ${RESERVED_WHY}'`,
+      check: (h) => !Object.keys(h).some(isReserved),
+      describe: (h) => `header "${firstKey(h, isReserved)}" may not be set: ${RESERVED_WHY}`,
     },
     {
-      rule: "self.all(k, !self[k].contains('\\n') && !self[k].contains('\\r'))",
-      message: "header values may not contain line breaks",
-      check: (h) => Object.values(h).every((v) => !/[\r\n]/.test(v)),
+      rule: `self.all(k, !${celConnectionHeader("k")})`,
+      message: `headers may not set ${CONNECTION_HEADERS.join(", ")} or ${CONNECTION_HEADER_PREFIX}*: the HTTP client owns them`,
+      messageExpression: `'header "' + self.filter(k, ${celConnectionHeader("k")})[0] + '" may not be set: ${CONNECTION_WHY}'`,
+      check: (h) => !Object.keys(h).some(isConnectionHeader),
+      describe: (h) => `header "${firstKey(h, isConnectionHeader)}" may not be set: ${CONNECTION_WHY}`,
+    },
+    {
+      rule: `self.all(k, self[k].matches('${headerValuePattern}'))`,
+      message: "header values may only contain tab and printable ASCII characters (no control characters, line breaks or non-ASCII)",
+      messageExpression: `'header "' + self.filter(k, !self[k].matches('${headerValuePattern}'))[0] + '": ${VALUE_WHY}'`,
+      check: (h) => Object.values(h).every((v) => new RegExp(headerValuePattern).test(v)),
+      describe: (h) => `header "${firstKey(h, (k) => !new RegExp(headerValuePattern).test(h[k]!))}": ${VALUE_WHY}`,
     },
   ],
 ).refine((h) => Object.keys(h).length <= 32, { message: "at most 32 headers" });

@@ -89,6 +89,12 @@ describe("classify: transport errors", () => {
     ["handshake protocol error", { kind: "error", code: "EPROTO" }, "retry", "tls"],
     ["blocked by the network guard", { kind: "error", code: "HOOKLINE_BLOCKED_ADDRESS" }, "permanent", "blocked"],
     ["blocked wins over any name", { kind: "error", code: "HOOKLINE_BLOCKED_ADDRESS", name: "TimeoutError" }, "permanent", "blocked"],
+    ["undici refuses a header (invalid upgrade header)", { kind: "error", code: "UND_ERR_INVALID_ARG", name: "UND_ERR_INVALID_ARG" }, "permanent", "invalid_request"],
+    ["undici refuses Expect (not supported)", { kind: "error", code: "UND_ERR_NOT_SUPPORTED" }, "permanent", "invalid_request"],
+    ["undici: Content-Length does not match the body", { kind: "error", code: "UND_ERR_REQ_CONTENT_LENGTH_MISMATCH" }, "permanent", "invalid_request"],
+    ["Node refuses a header value", { kind: "error", code: "ERR_INVALID_CHAR", name: "TypeError" }, "permanent", "invalid_request"],
+    ["Node refuses an argument", { kind: "error", code: "ERR_INVALID_ARG_TYPE" }, "permanent", "invalid_request"],
+    ["the subscription URL does not parse", { kind: "error", code: "HOOKLINE_INVALID_URL" }, "permanent", "invalid_request"],
     ["undici aborted", { kind: "error", code: "UND_ERR_ABORTED", name: "AbortError" }, "retry", "interrupted"],
     ["our own abort (DOMException)", { kind: "error", name: "AbortError" }, "retry", "interrupted"],
     ["Node AbortError code", { kind: "error", code: "ABORT_ERR" }, "retry", "interrupted"],
@@ -125,6 +131,7 @@ describe("endpointSignal", () => {
     [{ verdict: "retry", reason: "interrupted" }, "none"],
     [{ verdict: "permanent", reason: "blocked" }, "none"],
     [{ verdict: "retry", reason: "circuit_open" }, "none"],
+    [{ verdict: "permanent", reason: "invalid_request" }, "none"],
   ];
 
   it.each(table)("%j -> %s", (c, expected) => {

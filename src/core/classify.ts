@@ -19,6 +19,7 @@ export const METRIC_REASONS = [
   "blocked",
   "circuit_open",
   "interrupted",
+  "invalid_request",
 ] as const;
 
 export type MetricReason = (typeof METRIC_REASONS)[number];
@@ -26,7 +27,8 @@ export type MetricReason = (typeof METRIC_REASONS)[number];
 /**
  * delivered: 2xx, done. retry: schedule another attempt (or dead-letter as Exhausted when none
  * are left). gone: 410, dead-letter at once and disable the endpoint. permanent: dead-letter at
- * once (PermanentFailure, or Blocked when reason is "blocked").
+ * once (PermanentFailure, or Blocked when reason is "blocked"; "invalid_request" is our own
+ * request that could not be built, e.g. a header the HTTP client refuses).
  */
 export type Verdict = "delivered" | "retry" | "gone" | "permanent";
 
@@ -42,6 +44,27 @@ export interface Classification {
 
 /** The code our network guard gives a connection it refused (WEBHOOK_ALLOWED_NETWORKS). */
 export const BLOCKED_ADDRESS_CODE = "HOOKLINE_BLOCKED_ADDRESS";
+
+/** The code the sender gives a subscription URL it cannot parse. */
+export const INVALID_URL_CODE = "HOOKLINE_INVALID_URL";
+/** The code the sender gives a request the HTTP client threw on before sending anything. */
+export const INVALID_REQUEST_CODE = "HOOKLINE_INVALID_REQUEST";
+
+// Our own request could not be built: the HTTP client refused it before anything was sent (a
+// header it does not allow, a value with a control character, a Content-Length that does not
+// match the body). Sending it again fails the same way, and it says nothing about the endpoint.
+const invalidRequestCodes = new Set([
+  INVALID_URL_CODE,
+  INVALID_REQUEST_CODE,
+  "UND_ERR_INVALID_ARG",
+  "UND_ERR_NOT_SUPPORTED",
+  "UND_ERR_REQ_CONTENT_LENGTH_MISMATCH",
+  "ERR_INVALID_ARG_TYPE",
+  "ERR_INVALID_ARG_VALUE",
+  "ERR_INVALID_CHAR",
+  "ERR_INVALID_HTTP_TOKEN",
+  "ERR_HTTP_INVALID_HEADER_VALUE",
+]);
 
 const timeoutCodes = new Set([
   "UND_ERR_CONNECT_TIMEOUT",
@@ -122,6 +145,7 @@ export function classifyStatus(status: number): Classification {
 
 function classifyError(code: string | undefined, name: string | undefined): Classification {
   if (code === BLOCKED_ADDRESS_CODE) return { verdict: "permanent", reason: "blocked" };
+  if (code !== undefined && invalidRequestCodes.has(code)) return { verdict: "permanent", reason: "invalid_request" };
   // AbortSignal.timeout() rejects with a DOMException named TimeoutError (its numeric code is
   // not a string code); our own abort (drain) with one named AbortError, as does undici's
   // RequestAbortedError (UND_ERR_ABORTED).
@@ -152,13 +176,14 @@ export function isRetryAfterStatus(status: number): boolean {
  * - failure: every other answer or transport error, including 3xx/4xx: a receiver refusing
  *   every request (a wrong secret's 401s) is unhealthy in the user's eyes.
  * - none: the attempt says nothing about the receiver: interrupted (drain, shutdown: release a
- *   probe instead and resume at once), blocked by our own network policy, or never made
- *   (circuit_open).
+ *   probe instead and resume at once), blocked by our own network policy, never made
+ *   (circuit_open), or our own request that could not be built (invalid_request: nothing was
+ *   sent, so the endpoint's breaker and health must not pay for our mistake).
  */
 export type EndpointSignal = "success" | "failure" | "gone" | "none";
 
 export function endpointSignal(c: Classification): EndpointSignal {
-  if (c.reason === "interrupted" || c.reason === "blocked" || c.reason === "circuit_open") return "none";
+  if (c.reason === "interrupted" || c.reason === "blocked" || c.reason === "circuit_open" || c.reason === "invalid_request") return "none";
   switch (c.verdict) {
     case "delivered":
       return "success";

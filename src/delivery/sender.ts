@@ -7,6 +7,7 @@
 import { Agent, buildConnector, type Dispatcher } from "undici";
 import { lookup as dnsLookup, type LookupAddress } from "node:dns";
 import { isIP } from "node:net";
+import { INVALID_REQUEST_CODE, INVALID_URL_CODE } from "../core/classify.js";
 import { checkAddress, type Cidr } from "../core/netguard.js";
 import { deadline } from "../kube/deadline.js";
 
@@ -116,19 +117,10 @@ export class Sender {
     try {
       url = new URL(req.url);
     } catch {
-      return { kind: "error", code: "HOOKLINE_INVALID_URL", message: "the subscription URL is not a valid URL", durationMs: 0 };
+      return { kind: "error", code: INVALID_URL_CODE, message: "the request could not be built: the subscription URL is not a valid URL", durationMs: 0 };
     }
     try {
-      const res: Dispatcher.ResponseData = await this.agent.request({
-        origin: url.origin,
-        path: `${url.pathname}${url.search}`,
-        method: "POST",
-        headers: req.headers,
-        body: req.body,
-        signal,
-        headersTimeout: req.timeoutMs,
-        bodyTimeout: req.timeoutMs,
-      });
+      const res: Dispatcher.ResponseData = await this.dispatch(url, req, signal);
       const durationMs = elapsed();
       // Read a little of the body so the connection can be reused; drop the rest with it.
       await res.body.dump({ limit: this.maxResponseBytes }).catch(() => undefined);
@@ -141,6 +133,29 @@ export class Sender {
       return { kind: "error", ...describeError(err), durationMs };
     } finally {
       d.clear();
+    }
+  }
+
+  /**
+   * Starts the request. A synchronous throw means our own request could not be built (nothing
+   * was sent): it becomes an error with a code classified as invalid_request, never a network one.
+   * undici reports most such errors (a refused header) as a rejection with UND_ERR_INVALID_ARG.
+   */
+  private dispatch(url: URL, req: SendRequest, signal: AbortSignal): Promise<Dispatcher.ResponseData> {
+    try {
+      return this.agent.request({
+        origin: url.origin,
+        path: `${url.pathname}${url.search}`,
+        method: "POST",
+        headers: req.headers,
+        body: req.body,
+        signal,
+        headersTimeout: req.timeoutMs,
+        bodyTimeout: req.timeoutMs,
+      });
+    } catch (err) {
+      const { message } = describeError(err);
+      return Promise.reject(Object.assign(new Error(message), { code: INVALID_REQUEST_CODE }));
     }
   }
 
@@ -170,7 +185,12 @@ export function describeError(err: unknown): { code: string; message: string } {
   return { code: base?.name ?? "Error", message: base?.message?.slice(0, 200) ?? "unknown error" };
 }
 
+// Our own request refused by the HTTP client before anything was sent (see classify.ts).
+const BUILD_ERROR_CODES = new Set(["UND_ERR_INVALID_ARG", "UND_ERR_NOT_SUPPORTED", "UND_ERR_REQ_CONTENT_LENGTH_MISMATCH", "ERR_INVALID_ARG_TYPE", "ERR_INVALID_ARG_VALUE", "ERR_INVALID_CHAR", "ERR_INVALID_HTTP_TOKEN", "ERR_HTTP_INVALID_HEADER_VALUE", INVALID_REQUEST_CODE]);
+
 function messageFor(code: string, fallback: string): string {
+  // undici names the header ("invalid upgrade header"), never its value.
+  if (BUILD_ERROR_CODES.has(code)) return `the request could not be built: ${fallback.replace(/https?:\/\/\S+/g, "<url>").slice(0, 200)}`;
   const known: Record<string, string> = {
     ECONNREFUSED: "connection refused",
     ECONNRESET: "connection reset by the endpoint",

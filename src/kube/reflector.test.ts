@@ -1,5 +1,6 @@
 // Reflector behaviour that a real API server does not show on demand: an answer the server gives
-// only when something is wrong (a watch closed at once, with no events). The normal paths (list,
+// only when something is wrong (a watch closed at once, with no events), or a chunking it chooses
+// itself (an event's bytes split inside a multi-byte character). The normal paths (list,
 // watch, resume after a cut) are tested against the real API server in
 // test/integration/reflector.test.ts.
 import { createServer, type Server } from "node:http";
@@ -10,6 +11,18 @@ import { KubeClient } from "./client.js";
 import { Reflector } from "./reflector.js";
 
 let server: Server | undefined;
+
+async function clientFor(srv: Server): Promise<KubeClient> {
+  await new Promise<void>((resolve) => srv.listen(0, "127.0.0.1", resolve));
+  const kc = new KubeConfig();
+  kc.loadFromOptions({
+    clusters: [{ name: "c", server: `http://127.0.0.1:${(srv.address() as { port: number }).port}`, skipTLSVerify: true }],
+    users: [{ name: "u", token: "t" }],
+    contexts: [{ name: "x", cluster: "c", user: "u" }],
+    currentContext: "x",
+  });
+  return KubeClient.create(kc);
+}
 afterEach(async () => {
   server?.closeAllConnections();
   await new Promise((resolve) => server?.close(resolve));
@@ -27,15 +40,7 @@ describe("Reflector", () => {
         res.end();
       } else res.end(JSON.stringify({ kind: "ConfigMapList", metadata: { resourceVersion: "5" }, items: [] }));
     });
-    await new Promise<void>((resolve) => server!.listen(0, "127.0.0.1", resolve));
-    const kc = new KubeConfig();
-    kc.loadFromOptions({
-      clusters: [{ name: "c", server: `http://127.0.0.1:${(server.address() as { port: number }).port}`, skipTLSVerify: true }],
-      users: [{ name: "u", token: "t" }],
-      contexts: [{ name: "x", cluster: "c", user: "u" }],
-      currentContext: "x",
-    });
-    const client = await KubeClient.create(kc);
+    const client = await clientFor(server);
     const health: boolean[] = [];
     const reflector = new Reflector({
       client,
@@ -53,6 +58,83 @@ describe("Reflector", () => {
       expect(health).toEqual([false]);
       // Waiting out a 30-60 s backoff, not reconnecting in a loop.
       expect(watches).toBe(1);
+    } finally {
+      await reflector.stop();
+      await client.destroy();
+    }
+  });
+
+  it("decodes a watch event whose multi-byte characters are split across chunks byte-exactly", async () => {
+    const text = "Zoë 😀 日本語 Ωμέγα שלום";
+    const event = Buffer.from(`${JSON.stringify({ type: "ADDED", object: { kind: "ConfigMap", metadata: { name: "a", namespace: "a", resourceVersion: "6" }, data: { text } } })}\n`, "utf8");
+    // Cut inside the 4-byte emoji and inside the 2-byte "ë": each part on its own chunk.
+    const emoji = event.indexOf(Buffer.from("😀"));
+    const eUmlaut = event.indexOf(Buffer.from("ë"));
+    const cuts = [0, eUmlaut + 1, emoji + 2, event.length];
+    server = createServer((req, res) => {
+      const url = new URL(req.url ?? "/", "http://x");
+      res.writeHead(200, { "content-type": "application/json" });
+      if (!url.searchParams.get("watch")) return res.end(JSON.stringify({ kind: "ConfigMapList", metadata: { resourceVersion: "5" }, items: [] }));
+      void (async () => {
+        for (let i = 0; i + 1 < cuts.length; i++) {
+          res.write(event.subarray(cuts[i], cuts[i + 1]));
+          // A gap so each part reaches the client as its own chunk (Node's server sends at once: noDelay).
+          await new Promise((r) => setTimeout(r, 50));
+        }
+      })();
+    });
+    const client = await clientFor(server);
+    const added: Array<Record<string, unknown>> = [];
+    const reflector = new Reflector({
+      client,
+      name: "configmaps",
+      path: "/api/v1/namespaces/a/configmaps",
+      transform: (item) => item,
+      handler: { add: (o) => added.push(o), update: () => undefined, delete: () => undefined },
+      log: createLogger({ level: "silent" }),
+    });
+    reflector.start();
+    try {
+      await vi.waitFor(() => expect(added).toHaveLength(1), { timeout: 10_000, interval: 10 });
+      const got = (added[0]!.data as { text: string }).text;
+      expect(got).not.toContain("\uFFFD");
+      expect(Buffer.from(got, "utf8").equals(Buffer.from(text, "utf8"))).toBe(true);
+    } finally {
+      await reflector.stop();
+      await client.destroy();
+    }
+  });
+
+  it("decodes a list page whose multi-byte characters are split across chunks byte-exactly (KubeClient.request)", async () => {
+    const text = "Zoë 😀 日本語 Ωμέγα שלום";
+    const page = Buffer.from(JSON.stringify({ kind: "ConfigMapList", metadata: { resourceVersion: "5" }, items: [{ kind: "ConfigMap", metadata: { name: "a", namespace: "a", resourceVersion: "5" }, data: { text } }] }), "utf8");
+    const cuts = [0, page.indexOf(Buffer.from("ë")) + 1, page.indexOf(Buffer.from("😀")) + 3, page.length];
+    server = createServer((req, res) => {
+      const url = new URL(req.url ?? "/", "http://x");
+      res.writeHead(200, { "content-type": "application/json" });
+      if (url.searchParams.get("watch")) return; // held open: the list is what is tested
+      void (async () => {
+        for (let i = 0; i + 1 < cuts.length; i++) {
+          res.write(page.subarray(cuts[i], cuts[i + 1]));
+          await new Promise((r) => setTimeout(r, 50));
+        }
+        res.end();
+      })();
+    });
+    const client = await clientFor(server);
+    const reflector = new Reflector({
+      client,
+      name: "configmaps",
+      path: "/api/v1/namespaces/a/configmaps",
+      transform: (item) => item,
+      handler: { add: () => undefined, update: () => undefined, delete: () => undefined },
+      log: createLogger({ level: "silent" }),
+    });
+    reflector.start();
+    try {
+      await reflector.waitForSync(AbortSignal.timeout(10_000));
+      const got = (reflector.store.get("a/a")!.data as { text: string }).text;
+      expect(Buffer.from(got, "utf8").equals(Buffer.from(text, "utf8"))).toBe(true);
     } finally {
       await reflector.stop();
       await client.destroy();

@@ -4,6 +4,7 @@
 // Items can be projected (metadata-only or Table rows) so a store holds only what it needs.
 import type { Logger } from "pino";
 import { ACCEPT, ApiError, type KubeClient } from "./client.js";
+import { LineSplitter } from "./lines.js";
 import type { ObjectMeta } from "./types.js";
 
 export type Representation = "json" | "metadata" | "table";
@@ -245,22 +246,16 @@ export class Reflector<T extends { metadata: Pick<ObjectMeta, "name" | "namespac
       // server accepts and then fails at once still backs off.
       const openedAt = performance.now();
       this.setHealthy(true);
-      // Events are newline-delimited JSON; a chunk can hold many events or part of one.
-      let buffered = "";
+      // Events are newline-delimited JSON; a chunk can hold many events or part of one, and can
+      // end inside a multi-byte character: bytes are decoded a whole line at a time.
+      const lines = new LineSplitter();
       let events = 0;
       for await (const chunk of res.body) {
         feed();
-        buffered += chunk.toString("utf8");
-        let start = 0;
-        let nl: number;
-        while ((nl = buffered.indexOf("\n", start)) >= 0) {
-          if (nl > start) {
-            events++;
-            this.onEvent(JSON.parse(buffered.slice(start, nl)) as WatchEvent);
-          }
-          start = nl + 1;
+        for (const line of lines.push(chunk)) {
+          events++;
+          this.onEvent(JSON.parse(line.toString("utf8")) as WatchEvent);
         }
-        buffered = start === 0 ? buffered : buffered.slice(start);
       }
       // As client-go does: a watch that ends at once with nothing in it is an error (backed off),
       // not a normal end (which would reconnect at once, in a loop).

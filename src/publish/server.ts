@@ -36,6 +36,8 @@ const ENVELOPE_BYTES = 16 * 1024;
 const DISCARD_LIMIT_BYTES = 4 * 1024 * 1024;
 const BODY_FIELDS = new Set(["type", "id", "data"]);
 const NAMESPACE = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
+/** Strict: invalid bytes throw; a leading BOM is kept (and refused by JSON.parse, as before). */
+const UTF8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
 
 interface Reply {
   status: number;
@@ -107,9 +109,17 @@ function tooLarge(limit: number, declared?: number): Reply {
 
 /** The parsed body as publish input, or the 400 naming what is wrong. */
 function parseBody(raw: Buffer, namespace: string): { ok: true; input: { namespace: string; type: string; id?: string; data: unknown } } | { ok: false; reply: Reply } {
+  let text: string;
+  try {
+    // The whole body at once (never chunk by chunk), and strictly: bytes that are not UTF-8
+    // would otherwise become U+FFFD in the payload, signed and delivered as if intended.
+    text = UTF8.decode(raw);
+  } catch {
+    return { ok: false, reply: refuse(400, "the body is not valid UTF-8; send JSON encoded as UTF-8", { field: "body" }) };
+  }
   let body: unknown;
   try {
-    body = JSON.parse(raw.toString("utf8"));
+    body = JSON.parse(text);
   } catch (err) {
     const detail = raw.length === 0 ? "the body is empty" : (err as Error).message;
     return { ok: false, reply: refuse(400, `the body is not valid JSON (${detail}); send {"type": "...", "id": "...", "data": ...}`, { field: "body" }) };

@@ -4,6 +4,7 @@ import { Writable } from "node:stream";
 import { inject } from "vitest";
 import { Operator } from "../../src/cli/operator.js";
 import { loadConfig } from "../../src/config/config.js";
+import { LineSplitter } from "../../src/kube/lines.js";
 import { createLogger } from "../../src/observability/logger.js";
 import { Metrics } from "../../src/observability/metrics.js";
 
@@ -30,9 +31,11 @@ export async function startOperator(opts: { namespaces: string[]; env?: Record<s
     ...opts.env,
   });
   const logs: string[] = [];
+  // A write can end inside a line (and inside a multi-byte character): lines are split as bytes.
+  const lines = new LineSplitter();
   const sink = new Writable({
     write(chunk: Buffer, _enc, cb) {
-      for (const line of chunk.toString("utf8").split("\n")) if (line) logs.push(line);
+      for (const line of lines.push(chunk)) logs.push(line.toString("utf8"));
       cb();
     },
   });

@@ -80,8 +80,9 @@ export class Prometheus {
       ],
       { stdio: ["ignore", "pipe", "pipe"] },
     );
-    child.stdout.on("data", (c: Buffer) => (out += c.toString()));
-    child.stderr.on("data", (c: Buffer) => (out += c.toString()));
+    // setEncoding decodes across chunks (a chunk can end inside a multi-byte character).
+    child.stdout.setEncoding("utf8").on("data", (c: string) => (out += c));
+    child.stderr.setEncoding("utf8").on("data", (c: string) => (out += c));
     const prom = new Prometheus(`http://127.0.0.1:${port}`, child, dir, () => out);
     let exited = false;
     child.once("exit", () => (exited = true));

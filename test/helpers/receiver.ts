@@ -10,7 +10,10 @@ export interface ReceivedRequest {
   at: number;
   path: string;
   headers: IncomingHttpHeaders;
+  /** The body decoded as UTF-8, whole (invalid bytes become U+FFFD). */
   body: string;
+  /** The body's bytes as received. */
+  bytes: Buffer;
   /** Requests open at the moment this one arrived (itself included). */
   concurrent: number;
 }
@@ -42,7 +45,7 @@ export class Receiver {
     const server = createServer((req, res) => {
       const chunks: Buffer[] = [];
       req.on("data", (c: Buffer) => chunks.push(c));
-      req.on("end", () => void holder.self!.handle(req.url ?? "/", req.headers, Buffer.concat(chunks).toString("utf8"), res));
+      req.on("end", () => void holder.self!.handle(req.url ?? "/", req.headers, Buffer.concat(chunks), res));
     });
     server.keepAliveTimeout = 5_000;
     await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
@@ -65,10 +68,10 @@ export class Receiver {
     return `http://127.0.0.1:${this.port}${path}`;
   }
 
-  private async handle(path: string, headers: IncomingHttpHeaders, body: string, res: ServerResponse): Promise<void> {
+  private async handle(path: string, headers: IncomingHttpHeaders, bytes: Buffer, res: ServerResponse): Promise<void> {
     this.open++;
     this.maxConcurrent = Math.max(this.maxConcurrent, this.open);
-    const req: ReceivedRequest = { n: this.requests.length + 1, at: Date.now(), path, headers, body, concurrent: this.open };
+    const req: ReceivedRequest = { n: this.requests.length + 1, at: Date.now(), path, headers, body: bytes.toString("utf8"), bytes, concurrent: this.open };
     this.requests.push(req);
     for (const w of this.waiters.splice(0)) w();
     res.on("close", () => this.open--);

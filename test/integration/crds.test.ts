@@ -5,7 +5,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { deliveryCrd, subscriptionCrd } from "../../src/api/crd.js";
 import { createNamespace, deleteNamespace, kubectl, kubectlOk } from "../helpers/cluster.js";
-import { CASE_KINDS, INVALID_SPEC_CASES, at, findEnforcer, prepareCase, refusalCauses, schemaNode, submitCase } from "../helpers/crd-cases.js";
+import { CASE_KINDS, INVALID_SPEC_CASES, VALID_HEADERS, at, findEnforcer, prepareCase, refusalCauses, schemaNode, submitCase } from "../helpers/crd-cases.js";
 import type { CrdObject, InvalidSpecCase, SchemaNode } from "../helpers/crd-cases.js";
 import { apply, delivery, getObj, subscription } from "../helpers/kube.js";
 
@@ -335,6 +335,11 @@ describe("CRDs through the real API server and kubectl", () => {
         // The installed CRD is the generated one: the table describes what users run.
         expect(findEnforcer(installed[c.kind], c.enforcedBy), c.name).toBe(findEnforcer(generated[c.kind], c.enforcedBy));
       }
+    });
+
+    it("accepts ordinary headers (tokens that only look like refused ones, tabs and printable ASCII values)", async () => {
+      await kubectlOk(["create", "-f", "-"], { input: JSON.stringify(subscription(ns, "valid-headers", { url: "https://hooks.example.com/orders", headers: VALID_HEADERS })) });
+      expect((await getObj("whsub", ns, "valid-headers"))!.spec.headers).toEqual(VALID_HEADERS);
     });
 
     it.concurrent.for(INVALID_SPEC_CASES.map((c, index) => ({ ...c, index })))(

@@ -213,8 +213,8 @@ describe("the image layout runs", () => {
     };
     const child = spawn(node, [join(app, "..", script!), ...rest], { cwd: join(app, "..", runtime.workdir), env, stdio: ["ignore", "pipe", "pipe"] });
     let out = "";
-    child.stdout.on("data", (c: Buffer) => (out += c.toString()));
-    child.stderr.on("data", (c: Buffer) => (out += c.toString()));
+    child.stdout.setEncoding("utf8").on("data", (c: string) => (out += c));
+    child.stderr.setEncoding("utf8").on("data", (c: string) => (out += c));
     const exited = new Promise<number | null>((r) => child.once("exit", (code) => r(code)));
     try {
       const get = async (port: number, path: string) => {

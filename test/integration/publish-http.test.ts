@@ -251,4 +251,40 @@ describe("publish over HTTP", () => {
     expect(all).not.toContain(PAYLOAD_MARKER);
     expect(op.logs.some((l) => l.includes('"msg":"event published"') && l.includes("system:serviceaccount:"))).toBe(true);
   });
+
+  it("stores a body whose multi-byte characters are split across chunks byte-exactly, and refuses a body that is not UTF-8 (400)", async () => {
+    const postChunks = (parts: Buffer[]) =>
+      new Promise<{ status: number; body: string }>((resolve, reject) => {
+        const req = request(`${base}${events(ns)}`, { method: "POST", headers: { authorization: `Bearer ${saToken}`, "content-type": "application/json", "transfer-encoding": "chunked" } }, (res) => {
+          let text = "";
+          res.setEncoding("utf8").on("data", (c: string) => (text += c));
+          res.on("end", () => resolve({ status: res.statusCode ?? 0, body: text }));
+        });
+        req.on("error", reject);
+        void (async () => {
+          for (const part of parts) {
+            req.write(part);
+            // A gap so each part reaches the server as its own chunk.
+            await new Promise((r) => setTimeout(r, 50));
+          }
+          req.end();
+        })();
+      });
+    const text = "Zoë 😀 日本語 Ωμέγα שלום";
+    const body = Buffer.from(JSON.stringify({ type: "invoice.paid", id: "evt-utf8-http", data: { text } }), "utf8");
+    // Cut inside the 2-byte "ë" and inside the 4-byte emoji.
+    const cuts = [0, body.indexOf(Buffer.from("ë")) + 1, body.indexOf(Buffer.from("😀")) + 2, body.length];
+    const accepted = await postChunks(cuts.slice(1).map((end, i) => body.subarray(cuts[i], end)));
+    expect(accepted.status, accepted.body).toBe(202);
+    const stored = (await deliveries()).find((d) => d.metadata.name === "evt-utf8-http.invoices");
+    const got = (stored?.spec.payload as { text?: string } | undefined)?.text ?? "";
+    expect(Buffer.from(got, "utf8").equals(Buffer.from(text, "utf8")), got).toBe(true);
+
+    // Latin-1 "Zoë" (0xEB alone is not UTF-8): refused, not stored with U+FFFD.
+    const latin1 = Buffer.concat([Buffer.from('{"type": "invoice.paid", "id": "evt-latin1", "data": "Zo'), Buffer.from([0xeb]), Buffer.from('"}')]);
+    const refused = await postChunks([latin1]);
+    expect(refused.status).toBe(400);
+    expect(JSON.parse(refused.body)).toMatchObject({ field: "body", error: "the body is not valid UTF-8; send JSON encoded as UTF-8" });
+    expect((await deliveries()).some((d) => d.metadata.name.startsWith("evt-latin1"))).toBe(false);
+  });
 });

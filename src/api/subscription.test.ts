@@ -1,0 +1,32 @@
+// The operator's own check of spec.headers (zod), the same rules as the CRD's CEL: it refuses
+// what an older, laxer CRD let through, with a message naming the header.
+import { describe, expect, it } from "vitest";
+import { headersSchema } from "./subscription.js";
+
+const issues = (headers: Record<string, string>) => {
+  const r = headersSchema.safeParse(headers);
+  return r.success ? [] : r.error.issues.map((i) => i.message);
+};
+
+describe("headersSchema", () => {
+  it.each([
+    ["Connection", "close", 'header "Connection" may not be set: it controls the connection'],
+    ["Expect", "100-continue", 'header "Expect" may not be set: it controls the connection'],
+    ["TE", "trailers", 'header "TE" may not be set'],
+    ["Proxy-Authorization", "Basic eA==", 'header "Proxy-Authorization" may not be set'],
+    ["Host", "evil.example", 'header "Host" may not be set'],
+    ["webhook-signature", "v1,forged", 'header "webhook-signature" may not be set: Hookline sets it'],
+    ["X-Tenant", "a\u0007b", 'header "X-Tenant": its value has a character other than tab and printable ASCII'],
+    ["X-Tenant", "a\r\nX-Injected: 1", 'header "X-Tenant": its value has a character other than tab and printable ASCII'],
+    ["X-Tenant", "Zoë", 'header "X-Tenant": its value has a character other than tab and printable ASCII'],
+    ["X-Tenant", "\u0100", 'header "X-Tenant": its value has a character other than tab and printable ASCII'],
+  ])("refuses %s: %j, naming it", (name, value, message) => {
+    const got = issues({ "X-Ok": "fine", [name]: value });
+    expect(got).toHaveLength(1);
+    expect(got[0]).toContain(message);
+  });
+
+  it("accepts ordinary headers, including names that only contain refused words", () => {
+    expect(issues({ "X-Tenant": "acme-42", Authorization: "Bearer a.b~c", "X-Connection-Id": "c1", "X-Proxy-Hint": "none", "X-Tab": "a\tb ~" })).toEqual([]);
+  });
+});
