@@ -56,8 +56,8 @@ describe("a deeply nested payload", () => {
       const d = await client.request<{ status?: { phase?: string; discard?: { reason: string; message: string } } }>({ method: "GET", path: `${path}/deep` });
       return d.status?.phase === "Discarded" ? d : undefined;
     }, { description: "deep Discarded", timeoutMs: 30_000 });
-    expect(deep.status!.discard.reason).toBe("InvalidPayload");
-    expect(deep.status!.discard.message).toMatch(/nested deeper than 1000 levels/);
+    expect(deep.status?.discard?.reason).toBe("InvalidPayload");
+    expect(deep.status?.discard?.message).toMatch(/nested deeper than 1000 levels/);
     const ev = await waitFor(async () => (await events(ns, "deep")).find((e) => e.reason === "Discarded"), { description: "Discarded Event" });
     expect(ev.type).toBe("Warning");
     expect(ev.message).toMatch(/nested deeper than 1000 levels/);
