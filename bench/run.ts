@@ -676,11 +676,11 @@ async function pendingRss(env: Env, ns: string, name: string, count: number): Pr
     await sleep(250);
   }
   const reconciledMs = now() - t0;
-  const peak = op.memory()!.hwm;
   const reading = await settledRss(op);
+  const peak = op.memory()!.hwm; // VmHWM: the process's peak RSS so far
   await op.stop();
   env.watchdog.remove(op.pid);
-  return { ...reading, peakRssMiB: MB(Math.max(peak, op.memory()?.hwm ?? 0)), syncedMs: round(ready.syncedMs, 0), reconciledMs: round(reconciledMs, 0) };
+  return { ...reading, peakRssMiB: MB(peak), syncedMs: round(ready.syncedMs, 0), reconciledMs: round(reconciledMs, 0) };
 }
 
 async function pendingMemoryPhase(env: Env): Promise<Record<string, unknown>> {
@@ -787,7 +787,7 @@ async function main(): Promise<number> {
   const watchdog = new Watchdog(join(tmp, "children.json"));
   cleanups.push({ what: "watchdog", run: () => watchdog.stop() });
   const load0 = loadAverage();
-  say(`${QUICK ? "quick" : "full"} run in ${tmp}; load average ${load0.join(" ")}`);
+  say(`${argv.memory ? "memory" : QUICK ? "quick" : "full"} run in ${tmp}; load average ${load0.join(" ")}`);
 
   const { binDir } = await ensureBinaries({ env: process.env, onProgress: (l) => (/binaries present/.test(l) ? undefined : say(l)) });
   const cpDir = join(tmp, "cluster");
