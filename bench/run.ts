@@ -14,6 +14,8 @@
 //      endpoints hang with enough deliveries to hold every global slot (fair share);
 //   5. the ceilings again (full mode: the machine is shared, the fractions use the mean);
 //   6. memory at scale: RSS of a fresh operator with no finished deliveries, then with M.
+// `--memory` runs only the pending-payload memory phase: RSS of a fresh operator with no pending
+// deliveries, with 10,000 pending 1 KiB ones, and with 400 pending 250 KiB ones.
 // The exit code is non-zero only when correctness fails (a delivery not Succeeded, counts that
 // do not add up) or the benchmark could not run; it asserts nothing about speed.
 import { KubeConfig } from "@kubernetes/client-node";
@@ -32,7 +34,7 @@ import { VERSION as HOOKLINE_VERSION } from "../src/version.js";
 import { benchItemCrd, namespace, secret, subscription } from "./lib/objects.js";
 import { countNotSucceeded, DeliveryWatch, ensure, kubeClient, NAMESPACES, rollupSucceeded, SECRETS, SUBSCRIPTIONS, waitSubscriptionsReady } from "./lib/kube.js";
 import { OperatorProcess, ReceiverProcess, ROOT, spawnTs, Watchdog } from "./lib/procs.js";
-import { apiCeiling, createFinished, produce, type ApiCeilingResult, type Created, type ProduceResult } from "./lib/producer.js";
+import { apiCeiling, createFinished, createPending, produce, type ApiCeilingResult, type Created, type ProduceResult } from "./lib/producer.js";
 import { loadAverage, machine, now, percentiles, procCpuSeconds, round, sample, samples, sleep, type Percentiles } from "./lib/util.js";
 import { formatProfile, summarizeProfile, type ProfileSummary } from "./profile-summary.js";
 import type { SubscriptionSpecInput } from "../src/api/subscription.js";
@@ -56,6 +58,7 @@ const { values: argv } = parseArgs({
     only: { type: "string", default: "" },
     rate: { type: "string", default: "20" },
     "node-options": { type: "string", default: "" },
+    memory: { type: "boolean", default: false },
     help: { type: "boolean", short: "h", default: false },
   },
 });
@@ -74,6 +77,8 @@ if (argv.help) {
   --skip LIST          comma-separated phases to skip: ceilings,paced,hang,tenant,memory
   --only LIST          run only these phases (of ceilings,throughput,paced,hang,tenant,memory)
   --rate N             deliveries/s of the latency phases when throughput does not run (20)
+  --memory             only the pending-payload memory phase: operator RSS with no pending
+                       deliveries, 10,000 pending 1 KiB ones, 400 pending 250 KiB ones (~4 min)
   --node-options STR   NODE_OPTIONS of the operator processes (e.g. --import=./try-a-patch.mjs)
   --keep               keep the temp dir (control plane data, logs, profiles)
   --no-save            do not write bench/results/
@@ -715,6 +720,60 @@ async function memoryPhase(env: Env): Promise<Record<string, unknown>> {
   };
 }
 
+/** The pending sets of the --memory phase: what a restarted operator (after an OOM kill, say) lists. */
+const PENDING_SETS = [
+  { key: "none", count: 0, payloadBytes: 0 },
+  { key: "small", count: 10_000, payloadBytes: 1024 },
+  { key: "large", count: 400, payloadBytes: 250 * 1024 },
+] as const;
+
+/**
+ * A fresh operator on a namespace whose deliveries all wait on a paused subscription: RSS once
+ * every one is cached and reconciled, its peak (VmHWM: the list included), and after a full GC.
+ */
+async function pendingRss(env: Env, ns: string, name: string, count: number): Promise<RssReading & { peakRssMiB: number; syncedMs: number; reconciledMs: number }> {
+  const op = await startOperator(env, name, { WATCH_NAMESPACES: ns }, undefined, true);
+  const ready = await op.ready(300_000);
+  check(Number(ready.synced.activeDeliveries) === count, `pending memory: the operator cached ${String(ready.synced.activeDeliveries)} pending deliveries, expected ${count}`);
+  const t0 = now();
+  for (const deadline = Date.now() + 300_000; ; ) {
+    const m = await op.metrics();
+    if (sample(m, "hookline_reconcile_total", { controller: "delivery" }) >= count && sample(m, "hookline_workqueue_depth", { controller: "delivery" }) === 0) break;
+    if (Date.now() > deadline) {
+      say("pending memory: the operator is still reconciling; measuring anyway");
+      break;
+    }
+    await sleep(250);
+  }
+  const reconciledMs = now() - t0;
+  const reading = await settledRss(op);
+  const peak = op.memory()!.hwm; // VmHWM: the process's peak RSS so far
+  await op.stop();
+  env.watchdog.remove(op.pid);
+  return { ...reading, peakRssMiB: MB(peak), syncedMs: round(ready.syncedMs, 0), reconciledMs: round(reconciledMs, 0) };
+}
+
+async function pendingMemoryPhase(env: Env): Promise<Record<string, unknown>> {
+  const client = await kubeClient(env.cp.kubeconfig, C + 4);
+  const out: Record<string, unknown> = {};
+  let base: number | undefined;
+  for (const set of PENDING_SETS) {
+    const ns = `bench-pending-${set.key}`;
+    await setupNamespace(env, ns, [{ name: "held", spec: { url: env.receiver.url(`/ok/${ns}/held`), paused: true } }]);
+    if (set.count) {
+      say(`pending memory: creating ${set.count} deliveries of ${set.payloadBytes} bytes on a paused subscription`);
+      const made = await createPending({ client, namespace: ns, count: set.count, concurrency: set.payloadBytes > 64 * 1024 ? 4 : C, payloadBytes: set.payloadBytes, subscription: "held" });
+      check(made.errors === 0, `pending memory: ${made.errors} deliveries could not be created`);
+    }
+    const r = await pendingRss(env, ns, `pending-${set.key}`, set.count);
+    base ??= r.rssMiB;
+    say(`pending memory: ${set.count} x ${set.payloadBytes} B: RSS ${r.rssMiB} MiB (+${round(r.rssMiB - base, 1)}), peak ${r.peakRssMiB}, after a full GC ${r.rssAfterGcMiB} (live heap ${r.heapAfterGcMiB}); synced in ${r.syncedMs} ms`);
+    out[set.key] = { ...set, namespace: ns, ...r, rssGrowthMiB: round(r.rssMiB - base, 1), peakGrowthMiB: round(r.peakRssMiB - base, 1) };
+  }
+  await client.destroy();
+  return out;
+}
+
 // ---------------------------------------------------------------------------------------------
 // report
 
@@ -769,6 +828,13 @@ function table(r: Record<string, any>): string {
     rows.push([`Operator RSS after start and sync: none → ${m.finishedDeliveries} finished deliveries in etcd (MiB, median of ${m.operatorStarts})`, `${fmt(m.none.rssMiB)} → ${fmt(m.withFinished.rssMiB)} (${signed(m.rssGrowthPct)}%)`]);
     rows.push([`… after a forced full GC: RSS; live heap (per 1,000 finished)`, `${fmt(m.none.rssAfterGcMiB)} → ${fmt(m.withFinished.rssAfterGcMiB)} MiB (${signed(m.rssAfterGcGrowthPct)}%); ${fmt(m.none.heapAfterGcMiB)} → ${fmt(m.withFinished.heapAfterGcMiB)} MiB (${fmt(m.heapAfterGcPer1000FinishedKiB)} KiB)`]);
   }
+  const pm = r.pendingMemory;
+  if (pm) {
+    for (const k of ["small", "large"]) {
+      const x = pm[k];
+      rows.push([`Operator RSS with ${x.count} pending ${x.payloadBytes / 1024} KiB deliveries vs none: settled; peak (MiB)`, `${fmt(x.rssMiB)} vs ${fmt(pm.none.rssMiB)} (**${signed(x.rssGrowthMiB)}**); peak ${fmt(x.peakRssMiB)} (${signed(x.peakGrowthMiB)}); synced in ${fmt(x.syncedMs)} ms`]);
+    }
+  }
   if (c) {
     const when = r.mode === "quick" ? "before Hookline (quick: once)" : "before / after Hookline";
     const two = (a: unknown, b: unknown) => (r.mode === "quick" ? fmt(a) : `${fmt(a)} / ${fmt(b)}`);
@@ -796,7 +862,7 @@ async function main(): Promise<number> {
   const watchdog = new Watchdog(join(tmp, "children.json"));
   cleanups.push({ what: "watchdog", run: () => watchdog.stop() });
   const load0 = loadAverage();
-  say(`${QUICK ? "quick" : "full"} run in ${tmp}; load average ${load0.join(" ")}`);
+  say(`${argv.memory ? "memory" : QUICK ? "quick" : "full"} run in ${tmp}; load average ${load0.join(" ")}`);
 
   const { binDir } = await ensureBinaries({ env: process.env, onProgress: (l) => (/binaries present/.test(l) ? undefined : say(l)) });
   const cpDir = join(tmp, "cluster");
@@ -843,6 +909,11 @@ async function main(): Promise<number> {
     config: { deliveries: N, subscriptions: SUBS, concurrency: C, operatorMaxInFlight: C, subscriptionMaxInFlight: 10, payloadBytes: PAYLOAD, finishedDeliveries: FINISHED, cpuProfile: argv["cpu-prof"], leaderElection: true, operatorNodeOptions: argv["node-options"] || undefined, tag: argv.tag || undefined },
   });
 
+  if (argv.memory) {
+    results.mode = "memory";
+    results.pendingMemory = await pendingMemoryPhase(env);
+    return finish();
+  }
   const before = SKIP.has("ceilings") ? undefined : await ceilings(env, "before");
 
   const profDir = argv["cpu-prof"] ? join(tmp, "profiles") : undefined;
@@ -895,6 +966,12 @@ async function main(): Promise<number> {
 
   if (!SKIP.has("memory")) results.memory = await memoryPhase(env);
 
+  return finish(profile, profDir);
+}
+
+/** Prints the table and saves the results (as <time>-<mode>.json and latest-<mode>.json; latest.json for full and quick runs); the exit code. */
+function finish(profile?: ProfileSummary, profDir?: string): number {
+  const mode = String(results.mode);
   results.machine = { ...(results.machine as object), loadAverageAtEnd: loadAverage() };
   results.durationSeconds = round((now() - started) / 1000, 1);
   results.correctness = { ok: failures.length === 0, failures };
@@ -907,11 +984,11 @@ async function main(): Promise<number> {
     mkdirSync(dir, { recursive: true });
     const stamp = new Date(started).toISOString().replace(/[:]/g, "-").replace(/\.\d+Z$/, "Z");
     const json = `${JSON.stringify(results, null, 2)}\n`;
-    const file = join(dir, `${stamp}-${QUICK ? "quick" : "full"}${argv.tag ? `-${argv.tag}` : ""}.json`);
+    const file = join(dir, `${stamp}-${mode}${argv.tag ? `-${argv.tag}` : ""}.json`);
     writeFileSync(file, json);
     if (!argv.tag) {
-      writeFileSync(join(dir, "latest.json"), json);
-      writeFileSync(join(dir, `latest-${QUICK ? "quick" : "full"}.json`), json);
+      if (mode !== "memory") writeFileSync(join(dir, "latest.json"), json);
+      writeFileSync(join(dir, `latest-${mode}.json`), json);
     }
     if (profDir && existsSync(join(profDir, "main.cpuprofile"))) {
       mkdirSync(join(dir, "profiles"), { recursive: true });

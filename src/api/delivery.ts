@@ -30,7 +30,7 @@ export const deliverySpecSchema = withRules(
       .unknown()
       .optional()
       .meta({
-        description: "The event data: any JSON value, sent as `data` in the body. Above 256 KiB serialized the delivery is Discarded (PayloadTooLarge).",
+        description: "The event data: any JSON value, sent as `data` in the body. Above 256 KiB serialized the delivery is Discarded (PayloadTooLarge), nested deeper than 1000 arrays and objects it is Discarded (InvalidPayload).",
         "x-kubernetes-preserve-unknown-fields": true,
       }),
   }),
@@ -94,7 +94,7 @@ export const deliveryStatusSchema = z
     discard: z
       .object({
         at: timestamp("When the delivery was discarded."),
-        reason: z.enum(DISCARD_REASONS).meta({ description: "Poison, PayloadTooLarge, EventTypeNotSubscribed or InvalidSpec." }),
+        reason: z.enum(DISCARD_REASONS).meta({ description: "Poison, PayloadTooLarge, EventTypeNotSubscribed, InvalidSpec or InvalidPayload." }),
         message: z.string().max(1024).optional().meta({ description: "Details." }),
       })
       .optional()

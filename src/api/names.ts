@@ -42,6 +42,14 @@ export const FIELD_MANAGER = "hookline";
 /** Payloads above this many bytes (serialized JSON) are refused or Discarded. */
 export const MAX_PAYLOAD_BYTES = 256 * 1024;
 
+/**
+ * Payloads nested deeper than this many arrays and objects are refused or Discarded
+ * (InvalidPayload): JSON.stringify overflows the stack at about 4,000 levels, the API server
+ * stores up to 9,998 (its JSON decoder stops at 10,000, the delivery object takes two), and
+ * no receiver needs more than a few dozen.
+ */
+export const MAX_PAYLOAD_DEPTH = 1000;
+
 /** Attempts kept in status.history. */
 export const HISTORY_LIMIT = 10;
 
@@ -59,5 +67,5 @@ export function isTerminalPhase(phase: string | undefined): boolean {
 export const DEAD_LETTER_REASONS = ["Exhausted", "PermanentFailure", "Gone", "BreakerOpen", "Drain", "Blocked", "EventTypeNotSubscribed"] as const;
 export type DeadLetterReason = (typeof DEAD_LETTER_REASONS)[number];
 
-export const DISCARD_REASONS = ["Poison", "PayloadTooLarge", "EventTypeNotSubscribed", "InvalidSpec"] as const;
+export const DISCARD_REASONS = ["Poison", "PayloadTooLarge", "EventTypeNotSubscribed", "InvalidSpec", "InvalidPayload"] as const;
 export type DiscardReason = (typeof DISCARD_REASONS)[number];

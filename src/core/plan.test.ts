@@ -101,6 +101,15 @@ describe("plan: payload size", () => {
     expect(action).toEqual({ type: "Discard", reason: "PayloadTooLarge", message: expect.stringContaining(String(MAX_PAYLOAD_BYTES + 10)) });
     expect((action as { message: string }).message).toContain(String(MAX_PAYLOAD_BYTES));
   });
+
+  it.each<[string, SubscriptionView]>([
+    ["a healthy subscription", okSub()],
+    ["a missing subscription", { kind: "missing" }],
+    ["a paused subscription", okSub({ paused: true })],
+  ])("Discard InvalidPayload with %s, whatever the payload's size", (_name, subscription) => {
+    const action = plan(input({ delivery: { payloadBytes: MAX_PAYLOAD_BYTES + 10, payloadInvalid: "payload is nested too deep" }, subscription, endpoint: null }));
+    expect(action).toEqual({ type: "Discard", reason: "InvalidPayload", message: "payload is nested too deep" });
+  });
 });
 
 describe("plan: subscription", () => {

@@ -15,6 +15,8 @@ export interface DeliveryView {
   nextAttemptAt: number | undefined;
   eventType: string;
   payloadBytes: number;
+  /** Why the payload cannot be sent at all (e.g. nested too deep), if it cannot. */
+  payloadInvalid?: string;
 }
 
 export type SubscriptionView =
@@ -66,6 +68,7 @@ export interface PlanInput {
 export function plan({ now, delivery, subscription, secret, endpoint }: PlanInput): Action {
   if (delivery.phase === "Succeeded" || delivery.phase === "DeadLettered" || delivery.phase === "Discarded") return { type: "Nothing" };
 
+  if (delivery.payloadInvalid !== undefined) return { type: "Discard", reason: "InvalidPayload", message: delivery.payloadInvalid };
   if (delivery.payloadBytes > MAX_PAYLOAD_BYTES) {
     return { type: "Discard", reason: "PayloadTooLarge", message: `payload is ${delivery.payloadBytes} bytes serialized; the limit is ${MAX_PAYLOAD_BYTES}` };
   }

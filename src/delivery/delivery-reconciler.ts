@@ -24,6 +24,7 @@ import type { Result } from "../runtime/controller.js";
 import type { Expectations } from "../runtime/expectations.js";
 import { DELIVERIES, type Caches, type DeliveryObject, type SubscriptionObject } from "./caches.js";
 import type { Endpoint, EndpointRegistry } from "./endpoints.js";
+import { loadRequestBody, payloadView, type RequestBody } from "./payload.js";
 import type { SecretCache } from "./secrets.js";
 import type { Sender } from "./sender.js";
 
@@ -57,23 +58,6 @@ export interface DeliveryReconcilerDeps {
 
 /** A missing Secret is not watched: look again after 1 s, 2 s, 4 s ... up to 30 s. */
 const SECRET_RECHECK = { initialMs: 1_000, maxMs: 30_000 };
-
-/** The request body, built once per delivery version: {"id","type","timestamp","data"}. */
-const bodies = new WeakMap<object, { id: string; body: string; bytes: number }>();
-
-export function requestBody(obj: DeliveryObject): { id: string; body: string; bytes: number } {
-  let b = bodies.get(obj);
-  if (!b) {
-    const spec = obj.spec as { eventType: string; eventId?: string; payload?: unknown };
-    const id = spec.eventId ?? obj.metadata.uid ?? obj.metadata.name;
-    // The payload is serialized once: for its size and inside the body.
-    const data = JSON.stringify(spec.payload ?? null);
-    const body = `{"id":${JSON.stringify(id)},"type":${JSON.stringify(spec.eventType)},"timestamp":${JSON.stringify(obj.metadata.creationTimestamp ?? null)},"data":${data}}`;
-    b = { id, body, bytes: Buffer.byteLength(data) };
-    bodies.set(obj, b);
-  }
-  return b;
-}
 
 export function deliveryRef(obj: DeliveryObject): ObjectRef {
   return { apiVersion: API_VERSION, kind: DELIVERY.kind, namespace: obj.metadata.namespace!, name: obj.metadata.name, uid: obj.metadata.uid, resourceVersion: obj.metadata.resourceVersion };
@@ -169,10 +153,9 @@ export class DeliveryReconciler {
       } else secret = lookup;
     }
     const endpoint = policy && subObj ? this.d.endpoints.ensure(subKey, subObj.metadata.uid, subObj.status, policy, now) : undefined;
-    const body = requestBody(obj);
     const action = plan({
       now,
-      delivery: { phase: status.phase, attempts: status.attempts ?? 0, nextAttemptAt, eventType: spec.eventType, payloadBytes: body.bytes },
+      delivery: { phase: status.phase, attempts: status.attempts ?? 0, nextAttemptAt, eventType: spec.eventType, ...payloadView(obj) },
       subscription: subView,
       secret,
       endpoint: endpoint ? this.d.endpoints.view(endpoint, key) : undefined,
@@ -276,7 +259,9 @@ export class DeliveryReconciler {
     this.d.endpoints.acquire(ep, action.commit, key);
     if (action.commit.breakerTransition) this.breakerTransition(ep, subKey, action.commit.breakerTransition);
     try {
-      const result = await this.send(obj, policy, keys, signal);
+      const body = await this.requestBody(obj, signal, () => action.probe && this.recordOnEndpoint(ep, subKey, policy, "interrupted", true, false));
+      if (!body) return undefined;
+      const result = await this.send(body, policy, keys, signal);
       const c = result.classification;
       // Metrics and the endpoint's breaker and health: one signal per real attempt.
       if (c === "interrupted") this.d.metrics.attempts.inc({ namespace, subscription, status: "failure", reason: "interrupted" });
@@ -295,9 +280,23 @@ export class DeliveryReconciler {
     }
   }
 
+  /**
+   * The body of this attempt only: the cache keeps no payload, so it is read from the API server
+   * and dropped after the attempt. Undefined when the delivery is gone; `abandon` runs whenever
+   * no request will be sent (a probe granted to it is given back).
+   */
+  private async requestBody(obj: DeliveryObject, signal: AbortSignal, abandon: () => void): Promise<RequestBody | undefined> {
+    let body: RequestBody | undefined;
+    try {
+      body = await loadRequestBody(this.d.client, obj, signal);
+    } finally {
+      if (!body) abandon();
+    }
+    return body;
+  }
+
   /** Signs and sends; never throws. */
-  private async send(obj: DeliveryObject, policy: Policy, keys: Buffer[], signal: AbortSignal): Promise<AttemptResult> {
-    const { id, body } = requestBody(obj);
+  private async send({ id, body }: RequestBody, policy: Policy, keys: Buffer[], signal: AbortSignal): Promise<AttemptResult> {
     const startedAt = this.now();
     const timestampSeconds = Math.floor(startedAt / 1000);
     const headers: Record<string, string> = {

@@ -5,7 +5,7 @@
 // letter of the subscription, oldest first, in batches of N in parallel; its progress lives in
 // the subscription's status.lastReplay (with the batch in flight), and each replayed delivery
 // carries the replay's id, so a restarted operator resumes it without repeating or losing one.
-import { createHash, randomUUID } from "node:crypto";
+import { randomUUID } from "node:crypto";
 import type { Logger } from "pino";
 import { ANNOTATIONS, REPLAY_CONCURRENCY, REPLAY_REASON_MAX_LENGTH, REPLAY_REASON_MIN_LENGTH } from "../api/names.js";
 import type { SubscriptionReplayStatus } from "../api/subscription.js";
@@ -18,6 +18,7 @@ import type { Result } from "../runtime/controller.js";
 import type { Expectations } from "../runtime/expectations.js";
 import { DELIVERIES, SUBSCRIPTIONS, type Caches, type DeliveryObject, type SubscriptionObject } from "./caches.js";
 import { deliveryRef, type DeliveryReconciler } from "./delivery-reconciler.js";
+import { payloadKey } from "./payload.js";
 import { subscriptionRef } from "./subscription-reconciler.js";
 import type { TerminalIndex } from "./terminal-index.js";
 
@@ -53,12 +54,6 @@ export function parseConcurrency(value: string | undefined): number | undefined 
   if (value === undefined || value.trim() === "") return REPLAY_CONCURRENCY.default;
   if (!/^-?\d+$/.test(value.trim())) return undefined;
   return Math.min(REPLAY_CONCURRENCY.max, Math.max(REPLAY_CONCURRENCY.min, Number(value.trim())));
-}
-
-function payloadKey(obj: DeliveryObject): string {
-  const spec = obj.spec as { eventId?: string; payload?: unknown };
-  const id = spec.eventId ?? obj.metadata.uid ?? obj.metadata.name;
-  return `${id}\u0000${createHash("sha256").update(JSON.stringify(spec.payload ?? null)).digest("hex")}`;
 }
 
 export class Replayer {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { MAX_PAYLOAD_BYTES } from "../api/names.js";
+import { MAX_PAYLOAD_BYTES, MAX_PAYLOAD_DEPTH } from "../api/names.js";
 import { PayloadTooLargeError, PublishInputError } from "./errors.js";
 import { validateEvent } from "./input.js";
 
@@ -61,6 +61,14 @@ describe("validateEvent", () => {
     expect(err).toBeInstanceOf(PayloadTooLargeError);
     expect((err as PayloadTooLargeError).size).toBe(MAX_PAYLOAD_BYTES + 1);
     expect((err as PayloadTooLargeError).field).toBe("data");
+  });
+
+  it("takes data nested up to the depth limit and refuses deeper data, naming the field, even past what JSON.stringify can serialize", () => {
+    const nested = (depth: number) => JSON.parse(`${"[".repeat(depth)}${"]".repeat(depth)}`) as unknown;
+    expect(validateEvent({ ...ok, data: nested(MAX_PAYLOAD_DEPTH) }).size).toBe(2 * MAX_PAYLOAD_DEPTH);
+    for (const depth of [MAX_PAYLOAD_DEPTH + 1, 100_000]) {
+      expect(fieldOf({ ...ok, data: nested(depth) })).toBe(`data: data is nested deeper than ${MAX_PAYLOAD_DEPTH} levels of arrays and objects`);
+    }
   });
 
   it("counts bytes, not characters", () => {

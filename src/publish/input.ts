@@ -1,10 +1,11 @@
 // What a publish accepts, validated once for every door: the event type and id follow the
 // WebhookDelivery CRD's own rules (so the API server never refuses what passed here), the data
-// is any JSON value up to MAX_PAYLOAD_BYTES serialized.
+// is any JSON value up to MAX_PAYLOAD_BYTES serialized and MAX_PAYLOAD_DEPTH levels deep.
 import { randomUUID } from "node:crypto";
 import { z } from "zod";
 import { deliverySpecSchema } from "../api/delivery.js";
-import { MAX_PAYLOAD_BYTES } from "../api/names.js";
+import { MAX_PAYLOAD_BYTES, MAX_PAYLOAD_DEPTH } from "../api/names.js";
+import { jsonDepth } from "../core/json-depth.js";
 import { PayloadTooLargeError, PublishInputError } from "./errors.js";
 
 /** One event, as a producer hands it over. */
@@ -70,6 +71,8 @@ export function validateEvent(input: unknown, newId: () => string = randomUUID):
   if (!parsed.success) throw firstIssue(parsed.error);
   const { namespace, type, id, data } = parsed.data;
   if (data === undefined) throw new PublishInputError("data", "data is required: the event's JSON payload (null for none)");
+  // Before serializing: deeper data would overflow JSON.stringify's stack (and the operator's).
+  if (jsonDepth(data, MAX_PAYLOAD_DEPTH) > MAX_PAYLOAD_DEPTH) throw new PublishInputError("data", `data is nested deeper than ${MAX_PAYLOAD_DEPTH} levels of arrays and objects`);
   const size = jsonSize(data);
   if (size > MAX_PAYLOAD_BYTES) throw new PayloadTooLargeError(size, MAX_PAYLOAD_BYTES);
   return { namespace, type, id: id ?? newId(), data, size };

@@ -201,6 +201,24 @@ describe("helm chart", () => {
     expect(find(objects, "PodDisruptionBudget").spec).not.toHaveProperty("maxUnavailable");
   });
 
+  it("derives Node's heap limit (NODE_OPTIONS) from the memory limit: 75% in MiB, any suffix; none without a limit; extraEnv wins", async () => {
+    const heap = async (setJson: Record<string, unknown>, valuesFiles: string[] = []) => {
+      const { objects } = await render({ namespace: ns, setJson, valuesFiles, showOnly: ["templates/deployment.yaml"] });
+      const c = find(objects, "Deployment").spec.template.spec.containers[0];
+      return (c.env as Array<{ name: string; value?: string }>).filter((e) => e.name === "NODE_OPTIONS").map((e) => e.value);
+    };
+    expect(await heap({})).toEqual(["--max-old-space-size=384"]); // the default 512Mi
+    for (const [memory, mib] of [["1Gi", 768], ["1.5Gi", 1152], ["1G", 715], ["300M", 214], ["2048Ki", 1], [536870912, 384], ["536870912", 384]] as const) {
+      expect(await heap({ "resources.limits.memory": memory }), String(memory)).toEqual([`--max-old-space-size=${mib}`]);
+    }
+    expect(await heap({ "resources.limits": null })).toEqual([]);
+    expect(await heap({}, [`${CHART}/ci/resources-values.yaml`])).toEqual(["--max-old-space-size=768"]);
+    expect(await heap({ extraEnv: [{ name: "NODE_OPTIONS", value: "--max-old-space-size=100" }] })).toEqual(["--max-old-space-size=100"]);
+    const bad = await helm(templateArgs({ namespace: ns, setJson: { "resources.limits.memory": "lots" } }));
+    expect(bad.code).not.toBe(0);
+    expect(bad.stderr).toMatch(/resources.limits.memory "lots": expected a number of bytes with an optional suffix/);
+  });
+
   it("network policy: ingress to metrics/health/publish only; egress to DNS, the API server and public webhook addresses", async () => {
     const { objects } = await render(variant("networkpolicy-values.yaml", "hl"));
     const np = find(objects, "NetworkPolicy");

@@ -126,6 +126,13 @@ describe("publish over HTTP", () => {
     expect(typo.body).toMatchObject({ field: "payload" });
     expect(typo.body.error).toMatch(/unknown field "payload"/);
 
+    // Nested deeper than the limit: refused before anything tries to serialize it.
+    for (const depth of [1001, 100_000]) {
+      const deep = await post(events(ns), `{"type": "order.paid", "data": ${"[".repeat(depth)}${"]".repeat(depth)}}`, saToken);
+      expect(deep.status).toBe(400);
+      expect(deep.body).toEqual({ field: "data", error: "data is nested deeper than 1000 levels of arrays and objects" });
+    }
+
     const notObject = await post(events(ns), "[1, 2]", saToken);
     expect(notObject.status).toBe(400);
     expect(notObject.body.error).toMatch(/must be a JSON object/);

@@ -106,3 +106,27 @@ that leaves less than the margin before SIGKILL.
   resources: ["events"]
   verbs: ["create"]
 {{- end }}
+
+{{/*
+Node's heap limit in MiB: 75% of resources.limits.memory (the rest is for buffers, code and
+native memory), so the collector works before the kernel's OOM killer does. Empty without a
+memory limit. Understands plain bytes and the suffixes k/K, M, G, T, Ki, Mi, Gi, Ti.
+*/}}
+{{- define "hookline.heapLimitMiB" -}}
+{{- $raw := dig "limits" "memory" "" (.Values.resources | default dict) }}
+{{- if $raw }}
+{{- $bytes := 0.0 }}
+{{- if kindIs "string" $raw }}
+{{- $num := regexFind "^[0-9]+(\\.[0-9]+)?" $raw }}
+{{- $unit := trimPrefix $num $raw }}
+{{- $factors := dict "" 1.0 "k" 1e3 "K" 1e3 "M" 1e6 "G" 1e9 "T" 1e12 "Ki" 1024.0 "Mi" 1048576.0 "Gi" 1073741824.0 "Ti" 1099511627776.0 }}
+{{- if or (not $num) (not (hasKey $factors $unit)) }}
+{{- fail (printf "resources.limits.memory %q: expected a number of bytes with an optional suffix k, M, G, T, Ki, Mi, Gi or Ti" $raw) }}
+{{- end }}
+{{- $bytes = mulf (float64 $num) (get $factors $unit) }}
+{{- else }}
+{{- $bytes = float64 $raw }}
+{{- end }}
+{{- divf (mulf $bytes 0.75) 1048576.0 | floor | int64 }}
+{{- end }}
+{{- end }}

@@ -1,0 +1,119 @@
+// Memory that does not grow with the bytes of pending payloads: the delivery cache keeps a
+// summary of each payload (size, SHA-256), never the payload; an attempt reads it from the API
+// server and drops it. Real API server, real operator (in process, then as a child process
+// whose RSS is read from /proc).
+import { readFileSync } from "node:fs";
+import { KubeConfig } from "@kubernetes/client-node";
+import { afterEach, describe, expect, inject, it } from "vitest";
+import { freePorts } from "../../src/cluster/ports.js";
+import { KubeClient } from "../../src/kube/client.js";
+import { createNamespace, deleteNamespace, kubectlOk, waitFor } from "../helpers/cluster.js";
+import { apply, create, delivery, getObj, subscription } from "../helpers/kube.js";
+import { startOperator } from "../helpers/operator.js";
+import { sample, spawnOperator, type OperatorProcess } from "../helpers/process.js";
+import { Receiver } from "../helpers/receiver.js";
+
+const cleanups: Array<() => Promise<void>> = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c().catch(() => undefined);
+});
+
+async function namespace(prefix: string): Promise<string> {
+  const ns = await createNamespace(prefix);
+  cleanups.push(() => deleteNamespace(ns));
+  return ns;
+}
+
+/** The body the operator must send: the payload exactly as the API server stores it. */
+function expectedBody(id: string, type: string, created: string, payload: unknown): string {
+  return `{"id":${JSON.stringify(id)},"type":${JSON.stringify(type)},"timestamp":${JSON.stringify(created)},"data":${JSON.stringify(payload ?? null)}}`;
+}
+
+describe("memory: payloads are not kept in the cache", () => {
+  it("caches pending deliveries without their payload, and still sends each payload byte for byte", async () => {
+    const ns = await namespace("mem-cache");
+    const r = await Receiver.start(() => 200);
+    cleanups.push(() => r.close());
+    const op = await startOperator({ namespaces: [ns] });
+    cleanups.push(() => op.stop());
+    const payloads: Record<string, unknown> = {
+      unicode: { text: "Grüße, 東京 😀 \u2028 \"quoted\" \\ back", nested: { list: [1, 2.5, -0.001, true, null, { z: 1, a: 2 }] } },
+      big: { pad: "x".repeat(200 * 1024), n: 7 },
+      scalar: "just a string",
+    };
+    await apply(subscription(ns, "held", { url: r.url(), paused: true }));
+    await create([
+      ...Object.entries(payloads).map(([name, payload]) => delivery(ns, name, "held", { payload, eventId: `evt-${name}` })),
+      delivery(ns, "none", "held", { payload: undefined }),
+    ]);
+    const names = [...Object.keys(payloads), "none"];
+    // Pending on a paused subscription: every one sits in the active cache.
+    for (const name of names) {
+      await waitFor(() => (op.op.caches.delivery(`${ns}/${name}`)?.status?.conditions ?? []).some((c) => c.reason === "Paused"), { description: `${name} cached and Paused` });
+      const cached = op.op.caches.delivery(`${ns}/${name}`)!;
+      expect((cached.spec as Record<string, unknown>).payload, `${name}: payload in the cache`).toBeUndefined();
+    }
+
+    const stored = Object.fromEntries(await Promise.all(names.map(async (n) => [n, (await getObj("whdel", ns, n))!] as const)));
+    await kubectlOk(["patch", "whsub", "held", "-n", ns, "--type", "merge", "-p", '{"spec":{"paused":false}}']);
+    await r.waitForRequests(names.length);
+    for (const name of names) {
+      const s = stored[name]!;
+      const req = r.requests.find((q) => q.headers["webhook-id"] === ((s.spec.eventId as string | undefined) ?? s.metadata.uid));
+      expect(req, `${name}: request`).toBeDefined();
+      const created = (s.metadata as { creationTimestamp?: string }).creationTimestamp!;
+      expect(req!.body, `${name}: body`).toBe(expectedBody((s.spec.eventId as string | undefined) ?? s.metadata.uid, "order.paid", created, s.spec.payload));
+    }
+    for (const name of names) {
+      await waitFor(async () => (await getObj("whdel", ns, name))?.status?.phase === "Succeeded", { description: `${name} Succeeded` });
+    }
+  });
+
+  it("an operator with 400 pending 250 KiB deliveries (100 MiB of payload) stays within 100 MiB of an empty one, peak included", { timeout: 300_000 }, async () => {
+    const ns = await namespace("mem-rss");
+    await apply(subscription(ns, "held", { url: "http://127.0.0.1:9/never", paused: true }));
+
+    const empty = await measure(ns, "empty");
+    const kc = new KubeConfig();
+    kc.loadFromFile(inject("kubeconfig"));
+    const client = await KubeClient.create(kc);
+    cleanups.push(() => client.destroy());
+    const pad = "x".repeat(250 * 1024);
+    const path = `/apis/hookline.dev/v1alpha1/namespaces/${ns}/webhookdeliveries`;
+    for (let i = 0; i < 400; i += 8) {
+      await Promise.all(
+        Array.from({ length: 8 }, (_, j) => client.request({ method: "POST", path, body: delivery(ns, `big-${i + j}`, "held", { payload: { seq: i + j, pad } }) })),
+      );
+    }
+    const full = await measure(ns, "full", 400);
+    const growthMiB = (full.rss - empty.rss) / 1024;
+    const peakGrowthMiB = (full.hwm - empty.rss) / 1024;
+    console.log(`RSS empty ${(empty.rss / 1024).toFixed(1)} MiB (peak ${(empty.hwm / 1024).toFixed(1)}); with 400 x 250 KiB pending ${(full.rss / 1024).toFixed(1)} MiB (peak ${(full.hwm / 1024).toFixed(1)}): growth ${growthMiB.toFixed(1)} MiB, peak growth ${peakGrowthMiB.toFixed(1)} MiB`);
+    expect(growthMiB).toBeLessThan(100);
+    expect(peakGrowthMiB).toBeLessThan(100);
+  });
+});
+
+/** Starts the operator as a process on `ns`, waits until it has handled `pending` deliveries, reads VmRSS and VmHWM (KiB), stops it. */
+async function measure(ns: string, name: string, pending = 0): Promise<{ rss: number; hwm: number }> {
+  const [metricsPort, healthPort] = await freePorts(2);
+  const p: OperatorProcess = await spawnOperator({ name: `mem-${name}-${ns}`, namespaces: [ns], metricsPort: metricsPort!, healthPort: healthPort!, env: { LEADER_ELECT: "false" } });
+  try {
+    const synced = await p.waitForLog((l) => l.msg === "caches synced", 60_000);
+    expect(synced.activeDeliveries).toBe(pending);
+    // Every pending delivery reconciled (each records Paused once), then nothing queued.
+    await waitFor(async () => {
+      const m = await p.metrics();
+      const reconciled = sample(m, "hookline_reconcile_total", { controller: "delivery" });
+      return reconciled >= pending && sample(m, "hookline_workqueue_depth", { controller: "delivery" }) === 0;
+    }, { description: `${name}: ${pending} deliveries reconciled`, timeoutMs: 120_000 });
+    // A few seconds for the collector; the peak (VmHWM) holds whatever the sync needed.
+    await new Promise((r) => setTimeout(r, 3_000));
+    const status = readFileSync(`/proc/${p.child.pid}/status`, "utf8");
+    const kib = (field: string) => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, "m").exec(status)![1]);
+    return { rss: kib("VmRSS"), hwm: kib("VmHWM") };
+  } finally {
+    p.kill("SIGKILL");
+    await p.exited;
+  }
+}
