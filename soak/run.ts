@@ -203,7 +203,8 @@ async function main(): Promise<number> {
   clearInterval(monitor);
 
   checkAtEnd(history, { plans: new Map(plans.map((p) => [`${p.ns}/${p.name}`, p])) });
-  const disagreements = await metricsCheck(client, operators);
+  const leaderCrashes = history.faults.filter((f) => f.kind === "leader-sigkill").map((f) => f.start);
+  const disagreements = await metricsCheck(client, operators, leaderCrashes);
   for (const d of disagreements) history.violate(7, d.key, d.message);
 
   const phases: Record<string, number> = {};
@@ -231,7 +232,7 @@ async function main(): Promise<number> {
 }
 
 /** Invariant 7's second half, retried for 30 s so metrics and status may catch up. */
-async function metricsCheck(client: KubeClient, operators: Operators): Promise<Disagreement[]> {
+async function metricsCheck(client: KubeClient, operators: Operators, leaderCrashes: number[]): Promise<Disagreement[]> {
   let last: Disagreement[] = [];
   for (const until = Date.now() + 30_000; Date.now() < until; await sleep(2_000)) {
     const leader = await operators.leader(client);
@@ -240,7 +241,7 @@ async function metricsCheck(client: KubeClient, operators: Operators): Promise<D
       const text = await leader.proc.metrics();
       const subs = await client.request<{ items: KubeObject<any, any>[] }>({ method: "GET", path: collectionPath(SUBSCRIPTIONS) });
       const dels = await client.request<{ items: KubeObject<any, any>[] }>({ method: "GET", path: collectionPath(DELIVERIES) });
-      last = metricsDisagreements(subs.items, dels.items, (name) => samples(text, name));
+      last = metricsDisagreements(subs.items, dels.items, (name) => samples(text, name), leaderCrashes);
       if (last.length === 0) return [];
     } catch (err) {
       last = [{ key: "metrics", message: `cannot compare metrics: ${(err as Error).message}` }];

@@ -11,7 +11,7 @@ import { subscriptionSpecSchema, type SubscriptionSpec, type SubscriptionStatus 
 import type { KubeClient } from "../kube/client.js";
 import { objectKey, Reflector, type RawItem, type ReflectorHandler } from "../kube/reflector.js";
 import { collectionPath, type KubeObject, type ResourceType } from "../kube/types.js";
-import { stripPayload } from "./payload.js";
+import { payloadSummary, stripPayload } from "./payload.js";
 
 export const SUBSCRIPTIONS: ResourceType = { group: GROUP, version: VERSION, plural: SUBSCRIPTION.plural };
 export const DELIVERIES: ResourceType = { group: GROUP, version: VERSION, plural: DELIVERY.plural };
@@ -23,12 +23,19 @@ export const ACTIVE_DELIVERIES_SELECTOR = "status.phase!=Succeeded,status.phase!
 export const TERMINAL_DELIVERIES_SELECTOR = "status.phase!=,status.phase!=Pending,status.phase!=Retrying";
 
 /**
- * Deliveries per list page: a (re)list holds one page at a time, and a page of 256 KiB payloads
- * costs several times its bytes while it is parsed (measured: 400 pending 250 KiB deliveries
- * peak at +147 MiB of RSS with pages of 50, +54 MiB with 10; the default 500 held them all).
- * The price is one list request per 10 pending deliveries at start and after a 410 Gone.
+ * Delivery list pages are sized by the bytes of their payloads: a (re)list holds one page at a
+ * time, and a page of 256 KiB payloads costs several times its bytes while it is parsed
+ * (measured: 400 pending 250 KiB deliveries peak at +147 MiB of RSS with pages of 50, +54 MiB
+ * with 10; the default 500 held them all). Pages start at 10 deliveries and grow towards about
+ * 4 MiB of payload (at most 500 deliveries), so small payloads still list 500 at a time.
  */
-export const DELIVERY_PAGE_SIZE = 10;
+export const DELIVERY_PAGE = { initial: 10, targetBytes: 4 * 1024 * 1024, max: 500 } as const;
+
+/** What a cached delivery weighed in its list page: its payload's serialized bytes. */
+function payloadBytesOf(obj: DeliveryObject): number {
+  const s = payloadSummary(obj);
+  return s.ok ? s.bytes : 0;
+}
 
 export type Parsed<T> = { ok: true; spec: T } | { ok: false; message: string };
 
@@ -118,7 +125,8 @@ export class Caches {
           name: `deliveries/${suffix}`,
           path: collectionPath(DELIVERIES, ns || undefined),
           fieldSelector: ACTIVE_DELIVERIES_SELECTOR,
-          pageSize: DELIVERY_PAGE_SIZE,
+          pageSize: DELIVERY_PAGE.max,
+          pageBytes: { initial: DELIVERY_PAGE.initial, target: DELIVERY_PAGE.targetBytes, of: payloadBytesOf },
           transform: (item: RawItem) => {
             stripPayload(item);
             return slim<DeliveryObject>(item);

@@ -487,6 +487,9 @@ export class DeliveryReconciler {
     for (let i = 0; i < 5 && current; i++) {
       if (movedPast(basis, current.status)) {
         this.d.log.info({ delivery: key, phase: current.status?.phase, attempt: current.status?.lastAttempt?.number }, "outcome dropped: the delivery moved on while it was written");
+        // The cache is behind what we just read: wait for the watch to bring this version (or
+        // read it again) before planning, never plan another attempt from the stale copy.
+        if (current.metadata.resourceVersion) this.d.expectations.expect(key, current.metadata.resourceVersion);
         return { obj: current };
       }
       const computed = compute(current.status);

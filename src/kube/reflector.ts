@@ -38,7 +38,15 @@ export interface ReflectorOptions<T> {
   transform: (item: RawItem) => T | undefined;
   handler: ReflectorHandler<T>;
   log: Logger;
+  /** Items per list page (the most, with `pageBytes`); default 500. */
   pageSize?: number;
+  /**
+   * Sizes list pages by the bytes of their items instead: pages start at `initial` items and
+   * grow or shrink so one page holds about `target` bytes (as `of` counts them), between 1 and
+   * `pageSize` items. A (re)list then holds one bounded page at a time, whatever an item weighs,
+   * without paying one request per few items when items are small.
+   */
+  pageBytes?: { target: number; initial: number; of(obj: T): number };
   /** Watches are closed by the server after a random time in [min, 2*min) seconds. */
   minWatchTimeoutSeconds?: number;
   backoff?: { initialMs: number; maxMs: number };
@@ -144,6 +152,8 @@ export class Reflector<T extends { metadata: Pick<ObjectMeta, "name" | "namespac
     const seen = new Map<string, T>();
     let continueToken: string | undefined;
     let rv: string | undefined;
+    const maxItems = this.opts.pageSize ?? 500;
+    let limit = this.opts.pageBytes ? Math.min(maxItems, this.opts.pageBytes.initial) : maxItems;
     do {
       const page = await this.opts.client.request<{
         metadata?: { resourceVersion?: string; continue?: string };
@@ -155,7 +165,7 @@ export class Reflector<T extends { metadata: Pick<ObjectMeta, "name" | "namespac
         path: this.opts.path,
         accept: ACCEPT[this.opts.representation ?? "json"],
         query: {
-          limit: this.opts.keep === false ? 1 : (this.opts.pageSize ?? 500),
+          limit: this.opts.keep === false ? 1 : limit,
           continue: continueToken,
           fieldSelector: this.opts.fieldSelector,
           labelSelector: this.opts.labelSelector,
@@ -168,10 +178,14 @@ export class Reflector<T extends { metadata: Pick<ObjectMeta, "name" | "namespac
       const items = this.opts.representation === "table" ? (page.rows ?? []).map((r) => this.fromRow(r)) : (page.items ?? []);
       rv = page.metadata?.resourceVersion;
       if (this.opts.keep === false) break;
+      let bytes = 0;
       for (const item of items) {
         const obj = this.opts.transform(item);
-        if (obj) seen.set(objectKey(obj.metadata), obj);
+        if (!obj) continue;
+        seen.set(objectKey(obj.metadata), obj);
+        if (this.opts.pageBytes) bytes += this.opts.pageBytes.of(obj);
       }
+      if (this.opts.pageBytes && items.length > 0) limit = nextPageLimit(limit, items.length, bytes, this.opts.pageBytes.target, maxItems);
       continueToken = page.metadata?.continue || undefined;
     } while (continueToken);
 
@@ -328,4 +342,15 @@ export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
 
 function describe(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
+}
+
+/**
+ * The next page's item limit from the last page's weight: the item count that would have made
+ * it weigh `target` bytes, at most twice the last limit (so a mistaken estimate costs little),
+ * between 1 and `max`.
+ */
+export function nextPageLimit(limit: number, items: number, bytes: number, target: number, max: number): number {
+  const perItem = bytes / items;
+  const fit = perItem > 0 ? Math.floor(target / perItem) : max;
+  return Math.max(1, Math.min(max, 2 * limit, fit));
 }
