@@ -19,7 +19,7 @@ import { nextBehaviour } from "./lib/behaviour.js";
 import { stopProcess } from "./lib/cluster.js";
 import { schedule, type PlannedFault } from "./lib/faults.js";
 import { History, isTerminal, type Fault } from "./lib/history.js";
-import { checkAtEnd, metricsDisagreements, OverdueChecker, type Disagreement } from "./lib/invariants.js";
+import { checkAtEnd, metricsDisagreements, OverdueChecker, rollupLossWindows, type Disagreement } from "./lib/invariants.js";
 import { MEMORY_BUDGET_BYTES, Operators } from "./lib/operators.js";
 import { ReceiverProcess } from "./lib/receivers.js";
 import { render } from "./lib/report.js";
@@ -203,7 +203,7 @@ async function main(): Promise<number> {
   clearInterval(monitor);
 
   checkAtEnd(history, { plans: new Map(plans.map((p) => [`${p.ns}/${p.name}`, p])) });
-  const leaderCrashes = history.faults.filter((f) => f.kind === "leader-sigkill").map((f) => f.start);
+  const leaderCrashes = rollupLossWindows(history.faults);
   const disagreements = await metricsCheck(client, operators, leaderCrashes);
   for (const d of disagreements) history.violate(7, d.key, d.message);
 
@@ -232,7 +232,7 @@ async function main(): Promise<number> {
 }
 
 /** Invariant 7's second half, retried for 30 s so metrics and status may catch up. */
-async function metricsCheck(client: KubeClient, operators: Operators, leaderCrashes: number[]): Promise<Disagreement[]> {
+async function metricsCheck(client: KubeClient, operators: Operators, leaderCrashes: Array<[number, number]>): Promise<Disagreement[]> {
   let last: Disagreement[] = [];
   for (const until = Date.now() + 30_000; Date.now() < until; await sleep(2_000)) {
     const leader = await operators.leader(client);

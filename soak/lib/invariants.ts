@@ -252,17 +252,29 @@ type DeliveryLike = { metadata: { namespace?: string }; spec?: { subscriptionRef
 
 /**
  * status.deliveries.succeeded and .discarded are cumulative counts the leader keeps in memory and
- * rolls up every few seconds (docs/operations.md): a leader that dies (SIGKILL) or whose last
- * rollup fails while it drains loses the increments not written yet. Those are the deliveries
- * that finished in the rollup interval before the crash; the count may fall short by that many,
- * never more, and never exceed the truth.
+ * rolls up every few seconds (docs/operations.md): a leader that dies (SIGKILL) loses the
+ * increments it had not written yet, those of the deliveries that finished since its last
+ * successful rollup. A window per kill: from the kill back one rollup interval and a margin, and
+ * back to the start of an API outage that ended shortly before it (rollups failed meanwhile and
+ * were being retried with backoff). The count may fall short by the deliveries finished in a
+ * window, never more, and never exceed the truth.
  */
-const ROLLUP_LOSS_WINDOW_MS = 7_000;
-function lostToCrashes(mine: DeliveryLike[], phase: string, crashes: number[]): number {
+export const ROLLUP_LOSS = { intervalMs: 7_000, outageLookbackMs: 30_000 } as const;
+export function rollupLossWindows(faults: Array<{ kind: string; start: number; end?: number }>): Array<[number, number]> {
+  const outages = faults.filter((f) => f.kind === "apiserver-restart" || f.kind === "etcd-restart");
+  return faults
+    .filter((f) => f.kind === "leader-sigkill")
+    .map((k) => {
+      const recent = outages.filter((o) => (o.end ?? k.start) >= k.start - ROLLUP_LOSS.outageLookbackMs && o.start <= k.start);
+      const from = Math.min(k.start - ROLLUP_LOSS.intervalMs, ...recent.map((o) => o.start));
+      return [from, k.start + 1_000] as [number, number];
+    });
+}
+function lostToCrashes(mine: DeliveryLike[], phase: string, windows: Array<[number, number]>): number {
   return mine.filter((d) => {
     if (d.status?.phase !== phase || !d.status.finishedAt) return false;
     const t = Date.parse(d.status.finishedAt);
-    return crashes.some((c) => t >= c - ROLLUP_LOSS_WINDOW_MS && t <= c + 1_000);
+    return windows.some(([from, to]) => t >= from && t <= to);
   }).length;
 }
 
@@ -275,8 +287,8 @@ export function metricsDisagreements(
   subs: SubStatusLike[],
   deliveries: DeliveryLike[],
   samples: (name: string) => Array<{ labels: Record<string, string>; value: number }>,
-  /** When a leader was SIGKILLed (epoch ms). */
-  leaderCrashes: number[] = [],
+  /** Windows in which a SIGKILLed leader's count increments may be lost (rollupLossWindows). */
+  leaderCrashes: Array<[number, number]> = [],
 ): Disagreement[] {
   const out: Disagreement[] = [];
   const dlq = samples("webhook_dlq_entries");

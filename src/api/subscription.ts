@@ -236,9 +236,9 @@ export const healthStatusSchema = z
 export const deliveryCountsSchema = z
   .object({
     pending: z.int().min(0).meta({ description: "Deliveries not finished yet (Pending or Retrying)." }),
-    succeeded: z.int().min(0).meta({ description: "Deliveries that succeeded, counted since the subscription was created." }),
+    succeeded: z.int().min(0).meta({ description: "Deliveries that succeeded, counted since the subscription was created (rolled up every few seconds; a leader killed without a drain loses the increments since its last rollup: webhook_deliveries_finished_total is the exact rate)." }),
     deadLettered: z.int().min(0).meta({ description: "Dead letters held now." }),
-    discarded: z.int().min(0).meta({ description: "Deliveries discarded, counted since the subscription was created." }),
+    discarded: z.int().min(0).meta({ description: "Deliveries discarded, counted since the subscription was created (rolled up like succeeded)." }),
   })
   .meta({ description: "Delivery counts for this subscription." });
 

@@ -10,7 +10,7 @@ import { GROUP, VERSION as API_GROUP_VERSION } from "../api/names.js";
 import { STATUS_FITTERS } from "../api/status-limits.js";
 import type { Config } from "../config/config.js";
 import type { PolicyDefaults } from "../core/policy.js";
-import { Caches, type DeliveryObject, type SubscriptionObject } from "../delivery/caches.js";
+import { Caches, SUBSCRIPTIONS, type DeliveryObject, type SubscriptionObject } from "../delivery/caches.js";
 import { DeliveryReconciler } from "../delivery/delivery-reconciler.js";
 import { EndpointRegistry } from "../delivery/endpoints.js";
 import { Replayer } from "../delivery/replay.js";
@@ -23,6 +23,7 @@ import { ApiError, KubeClient } from "../kube/client.js";
 import { EventRecorder } from "../kube/events.js";
 import { LeaderElector } from "../kube/leader.js";
 import { objectKey } from "../kube/reflector.js";
+import { objectPath } from "../kube/types.js";
 import { StatusWriter } from "../kube/status-writer.js";
 import { closeServer, healthServer, listen, metricsServer } from "../observability/http-servers.js";
 import { createLogger } from "../observability/logger.js";
@@ -192,6 +193,13 @@ export class Operator {
       log: log.child({ controller: "subscription" }),
       defaults,
       bulkReplay: (sub, signal) => this.replayer.bulk(sub, signal),
+      read: (key) => {
+        const [namespace, name] = key.split("/") as [string, string];
+        return this.client.request<SubscriptionObject>({ method: "GET", path: objectPath(SUBSCRIPTIONS, namespace, name) }).catch((err: unknown) => {
+          if (err instanceof ApiError && err.isNotFound) return undefined;
+          throw err;
+        });
+      },
     });
 
     this.caches.start();

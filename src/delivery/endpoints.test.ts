@@ -106,6 +106,31 @@ describe("EndpointRegistry: parking and waking", () => {
     expect([...ep.parked]).toEqual(["shop/d3"]);
   });
 
+  it("a delivery woken for an endpoint slot whose reconcile ends without taking it or parking again hands the slot on", () => {
+    const { registry, woken } = setup();
+    const ep = registry.ensure("shop/a", "uid", undefined, policyOf({ maxInFlight: 1 }), NOW);
+    registry.acquire(ep, commitOf(ep), "shop/d0");
+    parkAll(registry, ep, ["shop/d1", "shop/d2", "shop/d3"]);
+    registry.release(ep, 1);
+    expect(woken).toEqual(["shop/d1"]);
+    // d1's reconcile returned early (deleted, waiting for the cache): its settle wakes d2.
+    registry.settle("shop/d1");
+    expect(woken).toEqual(["shop/d1", "shop/d2"]);
+    // d2 takes the slot: settling it wakes no one; a second settle of d1 is a no-op.
+    registry.acquire(ep, commitOf(ep), "shop/d2");
+    registry.settle("shop/d2");
+    registry.settle("shop/d1");
+    expect(woken).toEqual(["shop/d1", "shop/d2"]);
+    // d2 finishes: d3 is woken, parks again (the slot was taken meanwhile): settle hands on nothing.
+    registry.release(ep, 1);
+    expect(woken).toEqual(["shop/d1", "shop/d2", "shop/d3"]);
+    registry.acquire(ep, commitOf(ep), "shop/other");
+    registry.park(ep, "shop/d3", "endpoint");
+    registry.settle("shop/d3");
+    expect(woken).toEqual(["shop/d1", "shop/d2", "shop/d3"]);
+    expect([...ep.parked]).toEqual(["shop/d3"]);
+  });
+
   it("a key parked twice is woken once", () => {
     const { registry, woken } = setup();
     const ep = registry.ensure("shop/a", "uid", undefined, policyOf(), NOW);

@@ -80,6 +80,8 @@ export class EndpointRegistry {
   private readonly tenants = new Map<string, Tenant>();
   /** Woken deliveries across namespaces: free slots held for them until they decide. */
   private claims = 0;
+  /** Deliveries woken for a free endpoint slot whose reconcile has not ended yet (see settle). */
+  private readonly wokenForEndpoint = new Map<string, { ep: Endpoint; maxInFlight: number }>();
   /** The namespace woken last, for round-robin among namespaces equally far below their share. */
   private lastWoken: string | undefined;
 
@@ -189,6 +191,7 @@ export class EndpointRegistry {
   }
 
   park(ep: Endpoint, deliveryKey: string, why: "endpoint" | "global" | "probe"): void {
+    this.wokenForEndpoint.delete(deliveryKey);
     if (why !== "global") {
       ep.parked.add(deliveryKey);
       return;
@@ -203,6 +206,7 @@ export class EndpointRegistry {
   /** Takes the slots an admitted attempt needs. */
   acquire(ep: Endpoint, commit: EndpointCommit, deliveryKey?: string): void {
     ep.commit(commit);
+    if (deliveryKey !== undefined) this.wokenForEndpoint.delete(deliveryKey);
     const t = this.tenant(namespaceOf(ep.key));
     if (deliveryKey !== undefined) this.unclaim(t, deliveryKey);
     t.inFlight++;
@@ -229,6 +233,13 @@ export class EndpointRegistry {
    * parked again, the slot held for it goes to the next waiter.
    */
   settle(deliveryKey: string): void {
+    // Woken for a free endpoint slot but did not take it (its reconcile ended early: the
+    // delivery was gone, waited for the cache, chose to wait): the next parked one gets it.
+    const woken = this.wokenForEndpoint.get(deliveryKey);
+    if (woken) {
+      this.wokenForEndpoint.delete(deliveryKey);
+      this.kick(woken.ep, woken.maxInFlight);
+    }
     const namespace = namespaceOf(deliveryKey);
     const t = this.tenants.get(namespace);
     if (!t || !this.unclaim(t, deliveryKey)) return;
@@ -246,6 +257,7 @@ export class EndpointRegistry {
       for (const k of ep.parked) {
         if (n-- <= 0) break;
         ep.parked.delete(k);
+        this.wokenForEndpoint.set(k, { ep, maxInFlight });
         this.wake(k);
       }
     }

@@ -39,6 +39,8 @@ export interface SubscriptionReconcilerDeps {
   defaults: PolicyDefaults;
   /** Bulk replay: handles the replay-dead-letters annotation; returns when to look again. */
   bulkReplay?: (sub: SubscriptionObject, signal: AbortSignal) => Promise<Result | void>;
+  /** Reads a subscription from the API server (the last rollup of a drain cannot wait for the cache). */
+  read?: (key: string) => Promise<SubscriptionObject | undefined>;
   now?: () => number;
 }
 
@@ -68,10 +70,20 @@ export class SubscriptionReconciler {
   }
 
   /** The status rollup alone (no replay handling): used to flush at shutdown. */
+  /**
+   * The last rollup of a leadership term (drain): the cached copy may be behind (the next leader
+   * writes too), so a conflict reads the subscription again instead of losing the counts.
+   */
   async rollUpOnly(key: string, signal: AbortSignal): Promise<void> {
-    const sub = this.d.caches.subscription(key);
-    if (!sub || signal.aborted) return;
-    await this.rollUp(key, sub);
+    let sub = this.d.caches.subscription(key);
+    for (let i = 0; sub && !signal.aborted; i++) {
+      try {
+        return await this.rollUp(key, sub);
+      } catch (err) {
+        if (!(err instanceof ApiError && err.isConflict) || !this.d.read || i >= 2) throw err;
+        sub = await this.d.read(key);
+      }
+    }
   }
 
   private async rollUp(key: string, sub: SubscriptionObject): Promise<void> {
