@@ -13,6 +13,8 @@ export const OVERDUE_BOUND_MS = 10_000;
 export const FAULT_SHADOW_MS = 20_000;
 /** How long after a status is seen the harness allows for the operator to act on it. */
 export const PROPAGATION_SLACK_MS = 3_000;
+/** How much later than the operator the harness's own watch may see a change. */
+export const WATCH_LAG_MS = 1_000;
 
 export const INVARIANTS: Record<number, string> = {
   1: "every delivery ends terminal (or waits with a reason); counts agree with the receivers",
@@ -220,7 +222,8 @@ function checkPausedAndOpen(h: History): void {
       const until = sub.states[i + 1]?.t ?? Infinity;
       const from = s.t + PROPAGATION_SLACK_MS;
       if (s.paused) {
-        const bad = reqs.filter((r) => r.t > from && r.t < until && !r.path.includes("probe"));
+        // The next state (unpaused) reaches the operator before it reaches our own watch.
+        const bad = reqs.filter((r) => r.t > from && r.t < until - WATCH_LAG_MS && !r.path.includes("probe"));
         if (bad.length) h.violate(6, sub.key, `${bad.length} request(s) while paused (paused seen at ${new Date(s.t).toISOString()}, first request ${new Date(bad[0]!.t).toISOString()}, webhook-id ${bad[0]!.wid})`);
       }
       // An edit of the url may reset the breaker before the status says so.
