@@ -26,10 +26,10 @@ export const TERMINAL_DELIVERIES_SELECTOR = "status.phase!=,status.phase!=Pendin
  * Delivery list pages are sized by the bytes of their payloads: a (re)list holds one page at a
  * time, and a page of 256 KiB payloads costs several times its bytes while it is parsed
  * (measured: 400 pending 250 KiB deliveries peak at +147 MiB of RSS with pages of 50, +54 MiB
- * with 10; the default 500 held them all). Pages start at 10 deliveries and grow towards about
- * 4 MiB of payload (at most 500 deliveries), so small payloads still list 500 at a time.
+ * with 10; the default 500 held them all). Pages start at 4 deliveries and grow towards about
+ * 1 MiB of payload (at most 500 deliveries), so small payloads still list 500 at a time.
  */
-export const DELIVERY_PAGE = { initial: 10, targetBytes: 4 * 1024 * 1024, max: 500 } as const;
+export const DELIVERY_PAGE = { initial: 4, targetBytes: 1024 * 1024, max: 500 } as const;
 
 /** What a cached delivery weighed in its list page: its payload's serialized bytes. */
 function payloadBytesOf(obj: DeliveryObject): number {
