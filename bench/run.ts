@@ -16,6 +16,7 @@
 //   6. memory at scale: RSS of a fresh operator with no finished deliveries, then with M.
 // `--memory` runs only the pending-payload memory phase: RSS of a fresh operator with no pending
 // deliveries, with 10,000 pending 1 KiB ones, and with 400 pending 250 KiB ones.
+// `--capacity` runs only the etcd capacity phase (bench/capacity.ts; docs/capacity.md).
 // The exit code is non-zero only when correctness fails (a delivery not Succeeded, counts that
 // do not add up) or the benchmark could not run; it asserts nothing about speed.
 import { KubeConfig } from "@kubernetes/client-node";
@@ -36,6 +37,7 @@ import { countNotSucceeded, DeliveryWatch, ensure, kubeClient, NAMESPACES, rollu
 import { OperatorProcess, ReceiverProcess, ROOT, spawnTs, Watchdog } from "./lib/procs.js";
 import { apiCeiling, createFinished, createPending, produce, type ApiCeilingResult, type Created, type ProduceResult } from "./lib/producer.js";
 import { loadAverage, machine, now, percentiles, procCpuSeconds, round, sample, samples, sleep, type Percentiles } from "./lib/util.js";
+import { capacityPhase, capacityRows } from "./capacity.js";
 import { formatProfile, summarizeProfile, type ProfileSummary } from "./profile-summary.js";
 import type { SubscriptionSpecInput } from "../src/api/subscription.js";
 
@@ -59,6 +61,7 @@ const { values: argv } = parseArgs({
     rate: { type: "string", default: "20" },
     "node-options": { type: "string", default: "" },
     memory: { type: "boolean", default: false },
+    capacity: { type: "boolean", default: false },
     help: { type: "boolean", short: "h", default: false },
   },
 });
@@ -79,6 +82,8 @@ if (argv.help) {
   --rate N             deliveries/s of the latency phases when throughput does not run (20)
   --memory             only the pending-payload memory phase: operator RSS with no pending
                        deliveries, 10,000 pending 1 KiB ones, 400 pending 250 KiB ones (~4 min)
+  --capacity           only the capacity phase: etcd bytes per pending and finished delivery with
+                       1 KiB, 16 KiB and 256 KiB payloads, before and after compaction (~5 min)
   --node-options STR   NODE_OPTIONS of the operator processes (e.g. --import=./try-a-patch.mjs)
   --keep               keep the temp dir (control plane data, logs, profiles)
   --no-save            do not write bench/results/
@@ -835,6 +840,7 @@ function table(r: Record<string, any>): string {
       rows.push([`Operator RSS with ${x.count} pending ${x.payloadBytes / 1024} KiB deliveries vs none: settled; peak (MiB)`, `${fmt(x.rssMiB)} vs ${fmt(pm.none.rssMiB)} (**${signed(x.rssGrowthMiB)}**); peak ${fmt(x.peakRssMiB)} (${signed(x.peakGrowthMiB)}); synced in ${fmt(x.syncedMs)} ms`]);
     }
   }
+  if (r.capacity) rows.push(...capacityRows(r.capacity));
   if (c) {
     const when = r.mode === "quick" ? "before Hookline (quick: once)" : "before / after Hookline";
     const two = (a: unknown, b: unknown) => (r.mode === "quick" ? fmt(a) : `${fmt(a)} / ${fmt(b)}`);
@@ -862,7 +868,7 @@ async function main(): Promise<number> {
   const watchdog = new Watchdog(join(tmp, "children.json"));
   cleanups.push({ what: "watchdog", run: () => watchdog.stop() });
   const load0 = loadAverage();
-  say(`${argv.memory ? "memory" : QUICK ? "quick" : "full"} run in ${tmp}; load average ${load0.join(" ")}`);
+  say(`${argv.capacity ? "capacity" : argv.memory ? "memory" : QUICK ? "quick" : "full"} run in ${tmp}; load average ${load0.join(" ")}`);
 
   const { binDir } = await ensureBinaries({ env: process.env, onProgress: (l) => (/binaries present/.test(l) ? undefined : say(l)) });
   const cpDir = join(tmp, "cluster");
@@ -909,6 +915,22 @@ async function main(): Promise<number> {
     config: { deliveries: N, subscriptions: SUBS, concurrency: C, operatorMaxInFlight: C, subscriptionMaxInFlight: 10, payloadBytes: PAYLOAD, finishedDeliveries: FINISHED, cpuProfile: argv["cpu-prof"], leaderElection: true, operatorNodeOptions: argv["node-options"] || undefined, tag: argv.tag || undefined },
   });
 
+  if (argv.capacity) {
+    results.mode = "capacity";
+    const producer = await kubeClient(cp.kubeconfig, C + 4);
+    cleanups.push({ what: "producer client", run: () => producer.destroy() });
+    results.capacity = await capacityPhase({
+      cpDir,
+      admin,
+      producer,
+      concurrency: C,
+      setup: (ns, paused) => setupNamespace(env, ns, [{ name: "sub-0", spec: { url: receiver.url(`/ok/${ns}/sub-0`), paused } }]),
+      url: (ns) => receiver.url(`/ok/${ns}/sub-0`),
+      say,
+      check,
+    });
+    return finish();
+  }
   if (argv.memory) {
     results.mode = "memory";
     results.pendingMemory = await pendingMemoryPhase(env);
@@ -987,7 +1009,7 @@ function finish(profile?: ProfileSummary, profDir?: string): number {
     const file = join(dir, `${stamp}-${mode}${argv.tag ? `-${argv.tag}` : ""}.json`);
     writeFileSync(file, json);
     if (!argv.tag) {
-      if (mode !== "memory") writeFileSync(join(dir, "latest.json"), json);
+      if (mode !== "memory" && mode !== "capacity") writeFileSync(join(dir, "latest.json"), json);
       writeFileSync(join(dir, `latest-${mode}.json`), json);
     }
     if (profDir && existsSync(join(profDir, "main.cpuprofile"))) {
