@@ -150,6 +150,7 @@ export class Operator {
       isLeader: () => this.isLeader,
       onReplayRequested: (key) => this.term?.deliveries.queue.add(key),
       onDeadLettersChanged: (subKey) => this.endpointChanged(subKey, false),
+      maxFinishedDeliveries: config.maxFinishedDeliveries,
     });
     this.deliveryReconciler = new DeliveryReconciler({
       client: this.client,
