@@ -91,7 +91,7 @@ describe("helm chart", () => {
   it("default values: 2 replicas, leader election, drain derived from the grace period, probes, restricted pods", async () => {
     const { objects } = await render({ release: "hl", namespace: ns });
     const kinds = objects.map((o) => o.kind).sort();
-    expect(kinds).toEqual(["ClusterRole", "ClusterRoleBinding", "ConfigMap", "Deployment", "PodDisruptionBudget", "Role", "RoleBinding", "Service", "ServiceAccount"]);
+    expect(kinds).toEqual(["ClusterRole", "ClusterRoleBinding", "ConfigMap", "Deployment", "FlowSchema", "PodDisruptionBudget", "PriorityLevelConfiguration", "Role", "RoleBinding", "Service", "ServiceAccount"]);
     const deploy = find(objects, "Deployment");
     const pod = deploy.spec.template.spec;
     expect(deploy.spec.replicas).toBe(2);
