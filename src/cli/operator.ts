@@ -240,6 +240,7 @@ export class Operator {
       log: this.log.child({ component: "publish" }),
       ready: () => this.ready,
       subscriptions: () => this.caches.subscriptions.values(),
+      pendingOf: (ns, sub) => this.caches.deliveriesOf(`${ns}/${sub}`).size,
       watchNamespaces: this.config.watchNamespaces,
     });
     this.servers.push(server);
