@@ -739,6 +739,7 @@ const FAIR_CONFIGMAPS = 20;
 const FAIR_WORKERS = 4;
 const FAIR_ALONE_SECONDS = 15;
 const FAIR_FLOW_SCHEMA = "bench-hookline";
+const FAIR_SMALL_SHARES = 2;
 
 async function fairnessPhase(env: Env): Promise<Record<string, unknown>> {
   const sa = { namespace: "bench-hookline-system", name: "hookline" };
@@ -775,9 +776,18 @@ async function fairnessPhase(env: Env): Promise<Record<string, unknown>> {
   const withFs = await beside("with");
   const classified = (await dispatched()) - before;
   check(classified > 0, `fairness: no request was classified by the FlowSchema ${FAIR_FLOW_SCHEMA}`);
+  // The same level sized down (flowControl.nominalConcurrencyShares): fewer seats than the
+  // operator's concurrency, so its requests queue in their own level.
+  await env.admin.request({
+    method: "PATCH",
+    path: `/apis/flowcontrol.apiserver.k8s.io/v1/prioritylevelconfigurations/${FAIR_FLOW_SCHEMA}`,
+    contentType: CONTENT_TYPE.merge,
+    body: { spec: { limited: { nominalConcurrencyShares: FAIR_SMALL_SHARES } } },
+  });
+  const small = await beside("small");
   await op.stop();
   env.watchdog.remove(op.pid);
-  return { workers: FAIR_WORKERS, deliveries: N, alone, without, with: withFs, operatorRequestsClassifiedByFlowSchema: classified };
+  return { workers: FAIR_WORKERS, deliveries: N, alone, without, with: withFs, small: { ...small, nominalConcurrencyShares: FAIR_SMALL_SHARES }, operatorRequestsClassifiedByFlowSchema: classified };
 }
 
 /** The pending sets of the --memory phase: what a restarted operator (after an OOM kill, say) lists. */
@@ -902,6 +912,7 @@ function table(r: Record<string, any>): string {
     rows.push([`Another client's get/list/update on ConfigMaps (${f.workers} loops), p50 / p99 ms: alone`, c(f.alone)]);
     rows.push([`… while Hookline delivers ${f.deliveries} at full speed, no FlowSchema (${fmt(f.without.deliveriesPerSecond)} deliveries/s)`, `**${c(f.without.client)}**`]);
     rows.push([`… the same with the chart's FlowSchema + PriorityLevelConfiguration (${fmt(f.with.deliveriesPerSecond)} deliveries/s; ${fmt(f.operatorRequestsClassifiedByFlowSchema)} operator requests classified by it)`, `**${c(f.with.client)}**`]);
+    if (f.small) rows.push([`… with the level sized down to nominalConcurrencyShares ${fmt(f.small.nominalConcurrencyShares)} (${fmt(f.small.deliveriesPerSecond)} deliveries/s)`, `**${c(f.small.client)}**`]);
   }
   if (c) {
     const when = r.mode === "quick" ? "before Hookline (quick: once)" : "before / after Hookline";
