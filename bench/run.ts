@@ -676,7 +676,9 @@ async function settledRss(op: OperatorProcess): Promise<RssReading> {
 async function operatorRss(env: Env, ns: string, name: string, starts: number, expectFinished: number): Promise<RssReading & { syncedMs: number; runs: unknown[] }> {
   const runs: Array<RssReading & { syncedMs: number; readyMs: number; indexed: number }> = [];
   for (let i = 0; i < starts; i++) {
-    const op = await startOperator(env, `${name}-${i}`, { WATCH_NAMESPACES: ns }, undefined, true);
+    // A budget above what the phase creates: this measures memory, not eviction.
+    const budget = String(Math.max(20_000, expectFinished * 2));
+    const op = await startOperator(env, `${name}-${i}`, { WATCH_NAMESPACES: ns, WEBHOOK_MAX_FINISHED_DELIVERIES: budget }, undefined, true);
     const ready = await op.ready(120_000);
     // Finished deliveries are not kept in memory: the leader's first sweep pages through them.
     // Measure after it, so its transient garbage is in the reading too.
