@@ -16,6 +16,8 @@
 //   6. memory at scale: RSS of a fresh operator with no finished deliveries, then with M.
 // `--memory` runs only the pending-payload memory phase: RSS of a fresh operator with no pending
 // deliveries, with 10,000 pending 1 KiB ones, and with 400 pending 250 KiB ones.
+// `--capacity` runs only the etcd capacity phase (bench/capacity.ts; docs/capacity.md).
+// `--fairness` runs only the API Priority and Fairness phase (bench/lib/fairness.ts).
 // The exit code is non-zero only when correctness fails (a delivery not Succeeded, counts that
 // do not add up) or the benchmark could not run; it asserts nothing about speed.
 import { KubeConfig } from "@kubernetes/client-node";
@@ -36,6 +38,8 @@ import { countNotSucceeded, DeliveryWatch, ensure, kubeClient, NAMESPACES, rollu
 import { OperatorProcess, ReceiverProcess, ROOT, spawnTs, Watchdog } from "./lib/procs.js";
 import { apiCeiling, createFinished, createPending, produce, type ApiCeilingResult, type Created, type ProduceResult } from "./lib/producer.js";
 import { loadAverage, machine, now, percentiles, procCpuSeconds, round, sample, samples, sleep, type Percentiles } from "./lib/util.js";
+import { capacityPhase, capacityRows } from "./capacity.js";
+import { applyFlowControl, clientLoop, flowControlObjects, prepareConfigMaps, serviceAccountKubeconfig, type ClientLoopResult } from "./lib/fairness.js";
 import { formatProfile, summarizeProfile, type ProfileSummary } from "./profile-summary.js";
 import type { SubscriptionSpecInput } from "../src/api/subscription.js";
 
@@ -59,6 +63,8 @@ const { values: argv } = parseArgs({
     rate: { type: "string", default: "20" },
     "node-options": { type: "string", default: "" },
     memory: { type: "boolean", default: false },
+    capacity: { type: "boolean", default: false },
+    fairness: { type: "boolean", default: false },
     help: { type: "boolean", short: "h", default: false },
   },
 });
@@ -79,6 +85,11 @@ if (argv.help) {
   --rate N             deliveries/s of the latency phases when throughput does not run (20)
   --memory             only the pending-payload memory phase: operator RSS with no pending
                        deliveries, 10,000 pending 1 KiB ones, 400 pending 250 KiB ones (~4 min)
+  --capacity           only the capacity phase: etcd bytes per pending and finished delivery with
+                       1 KiB, 16 KiB and 256 KiB payloads, before and after compaction (~5 min)
+  --fairness           only the fairness phase: p99 of another client's get/list/update on
+                       ConfigMaps alone, while Hookline delivers --deliveries at full speed, and
+                       the same with the chart's FlowSchema applied (~2 min)
   --node-options STR   NODE_OPTIONS of the operator processes (e.g. --import=./try-a-patch.mjs)
   --keep               keep the temp dir (control plane data, logs, profiles)
   --no-save            do not write bench/results/
@@ -295,11 +306,11 @@ async function quiesce(op: OperatorProcess, timeoutMs = 30_000): Promise<void> {
 
 const subNames = (n: number) => Array.from({ length: n }, (_, i) => `sub-${i}`);
 
-async function startOperator(env: Env, name: string, extra: Record<string, string>, cpuProfDir?: string, inspect = false): Promise<OperatorProcess> {
+async function startOperator(env: Env, name: string, extra: Record<string, string>, cpuProfDir?: string, inspect = false, kubeconfig = env.cp.kubeconfig): Promise<OperatorProcess> {
   const [metricsPort, healthPort, inspectPort] = (await freePorts(3)) as [number, number, number];
   const op = OperatorProcess.start({
     name,
-    kubeconfig: env.cp.kubeconfig,
+    kubeconfig,
     logFile: join(env.tmp, `operator-${name}.log`),
     metricsPort,
     healthPort,
@@ -665,7 +676,9 @@ async function settledRss(op: OperatorProcess): Promise<RssReading> {
 async function operatorRss(env: Env, ns: string, name: string, starts: number, expectFinished: number): Promise<RssReading & { syncedMs: number; runs: unknown[] }> {
   const runs: Array<RssReading & { syncedMs: number; readyMs: number; indexed: number }> = [];
   for (let i = 0; i < starts; i++) {
-    const op = await startOperator(env, `${name}-${i}`, { WATCH_NAMESPACES: ns }, undefined, true);
+    // A budget above what the phase creates: this measures memory, not eviction.
+    const budget = String(Math.max(20_000, expectFinished * 2));
+    const op = await startOperator(env, `${name}-${i}`, { WATCH_NAMESPACES: ns, WEBHOOK_MAX_FINISHED_DELIVERIES: budget }, undefined, true);
     const ready = await op.ready(120_000);
     // Finished deliveries are not kept in memory: the leader's first sweep pages through them.
     // Measure after it, so its transient garbage is in the reading too.
@@ -718,6 +731,65 @@ async function memoryPhase(env: Env): Promise<Record<string, unknown>> {
     /** Live heap per 1,000 finished deliveries (after a full GC in both). */
     heapAfterGcPer1000FinishedKiB: round(((withFinished.heapAfterGcMiB - none.heapAfterGcMiB) * 1024) / (FINISHED / 1000), 0),
   };
+}
+
+// ---------------------------------------------------------------------------------------------
+// fairness (--fairness): another client's latency beside Hookline at full speed, with and
+// without the chart's FlowSchema. Both run as ServiceAccounts: the admin token is exempt.
+
+const FAIR_CONFIGMAPS = 20;
+const FAIR_WORKERS = 4;
+const FAIR_ALONE_SECONDS = 15;
+const FAIR_FLOW_SCHEMA = "bench-hookline";
+const FAIR_SMALL_SHARES = 2;
+
+async function fairnessPhase(env: Env): Promise<Record<string, unknown>> {
+  const sa = { namespace: "bench-hookline-system", name: "hookline" };
+  const opKubeconfig = await serviceAccountKubeconfig(env.admin, env.cp.kubeconfig, sa.namespace, sa.name, join(env.tmp, "kubeconfig-hookline"));
+  const otherNs = "bench-other-client";
+  const other = await kubeClient(await serviceAccountKubeconfig(env.admin, env.cp.kubeconfig, otherNs, "controller", join(env.tmp, "kubeconfig-other")), FAIR_WORKERS + 2);
+  cleanups.push({ what: "other client", run: () => other.destroy() });
+  await prepareConfigMaps(other, otherNs, FAIR_CONFIGMAPS);
+  const loop = (stop: Promise<unknown>) => clientLoop(other, otherNs, FAIR_CONFIGMAPS, FAIR_WORKERS, stop);
+  const show = (r: ClientLoopResult) => `${r.perSecond} req/s, p50 ${r.latencyMs.all.p50} ms, p99 ${r.latencyMs.all.p99} ms (update p99 ${r.latencyMs.update.p99})`;
+
+  say(`fairness: the other client alone for ${FAIR_ALONE_SECONDS} s (${FAIR_WORKERS} loops of get/list/update on ${FAIR_CONFIGMAPS} ConfigMaps)`);
+  const alone = await loop(sleep(FAIR_ALONE_SECONDS * 1000));
+  say(`fairness: alone: ${show(alone)}`);
+
+  const op = await startOperator(env, "fairness", {}, undefined, false, opKubeconfig);
+  await op.ready();
+  const beside = async (label: string) => {
+    const ns = `bench-fair-${label}`;
+    const watch = await deliveryNamespace(env, ns, subNames(SUBS).map((name) => ({ name, spec: { url: env.receiver.url(`/ok/${ns}/${name}`), retention: { succeeded: "0s" } } })));
+    await sleep(1_000);
+    let finish!: () => void;
+    const client = loop(new Promise<void>((r) => (finish = r)));
+    const b = await deliverBatch(env, { ns, prefix: `f${label}`, count: N, subscriptionOf: (i) => `sub-${i % SUBS}`, timeoutMs: 120_000 + N * 40, label: `fairness ${label}` }, watch).finally(() => finish());
+    const r = await client;
+    const rate = round(b.succeeded / ((b.lastSucceededAt - b.produced.firstSentAt) / 1000), 1);
+    say(`fairness: beside Hookline (${label}, ${rate} deliveries/s): ${show(r)}`);
+    return { client: r, deliveriesPerSecond: rate };
+  };
+  const dispatched = async () => sample(await apiserverMetrics(env), "apiserver_flowcontrol_dispatched_requests_total", { flow_schema: FAIR_FLOW_SCHEMA });
+  const without = await beside("without");
+  await applyFlowControl(env.admin, flowControlObjects(FAIR_FLOW_SCHEMA, sa));
+  const before = await dispatched();
+  const withFs = await beside("with");
+  const classified = (await dispatched()) - before;
+  check(classified > 0, `fairness: no request was classified by the FlowSchema ${FAIR_FLOW_SCHEMA}`);
+  // The same level sized down (flowControl.nominalConcurrencyShares): fewer seats than the
+  // operator's concurrency, so its requests queue in their own level.
+  await env.admin.request({
+    method: "PATCH",
+    path: `/apis/flowcontrol.apiserver.k8s.io/v1/prioritylevelconfigurations/${FAIR_FLOW_SCHEMA}`,
+    contentType: CONTENT_TYPE.merge,
+    body: { spec: { limited: { nominalConcurrencyShares: FAIR_SMALL_SHARES } } },
+  });
+  const small = await beside("small");
+  await op.stop();
+  env.watchdog.remove(op.pid);
+  return { workers: FAIR_WORKERS, deliveries: N, alone, without, with: withFs, small: { ...small, nominalConcurrencyShares: FAIR_SMALL_SHARES }, operatorRequestsClassifiedByFlowSchema: classified };
 }
 
 /** The pending sets of the --memory phase: what a restarted operator (after an OOM kill, say) lists. */
@@ -835,6 +907,15 @@ function table(r: Record<string, any>): string {
       rows.push([`Operator RSS with ${x.count} pending ${x.payloadBytes / 1024} KiB deliveries vs none: settled; peak (MiB)`, `${fmt(x.rssMiB)} vs ${fmt(pm.none.rssMiB)} (**${signed(x.rssGrowthMiB)}**); peak ${fmt(x.peakRssMiB)} (${signed(x.peakGrowthMiB)}); synced in ${fmt(x.syncedMs)} ms`]);
     }
   }
+  if (r.capacity) rows.push(...capacityRows(r.capacity));
+  const f = r.fairness;
+  if (f) {
+    const c = (x: ClientLoopResult) => `${fmt(x.latencyMs.all.p50)} / ${fmt(x.latencyMs.all.p99)} (${fmt(x.perSecond)} req/s)`;
+    rows.push([`Another client's get/list/update on ConfigMaps (${f.workers} loops), p50 / p99 ms: alone`, c(f.alone)]);
+    rows.push([`… while Hookline delivers ${f.deliveries} at full speed, no FlowSchema (${fmt(f.without.deliveriesPerSecond)} deliveries/s)`, `**${c(f.without.client)}**`]);
+    rows.push([`… the same with the chart's FlowSchema + PriorityLevelConfiguration (${fmt(f.with.deliveriesPerSecond)} deliveries/s; ${fmt(f.operatorRequestsClassifiedByFlowSchema)} operator requests classified by it)`, `**${c(f.with.client)}**`]);
+    if (f.small) rows.push([`… with the level sized down to nominalConcurrencyShares ${fmt(f.small.nominalConcurrencyShares)} (${fmt(f.small.deliveriesPerSecond)} deliveries/s)`, `**${c(f.small.client)}**`]);
+  }
   if (c) {
     const when = r.mode === "quick" ? "before Hookline (quick: once)" : "before / after Hookline";
     const two = (a: unknown, b: unknown) => (r.mode === "quick" ? fmt(a) : `${fmt(a)} / ${fmt(b)}`);
@@ -862,7 +943,7 @@ async function main(): Promise<number> {
   const watchdog = new Watchdog(join(tmp, "children.json"));
   cleanups.push({ what: "watchdog", run: () => watchdog.stop() });
   const load0 = loadAverage();
-  say(`${argv.memory ? "memory" : QUICK ? "quick" : "full"} run in ${tmp}; load average ${load0.join(" ")}`);
+  say(`${argv.fairness ? "fairness" : argv.capacity ? "capacity" : argv.memory ? "memory" : QUICK ? "quick" : "full"} run in ${tmp}; load average ${load0.join(" ")}`);
 
   const { binDir } = await ensureBinaries({ env: process.env, onProgress: (l) => (/binaries present/.test(l) ? undefined : say(l)) });
   const cpDir = join(tmp, "cluster");
@@ -909,6 +990,27 @@ async function main(): Promise<number> {
     config: { deliveries: N, subscriptions: SUBS, concurrency: C, operatorMaxInFlight: C, subscriptionMaxInFlight: 10, payloadBytes: PAYLOAD, finishedDeliveries: FINISHED, cpuProfile: argv["cpu-prof"], leaderElection: true, operatorNodeOptions: argv["node-options"] || undefined, tag: argv.tag || undefined },
   });
 
+  if (argv.fairness) {
+    results.mode = "fairness";
+    results.fairness = await fairnessPhase(env);
+    return finish();
+  }
+  if (argv.capacity) {
+    results.mode = "capacity";
+    const producer = await kubeClient(cp.kubeconfig, C + 4);
+    cleanups.push({ what: "producer client", run: () => producer.destroy() });
+    results.capacity = await capacityPhase({
+      cpDir,
+      admin,
+      producer,
+      concurrency: C,
+      setup: (ns, paused) => setupNamespace(env, ns, [{ name: "sub-0", spec: { url: receiver.url(`/ok/${ns}/sub-0`), paused } }]),
+      url: (ns) => receiver.url(`/ok/${ns}/sub-0`),
+      say,
+      check,
+    });
+    return finish();
+  }
   if (argv.memory) {
     results.mode = "memory";
     results.pendingMemory = await pendingMemoryPhase(env);
@@ -987,7 +1089,7 @@ function finish(profile?: ProfileSummary, profDir?: string): number {
     const file = join(dir, `${stamp}-${mode}${argv.tag ? `-${argv.tag}` : ""}.json`);
     writeFileSync(file, json);
     if (!argv.tag) {
-      if (mode !== "memory") writeFileSync(join(dir, "latest.json"), json);
+      if (!["memory", "capacity", "fairness"].includes(mode)) writeFileSync(join(dir, "latest.json"), json);
       writeFileSync(join(dir, `latest-${mode}.json`), json);
     }
     if (profDir && existsSync(join(profDir, "main.cpuprofile"))) {

@@ -55,7 +55,7 @@ export async function publish(input: PublishInput, opts: ConnectOptions = {}): P
   }
 }
 
-export { PublishInputError, PayloadTooLargeError, IdempotencyConflictError, PublishFailedError, type PublishFailure } from "./publish/errors.js";
+export { PublishInputError, PayloadTooLargeError, IdempotencyConflictError, PublishFailedError, BacklogFullError, type PublishFailure, type FullSubscription } from "./publish/errors.js";
 export type { PublishInput } from "./publish/input.js";
 export type { PublishResult, DeliveryResult, SkippedSubscription } from "./publish/fanout.js";
 export { deliveryName } from "./publish/naming.js";

@@ -205,6 +205,11 @@ export const subscriptionSpecSchema = z
     circuitBreaker: circuitBreakerSchema.default({ whenOpen: "Defer" }),
     maxInFlight: int(1, 1000, "Concurrent requests to this endpoint.").default(10),
     rateLimit: rateLimitSchema.optional(),
+    maxPending: int(
+      1,
+      1_000_000,
+      "Deliveries of this subscription waiting to be delivered (Pending or Retrying) at which the publish doors refuse new events for it (HTTP 429 with Retry-After) until the backlog shrinks. Omitted: no cap.",
+    ).optional(),
     deadLetter: deadLetterSchema.default({ maxEntries: 10000, maxReplays: 5 }),
     retention: retentionSchema.default({ succeeded: "1h", deadLettered: "720h" }),
     paused: z.boolean().default(false).meta({ description: "Hold every delivery of this subscription until unpaused." }),

@@ -151,6 +151,7 @@ export class Operator {
       isLeader: () => this.isLeader,
       onReplayRequested: (key) => this.term?.deliveries.queue.add(key),
       onDeadLettersChanged: (subKey) => this.endpointChanged(subKey, false),
+      maxFinishedDeliveries: config.maxFinishedDeliveries,
     });
     this.deliveryReconciler = new DeliveryReconciler({
       client: this.client,
@@ -247,6 +248,7 @@ export class Operator {
       log: this.log.child({ component: "publish" }),
       ready: () => this.ready,
       subscriptions: () => this.caches.subscriptions.values(),
+      pendingOf: (ns, sub) => this.caches.deliveriesOf(`${ns}/${sub}`).size,
       watchNamespaces: this.config.watchNamespaces,
     });
     this.servers.push(server);

@@ -18,6 +18,7 @@ describe("loadConfig", () => {
     expect(c.breaker).toEqual({ failureThreshold: 5, successThreshold: 1, cooldownMs: 60_000 });
     expect(c.drain).toEqual({ timeoutMs: 25_000, action: "requeue" });
     expect(c.maxInFlight).toBe(100);
+    expect(c.maxFinishedDeliveries).toBe(20_000);
     expect(c.allowedNetworks).toEqual([]);
     expect(c.watchNamespaces).toEqual([]);
     expect(c.metricsPort).toBe(8080);
@@ -36,6 +37,7 @@ describe("loadConfig", () => {
       WEBHOOK_DRAIN_TIMEOUT_MS: "0",
       WEBHOOK_DRAIN_TIMEOUT_ACTION: "dead-letter",
       WEBHOOK_MAX_IN_FLIGHT: "7",
+      WEBHOOK_MAX_FINISHED_DELIVERIES: "50000",
       WEBHOOK_ALLOWED_NETWORKS: "127.0.0.0/8, ::1/128",
       WATCH_NAMESPACES: "shop, billing",
       METRICS_PORT: "0",
@@ -49,6 +51,7 @@ describe("loadConfig", () => {
     expect(c.breaker).toEqual({ failureThreshold: 3, successThreshold: 2, cooldownMs: 1000 });
     expect(c.drain).toEqual({ timeoutMs: 0, action: "dead-letter" });
     expect(c.maxInFlight).toBe(7);
+    expect(c.maxFinishedDeliveries).toBe(50_000);
     expect(c.allowedNetworks).toHaveLength(2);
     expect(c.watchNamespaces).toEqual(["shop", "billing"]);
     expect([c.metricsPort, c.healthPort, c.publishPort]).toEqual([0, 9001, 8082]);

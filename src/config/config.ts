@@ -12,6 +12,11 @@ export interface Config {
   drain: { timeoutMs: number; action: "requeue" | "dead-letter" };
   /** Concurrent webhook requests across all endpoints. */
   maxInFlight: number;
+  /**
+   * Finished deliveries (Succeeded, Discarded, DeadLettered) kept across the cluster (or the
+   * watched namespaces); above it the oldest are deleted. See docs/capacity.md.
+   */
+  maxFinishedDeliveries: number;
   /** Non-public networks the operator may deliver to (loopback, private, link-local need it). */
   allowedNetworks: Cidr[];
   /** The raw value, for logs and docs. */
@@ -58,6 +63,8 @@ export const INT_VARS = {
   leaseDurationMs: { name: "LEADER_ELECTION_LEASE_DURATION_MS", default: 15_000, min: 1_000, max: 300_000 },
   renewDeadlineMs: { name: "LEADER_ELECTION_RENEW_DEADLINE_MS", default: 10_000, min: 500, max: 300_000 },
   retryPeriodMs: { name: "LEADER_ELECTION_RETRY_PERIOD_MS", default: 2_000, min: 100, max: 60_000 },
+  // 20,000 finished deliveries of 1 KiB take ~82 MB of etcd, of 16 KiB ~370 MB (docs/capacity.md).
+  maxFinishedDeliveries: { name: "WEBHOOK_MAX_FINISHED_DELIVERIES", default: 20_000, min: 10, max: 10_000_000 },
 } as const satisfies Record<string, IntVar>;
 
 const LOG_LEVELS = ["fatal", "error", "warn", "info", "debug", "trace", "silent"] as const;
@@ -98,6 +105,7 @@ export function loadConfig(env: Env, overrides: { leaderElect?: boolean } = {}):
   const drainTimeoutMs = int(INT_VARS.drainTimeoutMs);
   const drainAction = oneOf("WEBHOOK_DRAIN_TIMEOUT_ACTION", ["requeue", "dead-letter"] as const, "requeue");
   const maxInFlight = int(INT_VARS.maxInFlight);
+  const maxFinishedDeliveries = int(INT_VARS.maxFinishedDeliveries);
   const metricsPort = int(INT_VARS.metricsPort);
   const healthPort = int(INT_VARS.healthPort);
   const healthProbeIntervalMs = int(INT_VARS.healthProbeIntervalMs);
@@ -149,6 +157,7 @@ export function loadConfig(env: Env, overrides: { leaderElect?: boolean } = {}):
     breaker: { failureThreshold, successThreshold, cooldownMs },
     drain: { timeoutMs: drainTimeoutMs, action: drainAction },
     maxInFlight,
+    maxFinishedDeliveries,
     allowedNetworks,
     allowedNetworksText,
     watchNamespaces,

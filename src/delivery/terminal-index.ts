@@ -4,7 +4,10 @@
 // for, never its payload. It serves the dead-letter counts, oldest-first eviction at
 // deadLetter.maxEntries, retention (deleting finished deliveries after their TTL) and notices a
 // replay annotation on a finished delivery at once. See docs/adr/0003-terminal-index.md.
+// The storage budget across all finished deliveries (WEBHOOK_MAX_FINISHED_DELIVERIES) is counted
+// and enforced from here, by storage-budget.ts.
 import type { Logger } from "pino";
+import { INT_VARS } from "../config/config.js";
 import { ANNOTATIONS, API_VERSION, SUBSCRIPTION } from "../api/names.js";
 import { fromRfc3339 } from "../core/rfc3339.js";
 import { resolvePolicy, type PolicyDefaults } from "../core/policy.js";
@@ -15,6 +18,7 @@ import { collectionPath, objectPath, type ObjectMeta } from "../kube/types.js";
 import type { Metrics } from "../observability/metrics.js";
 import { TimerHeap } from "../runtime/timer-heap.js";
 import { DELIVERIES, TERMINAL_DELIVERIES_SELECTOR, type Caches, type SubscriptionObject } from "./caches.js";
+import { StorageBudget, type SweepTally } from "./storage-budget.js";
 
 export type TerminalPhase = "Succeeded" | "DeadLettered" | "Discarded";
 
@@ -57,6 +61,8 @@ export interface TerminalIndexDeps {
   onReplayRequested: (key: string) => void;
   /** Dead-letter counts of a subscription changed. */
   onDeadLettersChanged: (subKey: string) => void;
+  /** WEBHOOK_MAX_FINISHED_DELIVERIES (default: its documented default). */
+  maxFinishedDeliveries?: number;
   now?: () => number;
 }
 
@@ -81,9 +87,25 @@ export class TerminalIndex {
   /** Deliveries being deleted (or waiting for a delete slot): never deleted twice. */
   private readonly deletingKeys = new Set<string>();
   private sweeping: Promise<void> | undefined;
+  /** A sweep was asked for while one ran: the next starts at once. */
+  private sweepAgain = false;
+  readonly budget: StorageBudget;
 
   constructor(private readonly d: TerminalIndexDeps) {
     this.now = d.now ?? Date.now;
+    this.budget = new StorageBudget({
+      max: d.maxFinishedDeliveries ?? INT_VARS.maxFinishedDeliveries.default,
+      caches: d.caches,
+      events: d.events,
+      metrics: d.metrics,
+      log: d.log,
+      isLeader: d.isLeader,
+      deadLetterCount: () => this.deadLetterReflectors.reduce((n, r) => n + r.store.size, 0),
+      oldestDeadLetters: (n, skip) => this.oldestDeadLetters(n, skip),
+      deleteDelivery: (rec) => this.deleteDelivery(rec, "budget"),
+      requestSweep: () => this.sweepSoon(),
+      now: this.now,
+    });
     this.retention = new TimerHeap<string>((key) => void this.expire(key), this.now);
     for (const ns of d.namespaces.length ? d.namespaces : [""]) {
       const scope = ns || "all-namespaces";
@@ -107,9 +129,15 @@ export class TerminalIndex {
           fieldSelector: FINISHED_NOT_DEAD_LETTERED_SELECTOR,
           keep: false,
           handler: {
-            add: (r) => this.passing(r),
+            add: (r) => {
+              this.passing(r);
+              this.budget.added(r);
+            },
             update: (_old, r) => this.passing(r),
-            delete: (r) => this.gone(r),
+            delete: (r) => {
+              this.gone(r);
+              this.budget.removed(r);
+            },
           },
         }),
       );
@@ -182,6 +210,15 @@ export class TerminalIndex {
     for (const r of this.deadLetterReflectors) for (const rec of r.store.values()) this.scheduleRetention(rec);
     for (const subKey of this.deadLetters.keys()) void this.enforceCapacity(subKey);
     this.scheduleSweep(FIRST_SWEEP_DELAY_MS);
+    this.budget.changed();
+  }
+
+  /** The `n` oldest dead letters across subscriptions, `skip` left out. */
+  private oldestDeadLetters(n: number, skip: ReadonlySet<string>): TerminalRecord[] {
+    const all: TerminalRecord[] = [];
+    for (const r of this.deadLetterReflectors) for (const [key, rec] of r.store) if (!skip.has(key) && !this.evicting.has(key)) all.push(rec);
+    all.sort((a, b) => a.finishedAt - b.finishedAt || a.metadata.name.localeCompare(b.metadata.name));
+    return all.slice(0, n);
   }
 
   private upsert(old: TerminalRecord | undefined, rec: TerminalRecord): void {
@@ -195,6 +232,7 @@ export class TerminalIndex {
     if (isNew) {
       this.d.onDeadLettersChanged(subKey);
       void this.enforceCapacity(subKey);
+      this.budget.changed();
     }
     this.scheduleRetention(rec);
     if (rec.metadata.annotations?.[ANNOTATIONS.replay] !== undefined) this.d.onReplayRequested(key);
@@ -204,6 +242,7 @@ export class TerminalIndex {
     const key = objectKey(rec.metadata);
     if (!this.dueSoon.has(key)) this.retention.cancel(key);
     this.unindex(key, rec);
+    this.budget.removed(rec);
   }
 
   /** A Succeeded or Discarded delivery seen in a list, a watch event or a sweep. */
@@ -279,6 +318,12 @@ export class TerminalIndex {
     return Math.min(600_000, Math.max(10_000, Math.floor(shortest / 4)));
   }
 
+  /** A sweep as soon as possible (the storage budget needs the next oldest). */
+  private sweepSoon(): void {
+    if (this.sweeping) this.sweepAgain = true;
+    else this.scheduleSweep(0);
+  }
+
   /** Arms the next sweep (leader only; the first one soon after taking over). */
   private scheduleSweep(inMs?: number): void {
     if (!this.d.isLeader()) return;
@@ -288,7 +333,9 @@ export class TerminalIndex {
       this.sweepTimer = undefined;
       this.sweeping = this.sweep().finally(() => {
         this.sweeping = undefined;
-        this.scheduleSweep(this.sweepWindowMs());
+        const again = this.sweepAgain;
+        this.sweepAgain = false;
+        this.scheduleSweep(again ? 0 : this.sweepWindowMs());
       });
     }, inMs ?? this.sweepWindowMs());
     this.sweepTimer.unref();
@@ -299,6 +346,8 @@ export class TerminalIndex {
     if (!this.d.isLeader()) return;
     const started = this.now();
     let seen = 0;
+    const tally: SweepTally = this.budget.sweepStarted();
+    let complete = true;
     for (const ns of this.d.namespaces.length ? this.d.namespaces : [""]) {
       let continueToken: string | undefined;
       try {
@@ -318,14 +367,19 @@ export class TerminalIndex {
             if (rec) {
               seen++;
               this.passing(rec);
+              tally.see(rec);
             }
           }
           continueToken = page.metadata?.continue || undefined;
         } while (continueToken && this.d.isLeader());
+        if (continueToken) complete = false;
       } catch (err) {
+        complete = false;
         this.d.log.warn({ err: (err as Error).message }, "sweep of finished deliveries failed; the next one retries");
       }
     }
+    // Counts only from a sweep that saw everything.
+    if (complete) this.budget.sweepFinished(tally);
     this.d.log.info({ seen, dueSoon: this.dueSoon.size, durationMs: this.now() - started, nextInMs: this.sweepWindowMs() }, "swept finished deliveries");
   }
 
@@ -378,7 +432,7 @@ export class TerminalIndex {
   private deleting = 0;
   private readonly deleteWaiters: Array<() => void> = [];
 
-  private async deleteDelivery(rec: TerminalRecord, why: "retention" | "overflow"): Promise<boolean> {
+  private async deleteDelivery(rec: TerminalRecord, why: "retention" | "overflow" | "budget"): Promise<boolean> {
     const key = objectKey(rec.metadata);
     if (this.deletingKeys.has(key)) return false;
     this.deletingKeys.add(key);
@@ -396,7 +450,7 @@ export class TerminalIndex {
     }
   }
 
-  private async deleteNow(rec: TerminalRecord, why: "retention" | "overflow"): Promise<boolean> {
+  private async deleteNow(rec: TerminalRecord, why: "retention" | "overflow" | "budget"): Promise<boolean> {
     try {
       await this.d.client.request({
         method: "DELETE",

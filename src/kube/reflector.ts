@@ -56,8 +56,8 @@ export interface ReflectorOptions<T> {
   /**
    * false: keep nothing, for collections that may be huge and need no lookups. The list only
    * fetches a resourceVersion to watch from (what exists already is the caller's business:
-   * e.g. a periodic paginated sweep); every watched object goes to `handler.add` (or `delete`)
-   * as it passes.
+   * e.g. a periodic paginated sweep); every watched object goes to `handler.add` (ADDED),
+   * `handler.update` (MODIFIED, the new object as both arguments) or `delete` as it passes.
    */
   keep?: boolean;
 }
@@ -302,7 +302,9 @@ export class Reflector<T extends { metadata: Pick<ObjectMeta, "name" | "namespac
     const obj = this.opts.transform(item);
     const key = objectKey(item.metadata);
     if (this.opts.keep === false) {
+      // Nothing kept, so no old object: an update carries the new one twice.
       if (obj && event.type === "DELETED") this.opts.handler.delete(obj);
+      else if (obj && event.type === "MODIFIED") this.opts.handler.update(obj, obj);
       else if (obj) this.opts.handler.add(obj);
       if (rv) this.resourceVersion = rv;
       return;

@@ -28,6 +28,8 @@ export class Metrics implements RequestObserver {
    * nor exports them, so `sum by` over replicas counts each subscription once.
    */
   private leading = false;
+  /** The storage budget's series (docs/capacity.md), kept in their own block below. */
+  readonly storage = storageMetrics(this.registry, () => this.leading);
 
   constructor(opts: { defaultMetrics?: boolean } = {}) {
     const registers = [this.registry];
@@ -150,4 +152,48 @@ export class Metrics implements RequestObserver {
     }
     return out;
   }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The storage budget (WEBHOOK_MAX_FINISHED_DELIVERIES, docs/capacity.md).
+
+export type StoredPhase = "Pending" | "Retrying" | "Succeeded" | "Discarded" | "DeadLettered";
+export const STORED_PHASES: readonly StoredPhase[] = ["Pending", "Retrying", "Succeeded", "Discarded", "DeadLettered"];
+export const FINISHED_PHASES = ["Succeeded", "Discarded", "DeadLettered"] as const;
+
+export interface StorageMetrics {
+  /** Finished deliveries deleted because the cluster held more than the budget. */
+  evicted: Counter<"phase">;
+  /** The configured budget, so an alert can compare the stored count with it. */
+  budget: Gauge;
+  /** Deliveries stored in the API server by phase; the leader answers it (read at scrape time). */
+  stored: Gauge<"phase">;
+  /** Where `stored` reads its counts from (set by the terminal index). */
+  setStoredSource(source: () => Partial<Record<StoredPhase, number>>): void;
+}
+
+function storageMetrics(registry: Registry, leading: () => boolean): StorageMetrics {
+  const registers = [registry];
+  let source: (() => Partial<Record<StoredPhase, number>>) | undefined;
+  const evicted = new Counter({
+    name: "webhook_deliveries_evicted_total",
+    help: "Finished deliveries deleted because the cluster held more than WEBHOOK_MAX_FINISHED_DELIVERIES, by phase (Succeeded first, then Discarded, then DeadLettered).",
+    labelNames: ["phase"],
+    registers,
+  });
+  for (const phase of FINISHED_PHASES) evicted.inc({ phase }, 0);
+  const budget = new Gauge({ name: "webhook_finished_deliveries_budget", help: "WEBHOOK_MAX_FINISHED_DELIVERIES: finished deliveries kept before the oldest are deleted.", registers });
+  const stored = new Gauge({
+    name: "webhook_deliveries_stored",
+    help: "WebhookDeliveries stored in the API server by phase (Succeeded and Discarded as of the last sweep plus the watch since). Exported by the leader only.",
+    labelNames: ["phase"],
+    registers,
+    collect() {
+      this.reset();
+      if (!leading() || !source) return;
+      const counts = source();
+      for (const phase of STORED_PHASES) this.set({ phase }, counts[phase] ?? 0);
+    },
+  });
+  return { evicted, budget, stored, setStoredSource: (s) => (source = s) };
 }

@@ -60,3 +60,42 @@ export class PublishFailedError extends Error {
     this.name = "PublishFailedError";
   }
 }
+
+/** Why a subscription takes no new delivery now. */
+export interface FullSubscription {
+  subscription: string;
+  /** The delivery that was not created (publish again with the same id to create it). */
+  name: string;
+  /** MaxPending: the subscription's spec.maxPending; ResourceQuota: the namespace's quota on deliveries. */
+  reason: "MaxPending" | "ResourceQuota";
+  /** Pending deliveries counted (at least this many), for MaxPending. */
+  pending?: number;
+  maxPending?: number;
+  message: string;
+}
+
+/** How long a producer is told to wait before publishing a refused event again. */
+export const BACKLOG_RETRY_AFTER_SECONDS = 10;
+
+/**
+ * Backpressure: some matching subscriptions hold their spec.maxPending pending deliveries, or the
+ * namespace's ResourceQuota is used up. Deliveries to the other subscriptions were created;
+ * publishing again with the same id later creates only the missing ones.
+ */
+export class BacklogFullError extends PublishFailedError {
+  readonly retryAfterSeconds = BACKLOG_RETRY_AFTER_SECONDS;
+  constructor(
+    result: PublishResult,
+    readonly full: FullSubscription[],
+  ) {
+    super(
+      result,
+      full.map(({ subscription, name, message }) => ({ subscription, name, status: 429, message })),
+    );
+    const first = full[0]!;
+    this.message =
+      `${full.length === 1 ? `subscription ${first.subscription} takes` : `${full.length} subscriptions take`} no new delivery now (${first.message}); ` +
+      `publish event "${result.id}" again with the same id in ${BACKLOG_RETRY_AFTER_SECONDS} s: ${result.deliveries.length} deliveries to other subscriptions were created and nothing is duplicated`;
+    this.name = "BacklogFullError";
+  }
+}

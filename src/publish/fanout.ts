@@ -5,9 +5,9 @@
 // and the operator's HTTP endpoint (server.ts).
 import { API_VERSION, DELIVERY, GROUP, LABELS, SUBSCRIPTION, VERSION } from "../api/names.js";
 import { matchesEventType } from "../core/policy.js";
-import { ApiError, type KubeClient } from "../kube/client.js";
+import { ACCEPT, ApiError, type KubeClient } from "../kube/client.js";
 import { collectionPath, objectPath, type ResourceType } from "../kube/types.js";
-import { IdempotencyConflictError, PublishFailedError, type PublishFailure } from "./errors.js";
+import { BacklogFullError, IdempotencyConflictError, PublishFailedError, type FullSubscription, type PublishFailure } from "./errors.js";
 import { validateEvent, type ValidEvent } from "./input.js";
 import { deliveryName, labelValue } from "./naming.js";
 
@@ -58,7 +58,45 @@ export interface FanoutOptions {
   signal?: AbortSignal;
   /** Id generator for events without one; default crypto.randomUUID. */
   newId?: () => string;
+  /**
+   * Pending (Pending or Retrying) deliveries of a subscription, for spec.maxPending. The
+   * operator passes its cache's count; when absent, they are listed (metadata only, at most
+   * maxPending of them).
+   */
+  pendingCount?: (namespace: string, subscription: string, maxPending: number) => number | Promise<number>;
 }
+
+/** The pending deliveries of one subscription, by the CRD's selectable fields. */
+const pendingSelector = (subscription: string) => `spec.subscriptionRef.name=${subscription},status.phase!=Succeeded,status.phase!=DeadLettered,status.phase!=Discarded`;
+
+/**
+ * At least how many deliveries of `subscription` are pending, counting no further than `max`:
+ * one metadata-only page of `max` items. A caller that may not list deliveries cannot count:
+ * the cap is then left to the operator's HTTP door (Infinity would refuse everything; 0 lets it through).
+ */
+async function listPending(client: KubeClient, namespace: string, subscription: string, max: number, signal?: AbortSignal): Promise<number> {
+  try {
+    const page = await client.request<{ items?: unknown[]; metadata?: { continue?: string } }>({
+      method: "GET",
+      path: collectionPath(DELIVERIES, namespace),
+      accept: ACCEPT.metadata,
+      query: { fieldSelector: pendingSelector(subscription), limit: max },
+      ...(signal ? { signal } : {}),
+    });
+    return (page.items?.length ?? 0) + (page.metadata?.continue ? 1 : 0);
+  } catch (err) {
+    if (err instanceof ApiError && err.status === 403) return 0;
+    throw err;
+  }
+}
+
+function maxPendingOf(sub: SubscriptionLike | undefined): number | undefined {
+  const v = (sub?.spec as { maxPending?: unknown } | undefined)?.maxPending;
+  return typeof v === "number" && Number.isInteger(v) && v > 0 ? v : undefined;
+}
+
+/** The namespace's ResourceQuota refused the create (used up, or not yet computed). */
+const quotaExceeded = (err: unknown): err is ApiError => err instanceof ApiError && err.status === 403 && /exceeded quota|status unknown for quota/i.test(err.message);
 
 /** Which subscriptions of `namespace` get an event of `type`, sorted by name. Pure. */
 export function selectSubscriptions(subscriptions: Iterable<SubscriptionLike>, namespace: string, type: string): { matched: string[]; skipped: SkippedSubscription[] } {
@@ -165,15 +203,29 @@ async function checkExisting(client: KubeClient, event: ValidEvent, subscription
 export async function publish(client: KubeClient, input: { namespace: string; type: string; id?: string; data: unknown }, opts: FanoutOptions = {}): Promise<PublishResult> {
   const event = validateEvent(input, opts.newId);
   const subscriptions = opts.subscriptions ? opts.subscriptions() : await listSubscriptions(client, event.namespace, opts.signal);
-  const { matched, skipped } = selectSubscriptions(subscriptions, event.namespace, event.type);
+  const subs = [...subscriptions];
+  const { matched, skipped } = selectSubscriptions(subs, event.namespace, event.type);
+  const byName = new Map(subs.filter((s) => (s.metadata.namespace ?? event.namespace) === event.namespace).map((s) => [s.metadata.name, s]));
   const deliveries: DeliveryResult[] = [];
   const failures: PublishFailure[] = [];
+  const full: FullSubscription[] = [];
   let conflict: IdempotencyConflictError | undefined;
+
+  /** spec.maxPending: whether the subscription's backlog is full (then it is recorded in `full`). */
+  const backlogFull = async (subscription: string, name: string): Promise<boolean> => {
+    const maxPending = maxPendingOf(byName.get(subscription));
+    if (maxPending === undefined) return false;
+    const pending = await (opts.pendingCount ? opts.pendingCount(event.namespace, subscription, maxPending) : listPending(client, event.namespace, subscription, maxPending, opts.signal));
+    if (pending < maxPending) return false;
+    full.push({ subscription, name, reason: "MaxPending", pending, maxPending, message: `${pending} pending deliveries, spec.maxPending=${maxPending}` });
+    return true;
+  };
 
   const createOne = async (subscription: string): Promise<void> => {
     const body = deliveryFor(event, subscription);
     const name = body.metadata.name;
     try {
+      if (await backlogFull(subscription, name)) return;
       await client.request({
         method: "POST",
         path: collectionPath(DELIVERIES, event.namespace),
@@ -183,6 +235,10 @@ export async function publish(client: KubeClient, input: { namespace: string; ty
       });
       deliveries.push({ subscription, name, result: "created" });
     } catch (err) {
+      if (quotaExceeded(err)) {
+        full.push({ subscription, name, reason: "ResourceQuota", message: `the namespace's ResourceQuota: ${err.message}` });
+        return;
+      }
       if (err instanceof ApiError && err.isAlreadyExists) {
         try {
           await checkExisting(client, event, subscription, name, opts.signal);
@@ -206,6 +262,7 @@ export async function publish(client: KubeClient, input: { namespace: string; ty
   if (conflict) throw conflict;
   deliveries.sort((a, b) => (a.subscription < b.subscription ? -1 : a.subscription > b.subscription ? 1 : 0));
   const result: PublishResult = { id: event.id, namespace: event.namespace, type: event.type, deliveries, skipped };
-  if (failures.length) throw new PublishFailedError(result, failures);
+  if (failures.length) throw new PublishFailedError(result, [...failures, ...full.map(({ subscription, name, message }) => ({ subscription, name, status: 429, message }))]);
+  if (full.length) throw new BacklogFullError(result, full.sort((a, b) => (a.subscription < b.subscription ? -1 : 1)));
   return result;
 }

@@ -11,7 +11,7 @@ import { MAX_PAYLOAD_BYTES } from "../api/names.js";
 import { ApiError, type KubeClient } from "../kube/client.js";
 import { objectPath, CORE } from "../kube/types.js";
 import { Reviewer, TtlCache, type ReviewerOptions } from "./auth.js";
-import { IdempotencyConflictError, PayloadTooLargeError, PublishFailedError, PublishInputError } from "./errors.js";
+import { BacklogFullError, IdempotencyConflictError, PayloadTooLargeError, PublishFailedError, PublishInputError } from "./errors.js";
 import { publish, type SubscriptionLike } from "./fanout.js";
 
 export interface PublishServerOptions {
@@ -28,6 +28,8 @@ export interface PublishServerOptions {
   reviews?: ReviewerOptions;
   /** Largest request body; default MAX_PAYLOAD_BYTES plus 16 KiB for the envelope. */
   maxBodyBytes?: number;
+  /** Pending deliveries of a subscription (the operator's cache), for spec.maxPending; when absent, listed. */
+  pendingOf?: (namespace: string, subscription: string) => number;
 }
 
 export const EVENTS_PATH = /^\/v1\/namespaces\/([^/]+)\/events\/?$/;
@@ -155,6 +157,10 @@ function publishErrorReply(err: unknown): Reply | undefined {
   if (err instanceof PayloadTooLargeError) return refuse(413, err.message, { field: err.field, limit: err.limit });
   if (err instanceof PublishInputError) return refuse(400, err.message, { field: err.field });
   if (err instanceof IdempotencyConflictError) return refuse(409, err.message, { field: "id", delivery: err.delivery });
+  // Backpressure: what could be created was; the rest waits for the backlog to shrink.
+  if (err instanceof BacklogFullError) {
+    return refuse(429, err.message, { id: err.result.id, deliveries: err.result.deliveries, full: err.full }, { "retry-after": String(err.retryAfterSeconds) });
+  }
   if (err instanceof PublishFailedError) {
     // Deliveries already created stay; the same request again creates only the missing ones.
     const transient = err.failures.some((f) => f.status === undefined || f.status === 429 || f.status >= 500);
@@ -213,7 +219,8 @@ export function publishServer(opts: PublishServerOptions): Server {
     const parsed = parseBody(read.body, namespace);
     if (!parsed.ok) return { ...parsed.reply, caller };
     try {
-      const result = await publish(client, parsed.input, opts.subscriptions ? { subscriptions: opts.subscriptions } : {});
+      const pendingOf = opts.pendingOf;
+      const result = await publish(client, parsed.input, { ...(opts.subscriptions ? { subscriptions: opts.subscriptions } : {}), ...(pendingOf ? { pendingCount: (ns: string, sub: string) => pendingOf(ns, sub) } : {}) });
       const created = result.deliveries.filter((d) => d.result === "created").length;
       log.info({ namespace, type: result.type, id: result.id, caller, created, existing: result.deliveries.length - created }, "event published");
       return { status: 202, body: result as unknown as Record<string, unknown>, caller };

@@ -133,7 +133,7 @@ describe("PromQL passes promtool", () => {
       await writeFile(file, stringify(find(objects, "PrometheusRule").spec));
       const r = await promtool(["check", "rules", file]);
       expect(r.code, r.stdout + r.stderr).toBe(0);
-      expect(r.stdout).toContain("SUCCESS: 5 rules found");
+      expect(r.stdout).toContain("SUCCESS: 6 rules found");
     }
   });
 
@@ -181,11 +181,21 @@ describe("PromQL passes promtool", () => {
             { series: `webhook_dlq_entries${sub("acme")}`, values: "0+1x40" },
             { series: `webhook_dlq_entries${sub("beta")}`, values: "3x40" },
             // No operator scraped at all: absent() makes HooklineNoLeader fire.
+            // The leader reports 16,001 finished of a 20,000 budget (past 80%); the standby
+            // exports the budget but no stored counts.
+            { series: `webhook_deliveries_stored{${j},namespace="hookline",instance="a",phase="Succeeded"}`, values: "10000x40" },
+            { series: `webhook_deliveries_stored{${j},namespace="hookline",instance="a",phase="DeadLettered"}`, values: "3000+200x40" },
+            { series: `webhook_deliveries_stored{${j},namespace="hookline",instance="a",phase="Pending"}`, values: "90000x40" },
+            { series: `webhook_finished_deliveries_budget{${j},namespace="hookline",instance="a"}`, values: "20000x40" },
+            { series: `webhook_finished_deliveries_budget{${j},namespace="hookline",instance="b"}`, values: "20000x40" },
           ],
           alert_rule_test: [
             { eval_time: "20m", alertname: "HooklineLowSuccessRatio", exp_alerts: [{ exp_labels: { severity: "warning", namespace: "shop", subscription: "acme" } }] },
             { eval_time: "20m", alertname: "HooklineDeadLettersGrowing", exp_alerts: [{ exp_labels: { severity: "warning", namespace: "shop", subscription: "acme" } }] },
             { eval_time: "20m", alertname: "HooklineNoLeader", exp_alerts: [{ exp_labels: { severity: "critical", job: JOB } }] },
+            // 13,000 + 200/min passes 16,000 at 15m; pending deliveries do not count; fires 15m later.
+            { eval_time: "25m", alertname: "HooklineStorageBudgetNearlyFull", exp_alerts: [] },
+            { eval_time: "32m", alertname: "HooklineStorageBudgetNearlyFull", exp_alerts: [{ exp_labels: { severity: "warning", job: JOB } }] },
           ],
         },
       ],

@@ -1,0 +1,117 @@
+// Backpressure to producers, against the real API server with the real operator: a subscription's
+// spec.maxPending caps its backlog at the publish doors (HTTP 429 with Retry-After, the library's
+// BacklogFullError, the CLI's exit code 1), deliveries to the other subscriptions are still
+// created, and the chart's ResourceQuota on count/webhookdeliveries.hookline.dev caps a namespace.
+import { fileURLToPath } from "node:url";
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { BacklogFullError, publish as libraryPublish } from "../../src/index.js";
+import { createNamespace, deleteNamespace, kubectlOk, waitFor } from "../helpers/cluster.js";
+import { exec } from "../helpers/exec.js";
+import { find, render } from "../helpers/helm.js";
+import { apply, listObjs, secret, subscription } from "../helpers/kube.js";
+import { startOperator, type TestOperator } from "../helpers/operator.js";
+import { Receiver } from "../helpers/receiver.js";
+
+const BIN = fileURLToPath(new URL("../../bin/hookline.js", import.meta.url));
+// Connection refused, and a long backoff: the capped subscription's deliveries stay pending.
+const stuck = { url: "http://127.0.0.1:9/", retry: { initialBackoff: "1h", maxBackoff: "1h", maxAttempts: 50 } };
+
+describe("backpressure: spec.maxPending and a ResourceQuota", () => {
+  let ns: string;
+  let op: TestOperator;
+  let receiver: Receiver;
+  let token: string;
+  let base: string;
+
+  const post = async (body: unknown, namespace = ns) => {
+    const res = await fetch(`${base}/v1/namespaces/${namespace}/events`, { method: "POST", headers: { "content-type": "application/json", authorization: `Bearer ${token}` }, body: JSON.stringify(body) });
+    return { status: res.status, retryAfter: res.headers.get("retry-after"), body: (await res.json()) as { error?: string; deliveries?: Array<{ subscription: string; result: string }>; full?: Array<{ subscription: string; reason: string; pending?: number; maxPending?: number }> } };
+  };
+  const deliveriesOf = async (sub: string, namespace = ns) => (await listObjs("whdel", namespace, ["--field-selector", `spec.subscriptionRef.name=${sub}`])).map((d) => d.metadata.name);
+
+  beforeAll(async () => {
+    ns = await createNamespace("backpressure", { waitForServiceAccount: true });
+    receiver = await Receiver.start(() => 200);
+    await apply([
+      secret(ns, "signing"),
+      subscription(ns, "slow", { ...stuck, secretRef: { name: "signing" }, maxPending: 3 }),
+      subscription(ns, "fast", { url: receiver.url("/fast"), secretRef: { name: "signing" } }),
+      { apiVersion: "v1", kind: "ServiceAccount", metadata: { name: "publisher", namespace: ns } },
+      { apiVersion: "rbac.authorization.k8s.io/v1", kind: "Role", metadata: { name: "publish", namespace: ns }, rules: [{ apiGroups: ["hookline.dev"], resources: ["webhookdeliveries"], verbs: ["create"] }] },
+      {
+        apiVersion: "rbac.authorization.k8s.io/v1",
+        kind: "RoleBinding",
+        metadata: { name: "publisher", namespace: ns },
+        roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "Role", name: "publish" },
+        subjects: [{ kind: "ServiceAccount", name: "publisher", namespace: ns }],
+      },
+    ]);
+    token = (await kubectlOk(["create", "token", "publisher", "-n", ns, "--duration=10m"])).trim();
+    op = await startOperator({ namespaces: [ns], env: { PUBLISH_PORT: "0" } });
+    base = `http://127.0.0.1:${op.op.publishPort}`;
+    await waitFor(() => op.op.caches.subscriptions.size === 2, { description: "2 subscriptions cached" });
+  });
+  afterAll(async () => {
+    await op?.stop();
+    await receiver?.close();
+    await deleteNamespace(ns);
+  });
+
+  it("the HTTP door answers 429 with Retry-After once a subscription holds maxPending, and still delivers to the others", async () => {
+    for (let i = 1; i <= 3; i++) expect((await post({ type: "order.paid", id: `evt-${i}`, data: { i } })).status).toBe(202);
+    // The door counts what the operator's cache holds.
+    await waitFor(() => op.op.caches.deliveriesOf(`${ns}/slow`).size === 3, { description: "3 pending deliveries of slow cached" });
+
+    const refused = await post({ type: "order.paid", id: "evt-4", data: { i: 4 } });
+    expect(refused.status).toBe(429);
+    expect(Number(refused.retryAfter)).toBeGreaterThanOrEqual(1);
+    expect(refused.body.error).toContain("spec.maxPending=3");
+    expect(refused.body.full).toEqual([expect.objectContaining({ subscription: "slow", reason: "MaxPending", pending: 3, maxPending: 3 })]);
+    expect(refused.body.deliveries).toEqual([expect.objectContaining({ subscription: "fast", result: "created" })]);
+    expect(await deliveriesOf("slow")).toHaveLength(3);
+    expect(await deliveriesOf("fast")).toHaveLength(4);
+  });
+
+  it("the library and the CLI report it (list-based count: no cache)", async () => {
+    const err = await libraryPublish({ namespace: ns, type: "order.paid", id: "evt-lib", data: {} }, { kubeconfig: inject("kubeconfig") }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(BacklogFullError);
+    const full = err as BacklogFullError;
+    expect(full.full).toEqual([expect.objectContaining({ subscription: "slow", reason: "MaxPending", maxPending: 3 })]);
+    expect(full.retryAfterSeconds).toBeGreaterThanOrEqual(1);
+    expect(full.message).toContain("spec.maxPending=3");
+
+    const cli = await exec(process.execPath, [BIN, "publish", "--kubeconfig", inject("kubeconfig"), "-n", ns, "-t", "order.paid", "--id", "evt-cli", "-d", "{}"], { timeoutMs: 60_000 });
+    expect(cli.code).toBe(1);
+    expect(cli.stderr).toContain("spec.maxPending=3");
+    expect(await deliveriesOf("slow")).toHaveLength(3);
+  });
+
+  it("the chart's ResourceQuota on count/webhookdeliveries.hookline.dev caps a namespace: the door answers 429", async () => {
+    const quotaNs = await createNamespace("quota");
+    try {
+      await apply([secret(quotaNs, "signing"), subscription(quotaNs, "fast", { url: receiver.url("/quota"), secretRef: { name: "signing" }, retention: { succeeded: "1h" } })]);
+      const { objects, yaml } = await render({ release: "hl", namespace: "hookline", setJson: { "resourceQuota.enabled": true, "resourceQuota.namespaces": [quotaNs], "resourceQuota.maxDeliveries": 2 }, showOnly: ["templates/resourcequota.yaml"] });
+      expect(find(objects, "ResourceQuota").spec.hard).toEqual({ "count/webhookdeliveries.hookline.dev": "2" });
+      await kubectlOk(["apply", "-f", "-"], { input: yaml });
+      // The test control plane runs no resourcequota controller: write the first status it would
+      // (nothing used yet); from there the API server's quota admission counts each create.
+      const key = "count/webhookdeliveries.hookline.dev";
+      await kubectlOk(["patch", "resourcequota", "hl-hookline-deliveries", "-n", quotaNs, "--subresource=status", "--type=merge", "-p", JSON.stringify({ status: { hard: { [key]: "2" }, used: { [key]: "0" } } })]);
+      await op.stop();
+      op = await startOperator({ namespaces: [ns, quotaNs], env: { PUBLISH_PORT: "0" } });
+      base = `http://127.0.0.1:${op.op.publishPort}`;
+      await waitFor(() => op.op.caches.subscriptions.size === 3, { description: "3 subscriptions cached" });
+      await kubectlOk(["create", "rolebinding", "publisher", "-n", quotaNs, "--clusterrole=cluster-admin", `--serviceaccount=${ns}:publisher`]);
+
+      for (let i = 1; i <= 2; i++) expect((await post({ type: "order.paid", id: `q-${i}`, data: {} }, quotaNs)).status).toBe(202);
+      const refused = await post({ type: "order.paid", id: "q-3", data: {} }, quotaNs);
+      expect(refused.status).toBe(429);
+      expect(Number(refused.retryAfter)).toBeGreaterThanOrEqual(1);
+      expect(refused.body.full).toEqual([expect.objectContaining({ subscription: "fast", reason: "ResourceQuota" })]);
+      expect(refused.body.error).toContain("exceeded quota");
+      expect(await deliveriesOf("fast", quotaNs)).toHaveLength(2);
+    } finally {
+      await deleteNamespace(quotaNs);
+    }
+  });
+});
