@@ -13,6 +13,7 @@ export const FAULT_MEANING: Record<FaultKind, string> = {
   "receiver-restart": "a receiver process is killed and restarted on the same port after 1-4 s",
   "apiserver-restart": "kube-apiserver is stopped for 3-8 s and started again",
   "etcd-restart": "etcd is stopped for 3-8 s and started again (the API server stays up and fails)",
+  "lease-lost": "not injected: a leader that could not renew its Lease in time (read from the operators' logs), a failover like a kill",
 };
 
 export interface PlannedFault {

@@ -26,7 +26,8 @@ export const INVARIANTS: Record<number, string> = {
   7: "memory within budget; metrics agree with status",
 };
 
-const CRASHES = ["leader-sigkill", "leader-sigterm", "apiserver-restart", "etcd-restart"] as const;
+/** Faults around which a delivery may be sent again; "lease-lost" is a failover the load caused. */
+const CRASHES = ["leader-sigkill", "leader-sigterm", "apiserver-restart", "etcd-restart", "lease-lost"] as const;
 
 function statesIn(sub: SubRecord | undefined, from: number, to: number): SubState[] {
   if (!sub) return [];
@@ -266,7 +267,7 @@ export const ROLLUP_LOSS = { intervalMs: 7_000, outageLookbackMs: 30_000 } as co
 export function rollupLossWindows(faults: Array<{ kind: string; start: number; end?: number }>): Array<[number, number]> {
   const outages = faults.filter((f) => f.kind === "apiserver-restart" || f.kind === "etcd-restart");
   return faults
-    .filter((f) => f.kind === "leader-sigkill")
+    .filter((f) => f.kind === "leader-sigkill" || f.kind === "lease-lost")
     .map((k) => {
       const recent = outages.filter((o) => (o.end ?? k.start) >= k.start - ROLLUP_LOSS.outageLookbackMs && o.start <= k.start);
       const from = Math.min(k.start - ROLLUP_LOSS.intervalMs, ...recent.map((o) => o.start));
