@@ -45,6 +45,12 @@ export const LABEL_DOCS: Record<keyof typeof LABELS, string> = {
   eventId: "Set by the publish doors: the event id (a readable prefix and a hash when the id is not a valid label value).",
 };
 
+/**
+ * The event type of `kubectl hookline ping`: delivered to the subscription it names whatever
+ * its eventTypes list, so a ping tests the endpoint, not the filter.
+ */
+export const PING_EVENT_TYPE = "hookline.ping";
+
 export const LABELS = {
   /** Set by the publish doors on every delivery they create. */
   subscription: "hookline.dev/subscription",

@@ -3,7 +3,7 @@
 // delivery counts. Called at a bounded rate (see Manager.endpointChanged), at once on breaker
 // and health transitions. Writes only when something changed.
 import type { Logger } from "pino";
-import { API_VERSION, SUBSCRIPTION } from "../api/names.js";
+import { ANNOTATIONS, API_VERSION, REPLAY_REASON_MAX_LENGTH, REPLAY_REASON_MIN_LENGTH, SUBSCRIPTION } from "../api/names.js";
 import type { SubscriptionStatus } from "../api/subscription.js";
 import * as breaker from "../core/breaker.js";
 import { conditionDiffers, getCondition, setCondition, type ConditionInput } from "../core/conditions.js";
@@ -63,8 +63,35 @@ export class SubscriptionReconciler {
     }
     if (this.d.expectations.check(key, sub.metadata.resourceVersion) === "wait") return;
     const replayResult = this.d.bulkReplay ? await this.d.bulkReplay(sub, signal) : undefined;
-    await this.rollUp(key, sub);
+    const reset = await this.resetRequest(sub);
+    await this.rollUp(key, sub, reset);
+    if (reset) await this.resetDone(sub, reset);
     return replayResult ?? undefined;
+  }
+
+  /** The reset-endpoint annotation's reason when valid; a bad one is refused (Event) and removed. */
+  private async resetRequest(sub: SubscriptionObject): Promise<string | undefined> {
+    const reason = sub.metadata.annotations?.[ANNOTATIONS.resetEndpoint];
+    if (reason === undefined) return undefined;
+    if (reason.trim().length >= REPLAY_REASON_MIN_LENGTH && reason.length <= REPLAY_REASON_MAX_LENGTH) return reason;
+    this.d.events.record(subscriptionRef(sub), "Warning", "ResetRefused", `${ANNOTATIONS.resetEndpoint} refused: a reason of ${REPLAY_REASON_MIN_LENGTH} to ${REPLAY_REASON_MAX_LENGTH} characters is required, e.g. ${ANNOTATIONS.resetEndpoint}="endpoint fixed, INC-42"`);
+    await this.removeResetAnnotation(sub);
+    return undefined;
+  }
+
+  /** After the status says so: the Event, and the annotation removed (the request is handled). */
+  private async resetDone(sub: SubscriptionObject, reason: string): Promise<void> {
+    const before = sub.status?.breaker?.state ?? "Closed";
+    this.d.events.record(subscriptionRef(sub), "Normal", "EndpointReset", `breaker closed and endpoint re-enabled (breaker was ${before}, health ${sub.status?.health?.state ?? "Healthy"}): ${reason}`);
+    await this.removeResetAnnotation(sub);
+  }
+
+  private async removeResetAnnotation(sub: SubscriptionObject): Promise<void> {
+    try {
+      await this.d.statusWriter.patchMetadata(SUBSCRIPTIONS, sub.metadata.namespace!, sub.metadata.name, { annotations: { [ANNOTATIONS.resetEndpoint]: null } });
+    } catch (err) {
+      if (!(err instanceof ApiError && err.isNotFound)) throw err;
+    }
   }
 
   /** The status rollup alone (no replay handling): used to flush at shutdown. */
@@ -74,7 +101,7 @@ export class SubscriptionReconciler {
     await this.rollUp(key, sub);
   }
 
-  private async rollUp(key: string, sub: SubscriptionObject): Promise<void> {
+  private async rollUp(key: string, sub: SubscriptionObject, resetReason?: string): Promise<void> {
     const [namespace, name] = key.split("/") as [string, string];
     const now = this.now();
     const generation = sub.metadata.generation;
@@ -97,6 +124,8 @@ export class SubscriptionReconciler {
     const policy = parsed.ok ? resolvePolicy(parsed.spec, this.d.defaults) : undefined;
     if (!this.d.endpoints.get(key)) this.d.metrics.initSubscription(namespace, name);
     const ep = this.d.endpoints.ensure(key, sub.metadata.uid, sub.status, policy, now);
+    const lastReset = resetReason === undefined ? undefined : { reason: resetReason, at: new Date(now).toISOString(), breaker: ep.breaker.state, health: ep.health.state };
+    if (resetReason !== undefined) this.d.endpoints.reset(ep, this.d.caches.deliveriesOf(key));
     const hs = health.toStatus(ep.health);
     const endpointHealthy: ConditionInput =
       ep.health.totalAttempts === 0 && !prev.health ? { type: "EndpointHealthy", status: "Unknown", reason: "NoAttempts", message: "no delivery attempted yet" }
@@ -121,6 +150,7 @@ export class SubscriptionReconciler {
         deadLettered,
         discarded: (prev.deliveries?.discarded ?? 0) + discardedDelta,
       },
+      ...(lastReset ? { lastReset } : {}),
     };
     this.d.metrics.setSubscriptionGauges(namespace, name, {
       breaker: breaker.breakerGaugeValue(ep.breaker.state),
