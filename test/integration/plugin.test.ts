@@ -152,7 +152,7 @@ describe("kubectl hookline", () => {
     expect(sub.status).toMatchObject({ breaker: { state: "Closed" }, lastReset: { reason: "endpoint fixed, INC-42", breaker: "Open", health: "Degraded" } });
     expect((await events(ns, "acme")).some((e) => e.reason === "EndpointReset" && e.message.includes("endpoint fixed, INC-42"))).toBe(true);
     // The ping that waited for the Open breaker goes through now, not after the 300 s cooldown.
-    await waitFor(async () => receiver.requests.some((q) => q.n > 1 && q.body.includes('"hookline.ping"') && q.at > Date.parse(sub.status!.lastReset.at) - 1000), { description: "the waiting ping delivered after the reset", timeoutMs: 20_000 });
+    await waitFor(() => receiver.requests.some((q) => q.n > 1 && q.body.includes('"hookline.ping"') && q.at > Date.parse(sub.status!.lastReset.at) - 1000), { description: "the waiting ping delivered after the reset", timeoutMs: 20_000 });
 
     const one = await inNs(["replay", "d1", "--reason", "endpoint fixed, INC-42", "--wait"]);
     expect(one.stdout).toMatch(/^replay of d1: Succeeded \(HTTP 200, http_2xx, \d+ms\); phase Succeeded\n$/);
