@@ -41,7 +41,10 @@ export const secretRefSchema = z
           "Key of the previous signing secret. While it exists in the Secret, requests carry both signatures, so receivers can rotate without downtime.",
       }),
   })
-  .meta({ description: "The Secret holding the signing secret. A value `whsec_<base64>` is used as its decoded bytes, any other value as its UTF-8 bytes." });
+  .meta({
+    description:
+      "The Secret holding the signing secret. A value `whsec_<base64>` is used as its decoded bytes. StandardWebhooks needs that form (the Standard Webhooks libraries base64-decode every secret): any other value makes the subscription Ready=False (SecretNotVerifiable). HMACSHA256Hex also takes any other value, as its UTF-8 bytes.",
+  });
 
 export const signatureSchema = z
   .object({

@@ -112,11 +112,11 @@ export class SubscriptionReconciler {
     if (!parsed.ok) {
       ready = { type: "Ready", status: "False", reason: "InvalidSpec", message: parsed.message };
     } else if (parsed.spec.secretRef) {
-      const lookup = await this.d.secrets.keys(namespace, { name: parsed.spec.secretRef.name, key: parsed.spec.secretRef.key, ...(parsed.spec.secretRef.previousKey ? { previousKey: parsed.spec.secretRef.previousKey } : {}) });
+      const lookup = await this.d.secrets.keys(namespace, { name: parsed.spec.secretRef.name, key: parsed.spec.secretRef.key, ...(parsed.spec.secretRef.previousKey ? { previousKey: parsed.spec.secretRef.previousKey } : {}), scheme: parsed.spec.signature.scheme });
       ready =
         lookup.kind === "ok" ?
           { type: "Ready", status: "True", reason: parsed.spec.paused ? "Paused" : "Ready", message: parsed.spec.paused ? "accepted; paused: deliveries are held" : `accepted; signing with ${lookup.keys.length} key${lookup.keys.length > 1 ? "s (rotation)" : ""}` }
-        : { type: "Ready", status: "False", reason: "SecretNotFound", message: `${lookup.message}; deliveries wait until it exists` };
+        : { type: "Ready", status: "False", reason: lookup.reason ?? "SecretNotFound", message: `${lookup.message}; deliveries wait until ${lookup.reason ? "it is fixed" : "it exists"}` };
     } else {
       ready = { type: "Ready", status: "True", reason: parsed.spec.paused ? "Paused" : "Ready", message: parsed.spec.paused ? "accepted; paused: deliveries are held" : "accepted; requests are not signed (no secretRef)" };
     }
