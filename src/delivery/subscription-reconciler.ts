@@ -86,6 +86,16 @@ export class SubscriptionReconciler {
     await this.removeResetAnnotation(sub);
   }
 
+  /** Creation time of the subscription's oldest unfinished delivery (a scan of its cached set). */
+  private oldestPending(key: string): number | undefined {
+    let oldest: number | undefined;
+    for (const k of this.d.caches.deliveriesOf(key)) {
+      const t = Date.parse(this.d.caches.delivery(k)?.metadata.creationTimestamp ?? "");
+      if (Number.isFinite(t) && (oldest === undefined || t < oldest)) oldest = t;
+    }
+    return oldest;
+  }
+
   private async removeResetAnnotation(sub: SubscriptionObject): Promise<void> {
     try {
       await this.d.statusWriter.patchMetadata(SUBSCRIPTIONS, sub.metadata.namespace!, sub.metadata.name, { annotations: { [ANNOTATIONS.resetEndpoint]: null } });
@@ -156,6 +166,14 @@ export class SubscriptionReconciler {
       breaker: breaker.breakerGaugeValue(ep.breaker.state),
       health: ep.health.state === "Healthy" ? 0 : ep.health.state === "Degraded" ? 1 : 2,
       deadLetters: deadLettered,
+    });
+    this.d.metrics.setSubscriptionNumbers(namespace, name, {
+      breaker: ep.breaker.state,
+      health: ep.health.state,
+      deadLetters: deadLettered,
+      backlog: next.deliveries!.pending,
+      oldestPendingCreatedAt: this.oldestPending(key),
+      lastSuccessAt: ep.health.lastSuccessAt,
     });
 
     const readyChanged = conditionDiffers(prev.conditions, ready, generation) && getCondition(prev.conditions, "Ready")?.reason !== ready.reason;
