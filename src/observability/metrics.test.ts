@@ -67,7 +67,7 @@ describe("Metrics: the numbers on-call needs", () => {
     const m = new Metrics({ defaultMetrics: false });
     m.delivered("shop", "acme", "2026-01-01T00:00:00Z", Date.parse("2026-01-01T00:00:03Z"));
     const h = (await m.registry.getSingleMetric("webhook_delivery_latency_seconds")!.get()).values;
-    expect(h.find((v) => v.metricName === "webhook_delivery_latency_seconds_sum")?.value).toBe(3);
-    expect(h.find((v) => v.metricName === "webhook_delivery_latency_seconds_bucket" && v.labels.le === 5)?.value).toBe(1);
+    expect(h.find((v) => (v as { metricName?: string }).metricName === "webhook_delivery_latency_seconds_sum")?.value).toBe(3);
+    expect(h.find((v) => (v as { metricName?: string }).metricName === "webhook_delivery_latency_seconds_bucket" && v.labels.le === 5)?.value).toBe(1);
   });
 });
