@@ -133,7 +133,7 @@ describe("PromQL passes promtool", () => {
       await writeFile(file, stringify(find(objects, "PrometheusRule").spec));
       const r = await promtool(["check", "rules", file]);
       expect(r.code, r.stdout + r.stderr).toBe(0);
-      expect(r.stdout).toContain("SUCCESS: 5 rules found");
+      expect(r.stdout).toContain("SUCCESS: 7 rules found");
     }
   });
 
@@ -181,11 +181,29 @@ describe("PromQL passes promtool", () => {
             { series: `webhook_dlq_entries${sub("acme")}`, values: "0+1x40" },
             { series: `webhook_dlq_entries${sub("beta")}`, values: "3x40" },
             // No operator scraped at all: absent() makes HooklineNoLeader fire.
+            // acme's oldest pending delivery was created at 0 and still waits; beta's is recent.
+            { series: `webhook_subscription_oldest_pending_timestamp_seconds${sub("acme")}`, values: "0x40" },
+            { series: `webhook_subscription_oldest_pending_timestamp_seconds${sub("beta")}`, values: "0+60x40" },
           ],
           alert_rule_test: [
             { eval_time: "20m", alertname: "HooklineLowSuccessRatio", exp_alerts: [{ exp_labels: { severity: "warning", namespace: "shop", subscription: "acme" } }] },
             { eval_time: "20m", alertname: "HooklineDeadLettersGrowing", exp_alerts: [{ exp_labels: { severity: "warning", namespace: "shop", subscription: "acme" } }] },
             { eval_time: "20m", alertname: "HooklineNoLeader", exp_alerts: [{ exp_labels: { severity: "critical", job: JOB } }] },
+            { eval_time: "10m", alertname: "HooklineBacklogAge", exp_alerts: [] },
+            { eval_time: "25m", alertname: "HooklineBacklogAge", exp_alerts: [{ exp_labels: { severity: "warning", namespace: "shop", subscription: "acme" } }] },
+          ],
+        },
+        {
+          interval: "1m",
+          input_series: [
+            // Work pending throughout; attempts until 10m, then none.
+            { series: `webhook_subscription_backlog${sub("acme")}`, values: "5x40" },
+            { series: `webhook_delivery_attempts_total${sub("acme", ',status="failure",reason="http_5xx"')}`, values: "0+1x10 10x30" },
+            { series: `hookline_leader{${j},namespace="hookline",instance="a"}`, values: "1x40" },
+          ],
+          alert_rule_test: [
+            { eval_time: "12m", alertname: "HooklineOperatorStalled", exp_alerts: [] },
+            { eval_time: "30m", alertname: "HooklineOperatorStalled", exp_alerts: [{ exp_labels: { severity: "critical" } }] },
           ],
         },
       ],
