@@ -106,6 +106,15 @@ describe("kubectl hookline", () => {
       timeoutMs: 60_000,
     });
 
+    // The same from kubectl: selectable fields, the wide Last error column, waiting for a dead letter.
+    expect(await kubectlOk(["get", "whsub", "-n", ns, "--field-selector", "status.breaker.state=Open", "-o", "name"])).toBe("webhooksubscription.hookline.dev/acme\n");
+    expect(await kubectlOk(["get", "whsub", "-n", ns, "--field-selector", "status.health.state=Degraded,spec.paused=false", "-o", "name"])).toBe("webhooksubscription.hookline.dev/acme\n");
+    expect(await kubectlOk(["get", "whsub", "-n", ns, "--field-selector", "status.breaker.state=Closed", "-o", "name"])).toBe("");
+    const wide = (await kubectlOk(["get", "whdel", "d1", "-n", ns, "-o", "wide"])).split("\n");
+    expect(wide[0]).toMatch(/LAST ERROR$/);
+    expect(wide[1]).toMatch(/http_5xx$/);
+    expect(await kubectlOk(["wait", "--for=condition=Succeeded=False", "whdel/d1", "-n", ns, "--timeout=10s"])).toContain("condition met");
+
     const s = await inNs(["status", "acme"]);
     expect(s.code, s.stderr).toBe(0);
     expect(s.stdout).toMatch(/^Subscription: +.*\/acme$/m);
