@@ -370,9 +370,9 @@ async function annotate(ctx: Ctx, type: typeof SUBSCRIPTIONS, name: string, anno
   await ctx.client.request({ method: "PATCH", path: objectPath(type, ctx.namespace, name), contentType: "application/merge-patch+json", body: { metadata: { annotations } } });
 }
 
-/** The newest Warning Event about `name` since `since`, for a refusal's explanation. */
+/** The operator's newest refusal (a ReplayRefused Warning Event) about `name` since `since`. */
 async function refusal(ctx: Ctx, kind: string, name: string, since: number): Promise<string | undefined> {
-  const e = (await recentEvents(ctx, kind, name, 20)).find((ev) => ev.type === "Warning" && Date.parse(ev.at) >= since - 2_000);
+  const e = (await recentEvents(ctx, kind, name, 20)).find((ev) => ev.type === "Warning" && ev.reason === "ReplayRefused" && Date.parse(ev.at) >= since - 2_000);
   return e ? `${e.reason}: ${e.message}` : undefined;
 }
 

@@ -168,7 +168,7 @@ describe("kubectl hookline", () => {
     expect(one.code, one.stderr).toBe(0);
 
     const bulk = await inNs(["replay", "--subscription", "acme", "--reason", "outage INC-42 over", "--concurrency", "2", "--wait"]);
-    expect(bulk.stdout).toBe("replay of acme's dead letters finished: 1 attempted, 1 succeeded, 0 failed, 0 deduped\n");
+    expect(bulk.stdout, bulk.stderr).toBe("replay of acme's dead letters finished: 1 attempted, 1 succeeded, 0 failed, 0 deduped\n");
     expect(bulk.code, bulk.stderr).toBe(0);
     expect((await inNs(["dlq"])).stdout).toBe(`no dead letters in namespace ${ns}\n`);
   });
