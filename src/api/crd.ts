@@ -97,22 +97,28 @@ function crd(opts: {
 
 export const DELIVERY_SELECTABLE_FIELDS = ["spec.subscriptionRef.name", "spec.eventType", "status.phase"] as const;
 
+export const SUBSCRIPTION_COLUMNS: PrinterColumn[] = [
+  { name: "URL", type: "string", jsonPath: ".spec.url", description: "Endpoint" },
+  { name: "Ready", type: "string", jsonPath: '.status.conditions[?(@.type=="Ready")].status', description: "Spec and Secret accepted" },
+  { name: "Breaker", type: "string", jsonPath: ".status.breaker.state", description: "Circuit breaker state" },
+  { name: "Health", type: "string", jsonPath: ".status.health.state", description: "Endpoint health" },
+  { name: "Pending", type: "integer", jsonPath: ".status.deliveries.pending", description: "Deliveries not finished" },
+  { name: "Dead letters", type: "integer", jsonPath: ".status.deliveries.deadLettered", description: "Dead letters held" },
+  { name: "Paused", type: "boolean", jsonPath: ".spec.paused", description: "Deliveries held", priority: 1 },
+  { name: "Age", type: "date", jsonPath: ".metadata.creationTimestamp", description: "Age" },
+];
+
+/** `kubectl get whsub --field-selector status.breaker.state=Open` finds the failing endpoints. */
+export const SUBSCRIPTION_SELECTABLE_FIELDS = ["status.breaker.state", "status.health.state", "spec.paused"] as const;
+
 export function subscriptionCrd(): JsonObject {
   return crd({
     names: SUBSCRIPTION,
     description: `A ${SUBSCRIPTION.kind} (${API_VERSION}) tells Hookline where and how to deliver one endpoint's webhooks: URL, signing, retries, circuit breaker, limits, dead letters and retention.`,
     spec: subscriptionSpecSchema,
     status: subscriptionStatusSchema,
-    columns: [
-      { name: "URL", type: "string", jsonPath: ".spec.url", description: "Endpoint" },
-      { name: "Ready", type: "string", jsonPath: '.status.conditions[?(@.type=="Ready")].status', description: "Spec and Secret accepted" },
-      { name: "Breaker", type: "string", jsonPath: ".status.breaker.state", description: "Circuit breaker state" },
-      { name: "Health", type: "string", jsonPath: ".status.health.state", description: "Endpoint health" },
-      { name: "Pending", type: "integer", jsonPath: ".status.deliveries.pending", description: "Deliveries not finished" },
-      { name: "Dead letters", type: "integer", jsonPath: ".status.deliveries.deadLettered", description: "Dead letters held" },
-      { name: "Paused", type: "boolean", jsonPath: ".spec.paused", description: "Deliveries held", priority: 1 },
-      { name: "Age", type: "date", jsonPath: ".metadata.creationTimestamp", description: "Age" },
-    ],
+    columns: SUBSCRIPTION_COLUMNS,
+    selectableFields: [...SUBSCRIPTION_SELECTABLE_FIELDS],
   });
 }
 
@@ -135,6 +141,7 @@ export const DELIVERY_COLUMNS: PrinterColumn[] = [
   // reads the exact finish time from this cell.
   { name: "Finished", type: "string", jsonPath: ".status.finishedAt", description: "When it finished (RFC 3339)", priority: 1 },
   { name: "Replays", type: "integer", jsonPath: ".status.replays", description: "Failed replays", priority: 1 },
+  { name: "Last error", type: "string", jsonPath: ".status.lastAttempt.reason", description: "Classification of the last attempt (http_5xx, timeout, network, ...)", priority: 1 },
 ];
 
 export function deliveryCrd(): JsonObject {

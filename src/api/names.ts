@@ -28,7 +28,28 @@ export const ANNOTATIONS = {
   replayDeadLetters: "hookline.dev/replay-dead-letters",
   /** On a subscription, with replay-dead-letters: how many replays run at once (default 5, 1..50). */
   replayConcurrency: "hookline.dev/replay-concurrency",
+  /** On a subscription: close its breaker and re-enable its endpoint now; the value is the reason. */
+  resetEndpoint: "hookline.dev/reset-endpoint",
 } as const;
+
+/** What each annotation does, for docs/api.md (the JSDoc above is not visible at run time). */
+export const ANNOTATION_DOCS: Record<keyof typeof ANNOTATIONS, { on: string; value: string; what: string }> = {
+  replay: { on: "WebhookDelivery", value: "the reason, 5..1024 characters", what: "Replay this dead letter once (one immediate attempt). The operator removes the annotation when handled; a shorter reason is refused with a Warning Event." },
+  replayDeadLetters: { on: "WebhookSubscription", value: "the reason, 5..1024 characters", what: "Replay every dead letter of the subscription; progress and the summary in status.lastReplay. A delivery equal to one already pending is skipped (deduped)." },
+  replayConcurrency: { on: "WebhookSubscription", value: "an integer, default 5, clamped to 1..50", what: "With replay-dead-letters: how many replays run at once." },
+  resetEndpoint: { on: "WebhookSubscription", value: "the reason, 5..1024 characters", what: "Close the circuit breaker and re-enable the endpoint now (health Healthy, failures in a row 0); recorded as the EndpointReset Event and status.lastReset. The operator removes the annotation." },
+};
+
+export const LABEL_DOCS: Record<keyof typeof LABELS, string> = {
+  subscription: "Set by the publish doors on every delivery they create: the subscription's name.",
+  eventId: "Set by the publish doors: the event id (a readable prefix and a hash when the id is not a valid label value).",
+};
+
+/**
+ * The event type of `kubectl hookline ping`: delivered to the subscription it names whatever
+ * its eventTypes list, so a ping tests the endpoint, not the filter.
+ */
+export const PING_EVENT_TYPE = "hookline.ping";
 
 export const LABELS = {
   /** Set by the publish doors on every delivery they create. */

@@ -41,7 +41,10 @@ export const secretRefSchema = z
           "Key of the previous signing secret. While it exists in the Secret, requests carry both signatures, so receivers can rotate without downtime.",
       }),
   })
-  .meta({ description: "The Secret holding the signing secret. A value `whsec_<base64>` is used as its decoded bytes, any other value as its UTF-8 bytes." });
+  .meta({
+    description:
+      "The Secret holding the signing secret. A value `whsec_<base64>` is used as its decoded bytes. StandardWebhooks needs that form (the Standard Webhooks libraries base64-decode every secret): any other value makes the subscription Ready=False (SecretNotVerifiable). HMACSHA256Hex also takes any other value, as its UTF-8 bytes.",
+  });
 
 export const signatureSchema = z
   .object({
@@ -263,6 +266,15 @@ export const subscriptionReplayStatusSchema = z
   })
   .meta({ description: "The last bulk replay of this subscription's dead letters." });
 
+export const endpointResetStatusSchema = z
+  .object({
+    reason: z.string().max(REPLAY_REASON_MAX_LENGTH).meta({ description: "The reason given in the hookline.dev/reset-endpoint annotation." }),
+    at: timestamp("When the operator closed the breaker and re-enabled the endpoint."),
+    breaker: z.enum(["Closed", "Open", "HalfOpen"]).meta({ description: "The breaker state before the reset." }),
+    health: z.enum(["Healthy", "Degraded", "Disabled"]).meta({ description: "The endpoint health before the reset." }),
+  })
+  .meta({ description: "The last reset of the endpoint (annotation hookline.dev/reset-endpoint)." });
+
 export const subscriptionStatusSchema = z
   .object({
     observedGeneration: z.int().min(0).optional().meta({ description: "The .metadata.generation the operator last acted on." }),
@@ -271,6 +283,7 @@ export const subscriptionStatusSchema = z
     health: healthStatusSchema.optional(),
     deliveries: deliveryCountsSchema.optional(),
     lastReplay: subscriptionReplayStatusSchema.optional(),
+    lastReset: endpointResetStatusSchema.optional(),
   })
   .meta({ description: "Observed state of the subscription." });
 

@@ -1,14 +1,24 @@
 // The `hookline` command line: dispatches to one module per command.
 // Commands are imported when used, so `hookline publish` does not load the operator.
+import { VERSION } from "../version.js";
+import { EXIT } from "./exit-codes.js";
+
+/** The commands, for the usage text and docs/api.md. */
+export const COMMANDS = [
+  { usage: "operator [--kubeconfig PATH] [--leader-elect=false]", what: "run the controller against the current kubeconfig (in-cluster in a pod)" },
+  { usage: "dev [--dir DIR]", what: "cluster up + CRDs + operator, for a first run with no cluster" },
+  { usage: "cluster up|down --dir DIR", what: "start or stop a local etcd + kube-apiserver" },
+  { usage: "publish -n NS -t TYPE [--id ID] -d JSON|@FILE", what: "fan one event out to every matching subscription" },
+  { usage: "demo", what: "show the whole product on the embedded control plane" },
+] as const;
 
 const USAGE = `usage: hookline <command> [options]
 
 commands:
-  operator                 run the controller against the current kubeconfig (in-cluster in a pod)
-  dev                      cluster up + CRDs + operator, for a first run with no cluster
-  cluster up|down --dir D  start or stop a local etcd + kube-apiserver
-  publish                  fan one event out to every matching subscription
-  demo                     show the whole product on the embedded control plane
+${COMMANDS.map((c) => `  ${c.usage.padEnd(52)} ${c.what}`).join("\n")}
+
+  --version                                            print the version
+exit codes: 0 ok, 1 failed, 2 usage. kubectl hookline (kubectl-hookline) is the on-call console.
 `;
 
 export async function main(argv: string[]): Promise<number> {
@@ -24,14 +34,18 @@ export async function main(argv: string[]): Promise<number> {
       return (await import("./publish.js")).publishCommand(rest);
     case "demo":
       return (await import("./demo.js")).demoCommand(rest);
+    case "--version":
+    case "version":
+      process.stdout.write(`hookline ${VERSION}\n`);
+      return EXIT.ok;
     case undefined:
     case "help":
     case "--help":
     case "-h":
       process.stdout.write(USAGE);
-      return command === undefined ? 2 : 0;
+      return command === undefined ? EXIT.usage : EXIT.ok;
     default:
       process.stderr.write(`hookline: unknown command "${command}"\n${USAGE}`);
-      return 2;
+      return EXIT.usage;
   }
 }

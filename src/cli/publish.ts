@@ -4,13 +4,14 @@
 import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { KubeConfig } from "@kubernetes/client-node";
+import { stringify } from "yaml";
 import { MAX_PAYLOAD_BYTES } from "../api/names.js";
 import { ApiError, KubeClient } from "../kube/client.js";
 import { IdempotencyConflictError, PublishFailedError, PublishInputError } from "../publish/errors.js";
 import { publish, type PublishResult } from "../publish/fanout.js";
 import { USER_AGENT } from "../version.js";
 
-const USAGE = `usage: hookline publish --namespace NS --type TYPE [--id ID] --data JSON|@FILE|@- [--kubeconfig PATH] [-o table|json]
+const USAGE = `usage: hookline publish --namespace NS --type TYPE [--id ID] --data JSON|@FILE|@- [--kubeconfig PATH] [--context NAME] [-o table|json|yaml]
 
 Publishes one event: creates one WebhookDelivery for every subscription of the namespace whose
 eventTypes match TYPE (and that is not paused). The delivery names derive from the event id, so
@@ -23,7 +24,8 @@ is generated and printed.
   -d, --data JSON        the event data: inline JSON, @FILE, or @- for stdin (required;
                          at most ${MAX_PAYLOAD_BYTES} bytes serialized)
       --kubeconfig PATH  default: KUBECONFIG, ~/.kube/config, or in-cluster credentials
-  -o, --output FORMAT    table (default) or json
+      --context NAME     kubeconfig context (default: the current context)
+  -o, --output FORMAT    table (default), json or yaml
 
 Your credentials need list on webhooksubscriptions and create on webhookdeliveries in NS.
 
@@ -61,8 +63,9 @@ function table(rows: string[][]): string {
 }
 
 function printResult(result: PublishResult, output: string, failures: Array<{ subscription: string; name: string; message: string }> = []): void {
-  if (output === "json") {
-    process.stdout.write(JSON.stringify(failures.length ? { ...result, failures } : result, null, 2) + "\n");
+  if (output === "json" || output === "yaml") {
+    const data = failures.length ? { ...result, failures } : result;
+    process.stdout.write(output === "json" ? JSON.stringify(data, null, 2) + "\n" : stringify(data));
     return;
   }
   const rows = [
@@ -92,6 +95,7 @@ export async function publishCommand(args: string[]): Promise<number> {
         id: { type: "string" },
         data: { type: "string", short: "d" },
         kubeconfig: { type: "string" },
+        context: { type: "string" },
         output: { type: "string", short: "o", default: "table" },
         help: { type: "boolean", short: "h" },
       },
@@ -108,11 +112,15 @@ export async function publishCommand(args: string[]): Promise<number> {
   const output = values.output;
   try {
     for (const flag of ["namespace", "type", "data"] as const) if (values[flag] === undefined) throw new UsageError(`--${flag} is required`);
-    if (output !== "table" && output !== "json") throw new UsageError(`--output must be table or json, got "${output}"`);
+    if (output !== "table" && output !== "json" && output !== "yaml") throw new UsageError(`--output must be table, json or yaml, got "${output}"`);
     const data = readData(values.data!);
     const kc = new KubeConfig();
     if (values.kubeconfig) kc.loadFromFile(values.kubeconfig);
     else kc.loadFromDefault();
+    if (values.context !== undefined) {
+      if (!kc.getContexts().some((c) => c.name === values.context)) throw new UsageError(`context "${values.context}" does not exist in the kubeconfig`);
+      kc.setCurrentContext(values.context);
+    }
     const client = await KubeClient.create(kc, { userAgent: USER_AGENT, connections: 8 });
     try {
       const result = await publish(client, { namespace: values.namespace!, type: values.type!, ...(values.id !== undefined ? { id: values.id } : {}), data });

@@ -485,7 +485,7 @@ async function startOnce(
     launch("kube-controller-manager", [
       `--kubeconfig=${p.kubeconfig}`,
       "--leader-elect=false",
-      "--controllers=namespace,garbagecollector,serviceaccount",
+      "--controllers=namespace,garbagecollector,serviceaccount,clusterrole-aggregation",
       "--secure-port=0",
       `--service-account-private-key-file=${p.saKey}`,
     ]);

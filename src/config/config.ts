@@ -67,6 +67,45 @@ export const INT_VARS = {
   maxFinishedDeliveries: { name: "WEBHOOK_MAX_FINISHED_DELIVERIES", default: 20_000, min: 10, max: 10_000_000 },
 } as const satisfies Record<string, IntVar>;
 
+/** Every variable the operator reads, for docs/api.md: default, range and what it does. */
+export const ENV_DOCS: Array<{ name: string; default: string; range: string; what: string }> = [
+  ...(
+    [
+      [INT_VARS.deliveryTimeoutMs, "per-attempt timeout when a subscription sets no `timeout`"],
+      [INT_VARS.failureThreshold, "consecutive failures that open a breaker (subscription default)"],
+      [INT_VARS.successThreshold, "successful probes in HalfOpen that close it (subscription default)"],
+      [INT_VARS.cooldownMs, "how long a breaker stays Open before one probe (subscription default)"],
+      [INT_VARS.drainTimeoutMs, "on SIGTERM, how long in-flight requests may finish"],
+    ] as const
+  ).map(([v, what]) => ({ name: v.name, default: String(v.default), range: `${v.min}..${v.max}`, what })),
+  { name: "WEBHOOK_DRAIN_TIMEOUT_ACTION", default: "requeue", range: "requeue, dead-letter", what: "what an attempt cut by the drain timeout becomes" },
+  { name: INT_VARS.maxInFlight.name, default: String(INT_VARS.maxInFlight.default), range: `${INT_VARS.maxInFlight.min}..${INT_VARS.maxInFlight.max}`, what: "webhook requests in flight across all endpoints, shared fairly between namespaces" },
+  { name: "WEBHOOK_ALLOWED_NETWORKS", default: "empty: public addresses only", range: "comma-separated CIDR list", what: "non-public networks the operator may deliver to (loopback, private and link-local need it); plain http only to these" },
+  { name: "WATCH_NAMESPACES", default: "empty: all", range: "comma-separated namespace list", what: "namespaces to serve" },
+  ...(
+    [
+      [INT_VARS.metricsPort, "`/metrics` (0: any free port)"],
+      [INT_VARS.healthPort, "`/healthz`, `/readyz` (0: any free port)"],
+      [INT_VARS.healthProbeIntervalMs, "how often a Disabled endpoint is probed"],
+      [INT_VARS.maxFinishedDeliveries, "finished deliveries kept in the cluster's etcd (all namespaces); above it the oldest are deleted, Succeeded before Discarded before DeadLettered (docs/capacity.md)"],
+    ] as const
+  ).map(([v, what]) => ({ name: v.name, default: String(v.default), range: `${v.min}..${v.max}`, what })),
+  { name: "PUBLISH_PORT", default: "empty: off", range: "0..65535", what: "the HTTP publish endpoint" },
+  { name: "LEADER_ELECT", default: "true", range: "true, false", what: "leader election on a Lease" },
+  { name: "LEADER_ELECTION_LEASE_NAME", default: "hookline-leader", range: "RFC 1123 name", what: "the Lease" },
+  { name: "LEADER_ELECTION_NAMESPACE", default: "POD_NAMESPACE, else default", range: "RFC 1123 name", what: "where the Lease lives" },
+  ...(
+    [
+      [INT_VARS.leaseDurationMs, "Lease duration"],
+      [INT_VARS.renewDeadlineMs, "must be below the lease duration"],
+      [INT_VARS.retryPeriodMs, "must be below the renew deadline"],
+    ] as const
+  ).map(([v, what]) => ({ name: v.name, default: String(v.default), range: `${v.min}..${v.max}`, what })),
+  { name: "POD_NAME", default: "host name + random suffix", range: "", what: "identity in the Lease and in Events" },
+  { name: "POD_NAMESPACE", default: "", range: "", what: "from the downward API in the chart" },
+  { name: "LOG_LEVEL", default: "info", range: "fatal, error, warn, info, debug, trace, silent", what: "pino level" },
+];
+
 const LOG_LEVELS = ["fatal", "error", "warn", "info", "debug", "trace", "silent"] as const;
 const NAMESPACE = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 

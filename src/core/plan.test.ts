@@ -144,6 +144,11 @@ describe("plan: event types", () => {
     else expect(action).toEqual({ type: "DeadLetter", reason: "EventTypeNotSubscribed", message: expect.stringContaining(eventType) });
   });
 
+  it("a ping (hookline.ping) goes to the subscription it names whatever its eventTypes", () => {
+    const action = plan(input({ delivery: { eventType: "hookline.ping" }, subscription: okSub({ eventTypes: ["order.paid"] }) }));
+    expect(action).toEqual(plainAttempt);
+  });
+
   it("a mismatch is decided before paused, Secret, backoff and endpoint", () => {
     const action = plan(
       input({

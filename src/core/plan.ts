@@ -1,7 +1,7 @@
 // plan(): what to do with one non-terminal delivery right now, decided from a snapshot of the
 // delivery, its subscription, its Secret and its endpoint. Pure: the executor does the I/O and
 // commits the endpoint state an Attempt carries (probe granted, token taken).
-import { MAX_PAYLOAD_BYTES, type DeadLetterReason, type DeliveryPhase, type DiscardReason } from "../api/names.js";
+import { MAX_PAYLOAD_BYTES, PING_EVENT_TYPE, type DeadLetterReason, type DeliveryPhase, type DiscardReason } from "../api/names.js";
 import * as breaker from "./breaker.js";
 import * as health from "./health.js";
 import { matchesEventType, type Policy } from "./policy.js";
@@ -79,7 +79,7 @@ export function plan({ now, delivery, subscription, secret, endpoint }: PlanInpu
     return { type: "Wait", reason: "InvalidSubscription", message: `waiting for its WebhookSubscription to be fixed: ${subscription.message}` };
   }
   const policy = subscription.policy;
-  if (!matchesEventType(policy.eventTypes, delivery.eventType)) {
+  if (delivery.eventType !== PING_EVENT_TYPE && !matchesEventType(policy.eventTypes, delivery.eventType)) {
     // Dead-lettered, not discarded: the event may have been accepted while its type was listed
     // (eventTypes edited since). It is kept, and replayed once the type is listed again.
     return {

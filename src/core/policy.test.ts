@@ -71,9 +71,10 @@ describe("resolvePolicy: the rest of the spec", () => {
   });
 
   it("secretRef: key defaults to secret, previousKey only when set", () => {
-    expect(resolve({ secretRef: { name: "acme-signing" } }).secretRef).toEqual({ name: "acme-signing", key: "secret" });
+    expect(resolve({ secretRef: { name: "acme-signing" } }).secretRef).toEqual({ name: "acme-signing", key: "secret", scheme: "StandardWebhooks" });
     expect(resolve({ secretRef: { name: "acme-signing" } }).secretRef).not.toHaveProperty("previousKey");
-    expect(resolve({ secretRef: { name: "s", key: "current", previousKey: "previous" } }).secretRef).toEqual({ name: "s", key: "current", previousKey: "previous" });
+    expect(resolve({ secretRef: { name: "s", key: "current", previousKey: "previous" } }).secretRef).toEqual({ name: "s", key: "current", previousKey: "previous", scheme: "StandardWebhooks" });
+    expect(resolve({ secretRef: { name: "s" }, signature: { scheme: "HMACSHA256Hex" } }).secretRef).toMatchObject({ scheme: "HMACSHA256Hex" });
   });
 
   it("copies eventTypes, headers, scheme, maxInFlight, deadLetter and paused", () => {

@@ -3,6 +3,7 @@
 // leaves a field out.
 import { parseDuration } from "../api/duration.js";
 import type { SubscriptionSpec } from "../api/subscription.js";
+import type { SignatureScheme } from "./signing.js";
 
 export interface PolicyDefaults {
   deliveryTimeoutMs: number;
@@ -12,7 +13,8 @@ export interface PolicyDefaults {
 export interface Policy {
   url: string;
   eventTypes: string[] | undefined;
-  secretRef: { name: string; key: string; previousKey?: string } | undefined;
+  /** With the scheme, which decides which secret values can sign (core/signing.ts signingKey). */
+  secretRef: { name: string; key: string; previousKey?: string; scheme: SignatureScheme } | undefined;
   scheme: "StandardWebhooks" | "HMACSHA256Hex";
   headers: Record<string, string>;
   timeoutMs: number;
@@ -30,7 +32,7 @@ export function resolvePolicy(spec: SubscriptionSpec, defaults: PolicyDefaults):
   return {
     url: spec.url,
     eventTypes: spec.eventTypes,
-    secretRef: spec.secretRef ? { name: spec.secretRef.name, key: spec.secretRef.key, ...(spec.secretRef.previousKey ? { previousKey: spec.secretRef.previousKey } : {}) } : undefined,
+    secretRef: spec.secretRef ? { name: spec.secretRef.name, key: spec.secretRef.key, ...(spec.secretRef.previousKey ? { previousKey: spec.secretRef.previousKey } : {}), scheme: spec.signature.scheme } : undefined,
     scheme: spec.signature.scheme,
     headers: spec.headers ?? {},
     timeoutMs: spec.timeout !== undefined ? parseDuration(spec.timeout) : defaults.deliveryTimeoutMs,

@@ -1,7 +1,7 @@
 import { createHmac } from "node:crypto";
 import { Webhook } from "standardwebhooks";
 import { describe, it, expect } from "vitest";
-import { secretBytes, signHmacSha256Hex, signStandardWebhooks } from "./signing.js";
+import { SecretNotVerifiableError, secretBytes, signHmacSha256Hex, signStandardWebhooks, signingKey } from "./signing.js";
 
 // The example secret from the Standard Webhooks specification's test vectors.
 const WHSEC = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
@@ -144,5 +144,27 @@ describe("signHmacSha256Hex", () => {
 
   it("refuses an empty secret", () => {
     expect(() => signHmacSha256Hex({ id: "a", timestampSeconds: 1, body, secret: Buffer.alloc(0) })).toThrow(/non-empty secret/);
+  });
+});
+
+describe("signingKey: which secret values a scheme can sign with", () => {
+  it("StandardWebhooks takes only whsec_<base64> (the libraries base64-decode every secret)", () => {
+    expect(signingKey("whsec_aGVsbG8=", "StandardWebhooks")).toEqual(Buffer.from("hello"));
+    expect(() => signingKey("hello", "StandardWebhooks")).toThrow(SecretNotVerifiableError);
+    expect(() => signingKey("aGVsbG8=", "StandardWebhooks")).toThrow(/whsec_<base64>/);
+  });
+  it("the message names the fix and never the value", () => {
+    let message = "";
+    try {
+      signingKey("my-plain-secret", "StandardWebhooks");
+    } catch (err) {
+      message = (err as Error).message;
+    }
+    expect(message).toContain("HMACSHA256Hex");
+    expect(message).not.toContain("my-plain-secret");
+  });
+  it("HMACSHA256Hex takes a plain value as its UTF-8 bytes, and whsec_ decoded", () => {
+    expect(signingKey("hello", "HMACSHA256Hex")).toEqual(Buffer.from("hello"));
+    expect(signingKey("whsec_aGVsbG8=", "HMACSHA256Hex")).toEqual(Buffer.from("hello"));
   });
 });

@@ -26,6 +26,23 @@ export function secretBytes(value: string): Buffer {
   return Buffer.from(value, "utf8");
 }
 
+/** Why a StandardWebhooks secret cannot be used; thrown by {@link signingKey}. */
+export class SecretNotVerifiableError extends Error {}
+
+/**
+ * The key bytes of a secret value for `scheme`. StandardWebhooks needs the `whsec_<base64>` form:
+ * the Standard Webhooks libraries base64-decode every secret they are given, so any other value
+ * would sign with bytes no library derives from it (docs/adr/0006). HMACSHA256Hex takes both.
+ */
+export function signingKey(value: string, scheme: SignatureScheme): Buffer {
+  if (scheme === "StandardWebhooks" && !value.trim().startsWith(WHSEC_PREFIX)) {
+    throw new SecretNotVerifiableError(
+      `is not in the whsec_<base64> form the Standard Webhooks libraries read (they base64-decode every secret, so they would compute other signatures); store "whsec_" followed by the base64 of the same bytes (the signatures stay the same: printf %s "$OLD" | base64 -w0), or use signature.scheme HMACSHA256Hex`,
+    );
+  }
+  return secretBytes(value);
+}
+
 export interface StandardWebhooksInput {
   /** The webhook id: the event id, the same on every attempt and replay. */
   id: string;

@@ -416,6 +416,7 @@ export class DeliveryReconciler {
   onFinal(obj: DeliveryObject, final: Final, subKey: string, replay: boolean): void {
     const [namespace, subscription] = subKey.split("/") as [string, string];
     this.d.metrics.deliveriesFinished.inc({ namespace, subscription, phase: final.phase, reason: final.reason });
+    if (final.phase === "Succeeded") this.d.metrics.delivered(namespace, subscription, obj.metadata.creationTimestamp);
     const ep = this.d.endpoints.get(subKey);
     if (final.phase === "Succeeded") {
       if (ep) ep.succeededDelta++;

@@ -42,9 +42,14 @@ export class Endpoint {
   /** The subscription now points elsewhere: what we knew about the old endpoint does not apply. */
   resetFor(url: string): void {
     this.url = url;
+    this.resetBreaker();
+    this.bucket = undefined;
+  }
+
+  /** Breaker Closed and health Healthy now (the totals stay); written to status at once. */
+  resetBreaker(): void {
     this.breaker = { ...breaker.closedBreaker };
     this.health = { ...health.healthyEndpoint, totalAttempts: this.health.totalAttempts, totalFailures: this.health.totalFailures };
-    this.bucket = undefined;
     this.dirty = true;
     this.urgent = true;
   }
@@ -112,6 +117,16 @@ export class EndpointRegistry {
       this.wakeEndpoint(ep);
     } else if (policy && ep.url === undefined) ep.url = policy.url;
     return ep;
+  }
+
+  /**
+   * Closes the breaker and re-enables the endpoint now, and wakes what waited for it: the
+   * parked deliveries and `waiting` (the subscription's deliveries, some on a probe timer).
+   */
+  reset(ep: Endpoint, waiting: Iterable<string>): void {
+    ep.resetBreaker();
+    this.wakeEndpoint(ep);
+    for (const k of waiting) this.wake(k);
   }
 
   remove(subKey: string): void {

@@ -3,11 +3,12 @@
 // handed to the signer: not in logs, status, Events or metrics.
 import { ApiError, type KubeClient } from "../kube/client.js";
 import { objectPath, CORE } from "../kube/types.js";
-import { secretBytes } from "../core/signing.js";
+import { SecretNotVerifiableError, signingKey, type SignatureScheme } from "../core/signing.js";
 
 export type SecretLookup =
   | { kind: "ok"; keys: Buffer[] }
-  | { kind: "missing"; message: string };
+  /** `reason` SecretNotVerifiable: the value exists but the scheme cannot sign with it. */
+  | { kind: "missing"; message: string; reason?: "SecretNotVerifiable" };
 
 interface Entry {
   at: number;
@@ -25,20 +26,24 @@ export class SecretCache {
   ) {}
 
   /** The signing keys for a secretRef: the current one first, then the previous one if present. */
-  async keys(namespace: string, ref: { name: string; key: string; previousKey?: string }): Promise<SecretLookup> {
+  async keys(namespace: string, ref: { name: string; key: string; previousKey?: string; scheme?: SignatureScheme }): Promise<SecretLookup> {
     const entry = await this.entry(namespace, ref.name);
     if (entry.error) return { kind: "missing", message: `cannot read Secret ${ref.name}: ${entry.error}` };
     if (!entry.data) return { kind: "missing", message: `Secret ${ref.name} not found in namespace ${namespace}` };
     const current = entry.data[ref.key];
     if (current === undefined || current === "") return { kind: "missing", message: `Secret ${ref.name} has no key "${ref.key}"` };
     const keys: Buffer[] = [];
+    const scheme = ref.scheme ?? "StandardWebhooks";
+    let key = ref.key;
     try {
-      keys.push(secretBytes(current));
+      keys.push(signingKey(current, scheme));
       const previous = ref.previousKey ? entry.data[ref.previousKey] : undefined;
-      if (previous) keys.push(secretBytes(previous));
+      key = ref.previousKey ?? key;
+      if (previous) keys.push(signingKey(previous, scheme));
     } catch (err) {
       // The message says what is wrong with the value, never the value.
-      return { kind: "missing", message: `Secret ${ref.name} key "${ref.key}": ${(err as Error).message}` };
+      const message = `Secret ${ref.name} key "${key}"${err instanceof SecretNotVerifiableError ? " " : ": "}${(err as Error).message}`;
+      return { kind: "missing", message, ...(err instanceof SecretNotVerifiableError ? { reason: "SecretNotVerifiable" as const } : {}) };
     }
     return { kind: "ok", keys };
   }

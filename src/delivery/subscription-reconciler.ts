@@ -3,7 +3,7 @@
 // delivery counts. Called at a bounded rate (see Manager.endpointChanged), at once on breaker
 // and health transitions. Writes only when something changed.
 import type { Logger } from "pino";
-import { API_VERSION, SUBSCRIPTION } from "../api/names.js";
+import { ANNOTATIONS, API_VERSION, REPLAY_REASON_MAX_LENGTH, REPLAY_REASON_MIN_LENGTH, SUBSCRIPTION } from "../api/names.js";
 import type { SubscriptionStatus } from "../api/subscription.js";
 import * as breaker from "../core/breaker.js";
 import { conditionDiffers, getCondition, setCondition, type ConditionInput } from "../core/conditions.js";
@@ -65,8 +65,45 @@ export class SubscriptionReconciler {
     }
     if (this.d.expectations.check(key, sub.metadata.resourceVersion) === "wait") return;
     const replayResult = this.d.bulkReplay ? await this.d.bulkReplay(sub, signal) : undefined;
-    await this.rollUp(key, sub);
+    const reset = await this.resetRequest(sub);
+    await this.rollUp(key, sub, reset);
+    if (reset) await this.resetDone(sub, reset);
     return replayResult ?? undefined;
+  }
+
+  /** The reset-endpoint annotation's reason when valid; a bad one is refused (Event) and removed. */
+  private async resetRequest(sub: SubscriptionObject): Promise<string | undefined> {
+    const reason = sub.metadata.annotations?.[ANNOTATIONS.resetEndpoint];
+    if (reason === undefined) return undefined;
+    if (reason.trim().length >= REPLAY_REASON_MIN_LENGTH && reason.length <= REPLAY_REASON_MAX_LENGTH) return reason;
+    this.d.events.record(subscriptionRef(sub), "Warning", "ResetRefused", `${ANNOTATIONS.resetEndpoint} refused: a reason of ${REPLAY_REASON_MIN_LENGTH} to ${REPLAY_REASON_MAX_LENGTH} characters is required, e.g. ${ANNOTATIONS.resetEndpoint}="endpoint fixed, INC-42"`);
+    await this.removeResetAnnotation(sub);
+    return undefined;
+  }
+
+  /** After the status says so: the Event, and the annotation removed (the request is handled). */
+  private async resetDone(sub: SubscriptionObject, reason: string): Promise<void> {
+    const before = sub.status?.breaker?.state ?? "Closed";
+    this.d.events.record(subscriptionRef(sub), "Normal", "EndpointReset", `breaker closed and endpoint re-enabled (breaker was ${before}, health ${sub.status?.health?.state ?? "Healthy"}): ${reason}`);
+    await this.removeResetAnnotation(sub);
+  }
+
+  /** Creation time of the subscription's oldest unfinished delivery (a scan of its cached set). */
+  private oldestPending(key: string): number | undefined {
+    let oldest: number | undefined;
+    for (const k of this.d.caches.deliveriesOf(key)) {
+      const t = Date.parse(this.d.caches.delivery(k)?.metadata.creationTimestamp ?? "");
+      if (Number.isFinite(t) && (oldest === undefined || t < oldest)) oldest = t;
+    }
+    return oldest;
+  }
+
+  private async removeResetAnnotation(sub: SubscriptionObject): Promise<void> {
+    try {
+      await this.d.statusWriter.patchMetadata(SUBSCRIPTIONS, sub.metadata.namespace!, sub.metadata.name, { annotations: { [ANNOTATIONS.resetEndpoint]: null } });
+    } catch (err) {
+      if (!(err instanceof ApiError && err.isNotFound)) throw err;
+    }
   }
 
   /** The status rollup alone (no replay handling): used to flush at shutdown. */
@@ -86,7 +123,7 @@ export class SubscriptionReconciler {
     }
   }
 
-  private async rollUp(key: string, sub: SubscriptionObject): Promise<void> {
+  private async rollUp(key: string, sub: SubscriptionObject, resetReason?: string): Promise<void> {
     const [namespace, name] = key.split("/") as [string, string];
     const now = this.now();
     const generation = sub.metadata.generation;
@@ -97,11 +134,11 @@ export class SubscriptionReconciler {
     if (!parsed.ok) {
       ready = { type: "Ready", status: "False", reason: "InvalidSpec", message: parsed.message };
     } else if (parsed.spec.secretRef) {
-      const lookup = await this.d.secrets.keys(namespace, { name: parsed.spec.secretRef.name, key: parsed.spec.secretRef.key, ...(parsed.spec.secretRef.previousKey ? { previousKey: parsed.spec.secretRef.previousKey } : {}) });
+      const lookup = await this.d.secrets.keys(namespace, { name: parsed.spec.secretRef.name, key: parsed.spec.secretRef.key, ...(parsed.spec.secretRef.previousKey ? { previousKey: parsed.spec.secretRef.previousKey } : {}), scheme: parsed.spec.signature.scheme });
       ready =
         lookup.kind === "ok" ?
           { type: "Ready", status: "True", reason: parsed.spec.paused ? "Paused" : "Ready", message: parsed.spec.paused ? "accepted; paused: deliveries are held" : `accepted; signing with ${lookup.keys.length} key${lookup.keys.length > 1 ? "s (rotation)" : ""}` }
-        : { type: "Ready", status: "False", reason: "SecretNotFound", message: `${lookup.message}; deliveries wait until it exists` };
+        : { type: "Ready", status: "False", reason: lookup.reason ?? "SecretNotFound", message: `${lookup.message}; deliveries wait until ${lookup.reason ? "it is fixed" : "it exists"}` };
     } else {
       ready = { type: "Ready", status: "True", reason: parsed.spec.paused ? "Paused" : "Ready", message: parsed.spec.paused ? "accepted; paused: deliveries are held" : "accepted; requests are not signed (no secretRef)" };
     }
@@ -109,6 +146,8 @@ export class SubscriptionReconciler {
     const policy = parsed.ok ? resolvePolicy(parsed.spec, this.d.defaults) : undefined;
     if (!this.d.endpoints.get(key)) this.d.metrics.initSubscription(namespace, name);
     const ep = this.d.endpoints.ensure(key, sub.metadata.uid, sub.status, policy, now);
+    const lastReset = resetReason === undefined ? undefined : { reason: resetReason, at: new Date(now).toISOString(), breaker: ep.breaker.state, health: ep.health.state };
+    if (resetReason !== undefined) this.d.endpoints.reset(ep, this.d.caches.deliveriesOf(key));
     const hs = health.toStatus(ep.health);
     const endpointHealthy: ConditionInput =
       ep.health.totalAttempts === 0 && !prev.health ? { type: "EndpointHealthy", status: "Unknown", reason: "NoAttempts", message: "no delivery attempted yet" }
@@ -133,11 +172,20 @@ export class SubscriptionReconciler {
         deadLettered,
         discarded: (prev.deliveries?.discarded ?? 0) + discardedDelta,
       },
+      ...(lastReset ? { lastReset } : {}),
     };
     this.d.metrics.setSubscriptionGauges(namespace, name, {
       breaker: breaker.breakerGaugeValue(ep.breaker.state),
       health: ep.health.state === "Healthy" ? 0 : ep.health.state === "Degraded" ? 1 : 2,
       deadLetters: deadLettered,
+    });
+    this.d.metrics.setSubscriptionNumbers(namespace, name, {
+      breaker: ep.breaker.state,
+      health: ep.health.state,
+      deadLetters: deadLettered,
+      backlog: next.deliveries!.pending,
+      oldestPendingCreatedAt: this.oldestPending(key),
+      lastSuccessAt: ep.health.lastSuccessAt,
     });
 
     const readyChanged = conditionDiffers(prev.conditions, ready, generation) && getCondition(prev.conditions, "Ready")?.reason !== ready.reason;

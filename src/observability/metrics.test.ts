@@ -34,3 +34,40 @@ describe("Metrics: series only the leader maintains", () => {
     expect(await series(m, "webhook_breaker_state")).toEqual([]);
   });
 });
+
+describe("Metrics: the numbers on-call needs", () => {
+  const numbers = { breaker: "Open", health: "Degraded", deadLetters: 2, backlog: 7, oldestPendingCreatedAt: 1_700_000_000_000, lastSuccessAt: 1_700_000_100_000 } as const;
+
+  it("one series per breaker and health state, backlog, oldest pending and last success; leader only", async () => {
+    const m = new Metrics({ defaultMetrics: false });
+    m.setSubscriptionNumbers("shop", "acme", numbers);
+    expect(await series(m, "webhook_breaker_status")).toEqual([]);
+    m.setLeading(true);
+    m.setSubscriptionNumbers("shop", "acme", numbers);
+    const text = await m.registry.metrics();
+    for (const line of [
+      'webhook_breaker_status{namespace="shop",subscription="acme",state="Closed"} 0',
+      'webhook_breaker_status{namespace="shop",subscription="acme",state="Open"} 1',
+      'webhook_breaker_status{namespace="shop",subscription="acme",state="HalfOpen"} 0',
+      'webhook_endpoint_health_status{namespace="shop",subscription="acme",state="Degraded"} 1',
+      'webhook_subscription_backlog{namespace="shop",subscription="acme"} 7',
+      'webhook_subscription_oldest_pending_timestamp_seconds{namespace="shop",subscription="acme"} 1700000000',
+      'webhook_endpoint_last_success_timestamp_seconds{namespace="shop",subscription="acme"} 1700000100',
+    ]) expect(text).toContain(line);
+    expect(text).toMatch(/^hookline_build_info\{version="\d+\.\d+\.\d+[^"]*",node_version="v\d+[^"]*"\} 1$/m);
+    // Nothing pending: no oldest-pending series (an age of "nothing" would be a lie).
+    m.setSubscriptionNumbers("shop", "acme", { ...numbers, backlog: 0, oldestPendingCreatedAt: undefined });
+    expect(await series(m, "webhook_subscription_oldest_pending_timestamp_seconds")).toEqual([]);
+    m.forgetSubscription("shop", "acme");
+    expect(await series(m, "webhook_breaker_status")).toEqual([]);
+    expect(await series(m, "webhook_subscription_backlog")).toEqual([]);
+  });
+
+  it("create -> delivered latency", async () => {
+    const m = new Metrics({ defaultMetrics: false });
+    m.delivered("shop", "acme", "2026-01-01T00:00:00Z", Date.parse("2026-01-01T00:00:03Z"));
+    const h = (await m.registry.getSingleMetric("webhook_delivery_latency_seconds")!.get()).values;
+    expect(h.find((v) => (v as { metricName?: string }).metricName === "webhook_delivery_latency_seconds_sum")?.value).toBe(3);
+    expect(h.find((v) => (v as { metricName?: string }).metricName === "webhook_delivery_latency_seconds_bucket" && v.labels.le === 5)?.value).toBe(1);
+  });
+});

@@ -3,6 +3,23 @@
 // values are bounded (namespace, subscription, a closed set of reasons), never raw error text.
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
 import type { RequestObserver, Verb } from "../kube/client.js";
+import { VERSION } from "../version.js";
+
+const BREAKER_STATES = ["Closed", "Open", "HalfOpen"] as const;
+const HEALTH_STATES = ["Healthy", "Degraded", "Disabled"] as const;
+
+/** What the subscription rollup knows of one subscription, for the per-subscription gauges. */
+export interface SubscriptionNumbers {
+  breaker: (typeof BREAKER_STATES)[number];
+  health: (typeof HEALTH_STATES)[number];
+  deadLetters: number;
+  /** Deliveries not finished (Pending or Retrying). */
+  backlog: number;
+  /** Creation time (epoch ms) of the oldest unfinished delivery; undefined when there is none. */
+  oldestPendingCreatedAt: number | undefined;
+  /** Last successful attempt (epoch ms). */
+  lastSuccessAt: number | undefined;
+}
 
 export type AttemptStatus = "success" | "failure";
 
@@ -22,6 +39,13 @@ export class Metrics implements RequestObserver {
   readonly reconciles: Counter<"controller" | "result">;
   readonly endpointHealth: Gauge<"namespace" | "subscription">;
   readonly deliveriesFinished: Counter<"namespace" | "subscription" | "phase" | "reason">;
+  readonly deliveryLatency: Histogram<"namespace" | "subscription">;
+  readonly backlog: Gauge<"namespace" | "subscription">;
+  readonly oldestPending: Gauge<"namespace" | "subscription">;
+  readonly lastSuccess: Gauge<"namespace" | "subscription">;
+  readonly breakerStatus: Gauge<"namespace" | "subscription" | "state">;
+  readonly healthStatus: Gauge<"namespace" | "subscription" | "state">;
+  readonly buildInfo: Gauge<"version" | "node_version">;
   /**
    * Set while this process leads. Breaker state, dead letters and endpoint health per
    * subscription are maintained by the leader only: a replica that does not lead neither sets
@@ -96,7 +120,43 @@ export class Metrics implements RequestObserver {
       labelNames: ["namespace", "subscription", "phase", "reason"],
       registers,
     });
+    this.deliveryLatency = new Histogram({
+      name: "webhook_delivery_latency_seconds",
+      help: "From a delivery's creation to its successful attempt (retries, waits and backoff included).",
+      labelNames: ["namespace", "subscription"],
+      buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 21600, 86400],
+      registers,
+    });
+    this.backlog = new Gauge({ name: "webhook_subscription_backlog", help: "Deliveries not finished (Pending or Retrying) per subscription.", labelNames: ["namespace", "subscription"], registers });
+    this.oldestPending = new Gauge({
+      name: "webhook_subscription_oldest_pending_timestamp_seconds",
+      help: "Creation time (Unix seconds) of the oldest unfinished delivery per subscription; absent when none. Age: time() - this.",
+      labelNames: ["namespace", "subscription"],
+      registers,
+    });
+    this.lastSuccess = new Gauge({ name: "webhook_endpoint_last_success_timestamp_seconds", help: "Time (Unix seconds) of the last successful attempt per subscription.", labelNames: ["namespace", "subscription"], registers });
+    this.breakerStatus = new Gauge({ name: "webhook_breaker_status", help: "Circuit breaker state per subscription, one series per state (1 for the current one).", labelNames: ["namespace", "subscription", "state"], registers });
+    this.healthStatus = new Gauge({ name: "webhook_endpoint_health_status", help: "Endpoint health per subscription, one series per state (1 for the current one).", labelNames: ["namespace", "subscription", "state"], registers });
+    this.buildInfo = new Gauge({ name: "hookline_build_info", help: "Always 1; the labels say which Hookline and Node.js run.", labelNames: ["version", "node_version"], registers });
     this.initFixedSeries();
+  }
+
+  /** A delivery succeeded: its latency from creation (RFC 3339) to now. */
+  delivered(namespace: string, subscription: string, createdAt: string | undefined, now = Date.now()): void {
+    const created = createdAt ? Date.parse(createdAt) : NaN;
+    if (Number.isFinite(created)) this.deliveryLatency.observe({ namespace, subscription }, Math.max(0, (now - created) / 1000));
+  }
+
+  /** The on-call numbers of one subscription, from its rollup; ignored on a replica that does not lead. */
+  setSubscriptionNumbers(namespace: string, subscription: string, n: SubscriptionNumbers): void {
+    if (!this.leading) return;
+    const labels = { namespace, subscription };
+    this.backlog.set(labels, n.backlog);
+    if (n.oldestPendingCreatedAt === undefined) this.oldestPending.remove(labels);
+    else this.oldestPending.set(labels, n.oldestPendingCreatedAt / 1000);
+    if (n.lastSuccessAt !== undefined) this.lastSuccess.set(labels, n.lastSuccessAt / 1000);
+    for (const state of BREAKER_STATES) this.breakerStatus.set({ ...labels, state }, state === n.breaker ? 1 : 0);
+    for (const state of HEALTH_STATES) this.healthStatus.set({ ...labels, state }, state === n.health ? 1 : 0);
   }
 
   /** Series that exist from the start, so rate() and increase() see their first increment. */
@@ -104,6 +164,7 @@ export class Metrics implements RequestObserver {
     for (const operation of ["enqueue", "replay", "drop_overflow", "drop_poison"]) this.dlqOperations.inc({ operation }, 0);
     for (const result of ["drained", "timeout"]) this.drain.inc({ result }, 0);
     this.leader.set(0);
+    this.buildInfo.set({ version: VERSION, node_version: process.version }, 1);
   }
 
   /** Leadership began or ended: hookline_leader, and the series only the leader maintains. */
@@ -111,7 +172,7 @@ export class Metrics implements RequestObserver {
     this.leading = leading;
     this.leader.set(leading ? 1 : 0);
     if (leading) return;
-    for (const g of [this.breakerState, this.dlqEntries, this.endpointHealth, this.queueDepth]) g.reset();
+    for (const g of [this.breakerState, this.dlqEntries, this.endpointHealth, this.queueDepth, this.backlog, this.oldestPending, this.lastSuccess, this.breakerStatus, this.healthStatus]) g.reset();
   }
 
   /** The leader-only gauges of one subscription; ignored on a replica that does not lead. */
@@ -139,7 +200,10 @@ export class Metrics implements RequestObserver {
 
   /** Forget the series of a deleted subscription (bounded label sets). */
   forgetSubscription(namespace: string, subscription: string): void {
-    for (const m of [this.breakerState, this.dlqEntries, this.endpointHealth]) m.remove({ namespace, subscription });
+    for (const m of [this.breakerState, this.dlqEntries, this.endpointHealth, this.backlog, this.oldestPending, this.lastSuccess]) m.remove({ namespace, subscription });
+    for (const m of [this.breakerStatus, this.healthStatus]) {
+      for (const state of [...BREAKER_STATES, ...HEALTH_STATES]) m.remove({ namespace, subscription, state });
+    }
   }
 
   /** API requests so far by verb (summed over resources), for tests and the benchmark. */

@@ -7,7 +7,7 @@
 import { readFileSync, readdirSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { INT_VARS } from "../../src/config/config.js";
-import { createNamespace, deleteNamespace, kubectl, kubectlOk } from "../helpers/cluster.js";
+import { createNamespace, deleteNamespace, kubectl, kubectlOk, waitFor } from "../helpers/cluster.js";
 import { CHART, ROOT, find, helm, render, templateArgs, type K8sObject, type RenderOptions } from "../helpers/helm.js";
 import { MONITORING_CRDS } from "../helpers/monitoring-crds.js";
 
@@ -91,7 +91,8 @@ describe("helm chart", () => {
   it("default values: 2 replicas, leader election, drain derived from the grace period, probes, restricted pods", async () => {
     const { objects } = await render({ release: "hl", namespace: ns });
     const kinds = objects.map((o) => o.kind).sort();
-    expect(kinds).toEqual(["ClusterRole", "ClusterRoleBinding", "ConfigMap", "Deployment", "FlowSchema", "PodDisruptionBudget", "PriorityLevelConfiguration", "Role", "RoleBinding", "Service", "ServiceAccount"]);
+    // The operator's ClusterRole and the three user roles (view, edit, admin).
+    expect(kinds).toEqual(["ClusterRole", "ClusterRole", "ClusterRole", "ClusterRole", "ClusterRoleBinding", "ConfigMap", "Deployment", "FlowSchema", "PodDisruptionBudget", "PriorityLevelConfiguration", "Role", "RoleBinding", "Service", "ServiceAccount"]);
     const deploy = find(objects, "Deployment");
     const pod = deploy.spec.template.spec;
     expect(deploy.spec.replicas).toBe(2);
@@ -144,6 +145,35 @@ describe("helm chart", () => {
     expect(find(objects, "ClusterRoleBinding").subjects).toEqual([{ kind: "ServiceAccount", name: "hl-hookline", namespace: ns }]);
   });
 
+  it("user roles: aggregated into the default view, edit and admin roles on the real API server", async () => {
+    const release = `agg-${Math.random().toString(36).slice(2, 8)}`;
+    const { objects, yaml } = await render({ release, namespace: ns, showOnly: ["templates/user-roles.yaml"] });
+    expect(objects.map((o) => `${o.kind}/${o.metadata.name}`)).toEqual([`ClusterRole/${release}-hookline-view`, `ClusterRole/${release}-hookline-edit`, `ClusterRole/${release}-hookline-admin`]);
+    await kubectlOk(["create", "serviceaccount", "reader", "-n", ns]);
+    await kubectlOk(["create", "serviceaccount", "oncall", "-n", ns]);
+    await kubectlOk(["create", "rolebinding", "reader-view", "-n", ns, "--clusterrole=view", `--serviceaccount=${ns}:reader`]);
+    await kubectlOk(["create", "rolebinding", "oncall-edit", "-n", ns, "--clusterrole=edit", `--serviceaccount=${ns}:oncall`]);
+    const can = async (sa: string, verb: string, resource: string, ...extra: string[]) => (await kubectl(["auth", "can-i", verb, resource, ...extra, "-n", ns, `--as=system:serviceaccount:${ns}:${sa}`])).stdout.trim();
+    expect(await can("reader", "list", "webhooksubscriptions.hookline.dev")).toBe("no");
+    await kubectlOk(["apply", "-f", "-"], { input: yaml });
+    try {
+      // kube-controller-manager's aggregation controller copies the rules into view, edit and admin.
+      await waitFor(async () => (await can("reader", "list", "webhooksubscriptions.hookline.dev")) === "yes" && (await can("oncall", "patch", "webhookdeliveries.hookline.dev")) === "yes", {
+        description: "hookline rules aggregated into view and edit",
+      });
+      expect(await can("reader", "get", "webhookdeliveries.hookline.dev")).toBe("yes");
+      expect(await can("reader", "patch", "webhooksubscriptions.hookline.dev")).toBe("no");
+      expect(await can("reader", "create", "webhookdeliveries.hookline.dev")).toBe("no");
+      expect(await can("oncall", "create", "webhookdeliveries.hookline.dev")).toBe("yes");
+      // Status is the operator's alone.
+      expect(await can("oncall", "patch", "webhooksubscriptions.hookline.dev", "--subresource=status")).toBe("no");
+      const admin = JSON.parse(await kubectlOk(["get", "clusterrole", "admin", "-o", "json"])) as { rules: Array<{ apiGroups?: string[]; verbs: string[] }> };
+      expect(admin.rules.some((r) => r.apiGroups?.includes("hookline.dev") && r.verbs.includes("delete"))).toBe(true);
+    } finally {
+      await kubectl(["delete", "clusterrole", `${release}-hookline-view`, `${release}-hookline-edit`, `${release}-hookline-admin`, "--ignore-not-found"]);
+    }
+  });
+
   it("namespaced mode: a Role per watched namespace and no cluster-wide access to hookline objects or Secrets", async () => {
     const { objects } = await render(variant("namespaced-values.yaml", "hl"));
     const deploy = find(objects, "Deployment");
@@ -153,21 +183,22 @@ describe("helm chart", () => {
     expect(roles.map((r) => r.metadata.namespace).sort()).toEqual([...teams].sort());
     for (const r of roles) expect(JSON.stringify(r.rules)).toContain('"create"'); // publish door creates deliveries
     expect(objects.filter((o) => o.kind === "RoleBinding" && o.metadata.name === "hl-hookline").map((b) => b.metadata.namespace).sort()).toEqual([...teams].sort());
-    // The only ClusterRole is the publish door's: TokenReviews, SubjectAccessReviews, namespaces get.
-    const clusterRoles = objects.filter((o) => o.kind === "ClusterRole");
+    // The only ClusterRole bound to the operator is the publish door's: TokenReviews,
+    // SubjectAccessReviews, namespaces get. (The user roles grant through namespace bindings.)
+    const clusterRoles = objects.filter((o) => o.kind === "ClusterRole" && !/-(view|edit|admin)$/.test(o.metadata.name));
     expect(clusterRoles.map((o) => o.metadata.name)).toEqual(["hl-hookline-publish"]);
     expect(JSON.stringify(clusterRoles[0]!.rules)).not.toMatch(/secrets|hookline\.dev/);
     expect(find(objects, "Role", "hl-hookline-leader-election").rules[1].resourceNames).toEqual(["hookline-team-leader"]);
   });
 
-  it("monitoring: ServiceMonitor keeps the metrics' namespace label; PrometheusRule has the six alerts with runbooks", async () => {
+  it("monitoring: ServiceMonitor keeps the metrics' namespace label; PrometheusRule has the eight alerts with runbooks", async () => {
     const { objects } = await render(variant("monitoring-values.yaml", "hl"));
     const sm = find(objects, "ServiceMonitor");
     expect(sm.spec.endpoints[0]).toMatchObject({ port: "metrics", honorLabels: true, interval: "15s" });
     expect(sm.spec.selector.matchLabels).toEqual({ ...find(objects, "Deployment").spec.selector.matchLabels, "app.kubernetes.io/component": "metrics" });
     expect(find(objects, "Service").metadata.labels!["app.kubernetes.io/component"]).toBe("metrics");
     const rules = find(objects, "PrometheusRule").spec.groups[0].rules as Array<{ alert: string; expr: string; annotations: Record<string, string>; for?: string }>;
-    expect(rules.map((r) => r.alert)).toEqual(["HooklineCircuitBreakerOpen", "HooklineDeadLettersGrowing", "HooklineLowSuccessRatio", "HooklineNoLeader", "HooklineDrainTimeout", "HooklineStorageBudgetNearlyFull"]);
+    expect(rules.map((r) => r.alert)).toEqual(["HooklineCircuitBreakerOpen", "HooklineBacklogAge", "HooklineOperatorStalled", "HooklineDeadLettersGrowing", "HooklineLowSuccessRatio", "HooklineNoLeader", "HooklineDrainTimeout", "HooklineStorageBudgetNearlyFull"]);
     const ops = readFileSync(`${ROOT}docs/operations.md`, "utf8");
     for (const r of rules) {
       expect(r.annotations.summary, r.alert).toBeTruthy();

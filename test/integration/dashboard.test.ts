@@ -133,7 +133,7 @@ describe("PromQL passes promtool", () => {
       await writeFile(file, stringify(find(objects, "PrometheusRule").spec));
       const r = await promtool(["check", "rules", file]);
       expect(r.code, r.stdout + r.stderr).toBe(0);
-      expect(r.stdout).toContain("SUCCESS: 6 rules found");
+      expect(r.stdout).toContain("SUCCESS: 8 rules found");
     }
   });
 
@@ -188,6 +188,9 @@ describe("PromQL passes promtool", () => {
             { series: `webhook_deliveries_stored{${j},namespace="hookline",instance="a",phase="Pending"}`, values: "90000x40" },
             { series: `webhook_finished_deliveries_budget{${j},namespace="hookline",instance="a"}`, values: "20000x40" },
             { series: `webhook_finished_deliveries_budget{${j},namespace="hookline",instance="b"}`, values: "20000x40" },
+            // acme's oldest pending delivery was created at 0 and still waits; beta's is recent.
+            { series: `webhook_subscription_oldest_pending_timestamp_seconds${sub("acme")}`, values: "0x40" },
+            { series: `webhook_subscription_oldest_pending_timestamp_seconds${sub("beta")}`, values: "0+60x40" },
           ],
           alert_rule_test: [
             { eval_time: "20m", alertname: "HooklineLowSuccessRatio", exp_alerts: [{ exp_labels: { severity: "warning", namespace: "shop", subscription: "acme" } }] },
@@ -196,6 +199,21 @@ describe("PromQL passes promtool", () => {
             // 13,000 + 200/min passes 16,000 at 15m; pending deliveries do not count; fires 15m later.
             { eval_time: "25m", alertname: "HooklineStorageBudgetNearlyFull", exp_alerts: [] },
             { eval_time: "32m", alertname: "HooklineStorageBudgetNearlyFull", exp_alerts: [{ exp_labels: { severity: "warning", job: JOB } }] },
+            { eval_time: "10m", alertname: "HooklineBacklogAge", exp_alerts: [] },
+            { eval_time: "25m", alertname: "HooklineBacklogAge", exp_alerts: [{ exp_labels: { severity: "warning", namespace: "shop", subscription: "acme" } }] },
+          ],
+        },
+        {
+          interval: "1m",
+          input_series: [
+            // Work pending throughout; attempts until 10m, then none.
+            { series: `webhook_subscription_backlog${sub("acme")}`, values: "5x40" },
+            { series: `webhook_delivery_attempts_total${sub("acme", ',status="failure",reason="http_5xx"')}`, values: "0+1x10 10x30" },
+            { series: `hookline_leader{${j},namespace="hookline",instance="a"}`, values: "1x40" },
+          ],
+          alert_rule_test: [
+            { eval_time: "12m", alertname: "HooklineOperatorStalled", exp_alerts: [] },
+            { eval_time: "30m", alertname: "HooklineOperatorStalled", exp_alerts: [{ exp_labels: { severity: "critical" } }] },
           ],
         },
       ],

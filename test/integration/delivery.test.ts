@@ -280,7 +280,7 @@ describe("delivery: secret hygiene", () => {
     const op = await startOperator({ namespaces: [ns] });
     try {
       await apply([
-        secret(ns, "s1", { secret: whsec, previous: plain }),
+        secret(ns, "s1", { secret: whsec, previous: `whsec_${Buffer.from(plain).toString("base64")}` }),
         secret(ns, "s2", { secret: plain }),
         subscription(ns, "std", { url: ok.url(), secretRef: { name: "s1", previousKey: "previous" }, headers: { "X-Tenant": "acme" } }),
         subscription(ns, "hex", { url: bad.url(), secretRef: { name: "s2" }, signature: { scheme: "HMACSHA256Hex" } }),

@@ -1,0 +1,26 @@
+// docs/api.md is generated from catalogues that sit beside the code they describe; these tests
+// make the catalogues fail when the code moves on without them.
+import { readFileSync } from "node:fs";
+import { describe, expect, it } from "vitest";
+import { ENV_DOCS } from "../config/config.js";
+import { DRAIN_LOG_LINES } from "../observability/logger.js";
+
+const read = (path: string) => readFileSync(new URL(path, import.meta.url), "utf8");
+
+describe("reference catalogues", () => {
+  it("ENV_DOCS lists every variable config.ts reads, and nothing else", () => {
+    // The code, without the catalogue itself.
+    const text = read("../config/config.ts");
+    const src = text.slice(0, text.indexOf("export const ENV_DOCS")) + text.slice(text.indexOf("const LOG_LEVELS"));
+    const names = new Set<string>();
+    for (const m of src.matchAll(/name: "([A-Z][A-Z0-9_]+)"/g)) names.add(m[1]!);
+    for (const m of src.matchAll(/env\.([A-Z][A-Z0-9_]+)/g)) names.add(m[1]!);
+    for (const m of src.matchAll(/(?:oneOf|bool)\("([A-Z][A-Z0-9_]+)"/g)) names.add(m[1]!);
+    expect(ENV_DOCS.map((e) => e.name).sort()).toEqual([...names].sort());
+  });
+
+  it("every documented shutdown log line is written by the composition root", () => {
+    const operator = read("./operator.ts");
+    for (const line of DRAIN_LOG_LINES) expect(operator, line.msg).toContain(`msg: "${line.msg}"`);
+  });
+});

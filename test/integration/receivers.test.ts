@@ -1,0 +1,151 @@
+// The receiver snippets of docs/receivers.md, run as they are (TypeScript with tsx, Python in a
+// venv with standardwebhooks from PyPI, Go built with the module from the Go proxy), receiving
+// real Hookline deliveries: verification, rotation (two signatures), dedupe by webhook-id, a
+// forged request refused; and a secret the Standard Webhooks libraries cannot use refused.
+import { spawn, type ChildProcess } from "node:child_process";
+import { mkdtempSync } from "node:fs";
+import { homedir, tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createNamespace, deleteNamespace, waitFor } from "../helpers/cluster.js";
+import { exec } from "../helpers/exec.js";
+import { apply, delivery, getObj, secret, subscription } from "../helpers/kube.js";
+import { startOperator, type TestOperator } from "../helpers/operator.js";
+
+const DOCS = fileURLToPath(new URL("../../docs/receivers/", import.meta.url));
+const ROOT = fileURLToPath(new URL("../../", import.meta.url));
+const VENV = join(homedir(), ".cache/hookline/receivers-venv");
+const NEW = `whsec_${Buffer.from("the new receiver secret, 32 bytes").toString("base64")}`;
+const OLD = `whsec_${Buffer.from("the old receiver secret, 32 bytes").toString("base64")}`;
+
+interface Snippet {
+  port: number;
+  lines: Array<Record<string, unknown>>;
+  child: ChildProcess;
+}
+
+async function freePort(): Promise<number> {
+  const { createServer } = await import("node:net");
+  return new Promise((resolve) => {
+    const s = createServer().listen(0, "127.0.0.1", () => {
+      const port = (s.address() as { port: number }).port;
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+async function run(command: string, args: string[], secretValue: string): Promise<Snippet> {
+  const port = await freePort();
+  const child = spawn(command, args, { env: { ...process.env, WEBHOOK_SECRET: secretValue, PORT: String(port) }, stdio: ["ignore", "pipe", "pipe"] });
+  const snippet: Snippet = { port, lines: [], child };
+  let buf = "";
+  let err = "";
+  child.stdout.setEncoding("utf8").on("data", (c: string) => {
+    buf += c;
+    for (let i = buf.indexOf("\n"); i >= 0; i = buf.indexOf("\n")) {
+      snippet.lines.push(JSON.parse(buf.slice(0, i)) as Record<string, unknown>);
+      buf = buf.slice(i + 1);
+    }
+  });
+  child.stderr.setEncoding("utf8").on("data", (c: string) => (err += c));
+  await waitFor(() => snippet.lines.some((l) => l.listening) || child.exitCode !== null, { description: `${command} listening`, timeoutMs: 60_000 });
+  if (child.exitCode !== null) throw new Error(`${command} ${args.join(" ")} exited ${child.exitCode}: ${err}`);
+  return snippet;
+}
+
+/** The venv with standardwebhooks from PyPI, created once in ~/.cache/hookline. */
+async function python(): Promise<string> {
+  const bin = join(VENV, "bin/python");
+  if ((await exec(bin, ["-c", "import standardwebhooks"]).catch(() => ({ code: 1 }))).code === 0) return bin;
+  expect((await exec("python3", ["-m", "venv", VENV])).code).toBe(0);
+  const pip = await exec(join(VENV, "bin/pip"), ["install", "-q", "-r", join(DOCS, "python/requirements.txt")], { timeoutMs: 300_000 });
+  expect(pip.code, pip.stderr).toBe(0);
+  return bin;
+}
+
+async function goBinary(): Promise<string> {
+  const out = join(mkdtempSync(join(tmpdir(), "receiver-go-")), "receiver");
+  const r = await exec("go", ["build", "-o", out, "."], { cwd: join(DOCS, "go"), timeoutMs: 300_000 });
+  expect(r.code, r.stderr).toBe(0);
+  return out;
+}
+
+const succeeded = async (ns: string, name: string) => (await getObj("whdel", ns, name))?.status?.phase === "Succeeded";
+
+describe("docs/receivers: the snippets receive real deliveries", () => {
+  let ns: string;
+  let op: TestOperator;
+  const snippets: Snippet[] = [];
+
+  beforeAll(async () => {
+    ns = await createNamespace("receivers");
+    op = await startOperator({ namespaces: [ns] });
+    // Rotation: NEW is current, OLD previous; requests carry both signatures.
+    await apply(secret(ns, "rotating", { secret: NEW, previous: OLD }));
+  });
+  afterAll(async () => {
+    for (const s of snippets) s.child.kill();
+    await op?.stop();
+    await deleteNamespace(ns);
+  });
+
+  const cases: Array<[string, () => Promise<[string, string[]]>, string]> = [
+    ["typescript", () => Promise.resolve([process.execPath, [join(ROOT, "node_modules/tsx/dist/cli.mjs"), join(DOCS, "typescript/receiver.ts")]]), NEW],
+    ["python", async () => [await python(), [join(DOCS, "python/receiver.py")]], OLD],
+    ["go", async () => [await goBinary(), []], NEW],
+  ];
+
+  it.each(cases)("%s: verifies (either rotating secret), dedupes by webhook-id, refuses a forged request", async (lang, command, key) => {
+    const [cmd, args] = await command();
+    const s = await run(cmd, args, key);
+    snippets.push(s);
+    const url = `http://127.0.0.1:${s.port}/hooks`;
+    await apply([subscription(ns, lang, { url, secretRef: { name: "rotating", previousKey: "previous" } }), delivery(ns, `${lang}-1`, lang, { eventId: `evt-${lang}`, payload: { order: 7, lang } })]);
+    await waitFor(() => succeeded(ns, `${lang}-1`), { description: `${lang}-1 delivered`, timeoutMs: 60_000 });
+    expect(s.lines).toContainEqual({ received: `evt-${lang}`, type: "order.paid", data: { order: 7, lang } });
+
+    // The same event again (a producer retry under another name): same webhook-id, acknowledged, not processed twice.
+    await apply(delivery(ns, `${lang}-2`, lang, { eventId: `evt-${lang}`, payload: { order: 7, lang } }));
+    await waitFor(() => succeeded(ns, `${lang}-2`), { description: `${lang}-2 delivered`, timeoutMs: 60_000 });
+    expect(s.lines.filter((l) => l.received === `evt-${lang}`)).toHaveLength(1);
+    expect(s.lines).toContainEqual({ duplicate: `evt-${lang}` });
+
+    const forged = await fetch(url, {
+      method: "POST",
+      headers: { "content-type": "application/json", "webhook-id": "evt-forged", "webhook-timestamp": String(Math.floor(Date.now() / 1000)), "webhook-signature": "v1,AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=" },
+      body: JSON.stringify({ id: "evt-forged", type: "order.paid", timestamp: new Date().toISOString(), data: {} }),
+    });
+    expect(forged.status).toBe(401);
+    expect(s.lines.some((l) => l.received === "evt-forged")).toBe(false);
+  });
+
+  it("HMACSHA256Hex: the plain-HMAC snippet verifies a secret used as its UTF-8 bytes", async () => {
+    const plain = "a plain secret for hex HMAC";
+    await apply(secret(ns, "hex", { secret: plain }));
+    const s = await run(process.execPath, [join(ROOT, "node_modules/tsx/dist/cli.mjs"), join(DOCS, "typescript/hmac-hex.ts")], plain);
+    snippets.push(s);
+    await apply([subscription(ns, "hex", { url: `http://127.0.0.1:${s.port}/`, secretRef: { name: "hex" }, signature: { scheme: "HMACSHA256Hex" } }), delivery(ns, "hex-1", "hex", { eventId: "evt-hex" })]);
+    await waitFor(() => succeeded(ns, "hex-1"), { description: "hex-1 delivered", timeoutMs: 60_000 });
+    expect(s.lines).toContainEqual({ received: "evt-hex", type: "order.paid", data: { order: "hex-1" } });
+  });
+
+  it("a StandardWebhooks secret without whsec_ is refused on the subscription (nothing sent) until it is whsec_<base64> of the same bytes", async () => {
+    const plain = "legacy-plain-secret";
+    await apply(secret(ns, "legacy", { secret: plain }));
+    const s = await run(process.execPath, [join(ROOT, "node_modules/tsx/dist/cli.mjs"), join(DOCS, "typescript/receiver.ts")], `whsec_${Buffer.from(plain).toString("base64")}`);
+    snippets.push(s);
+    await apply([subscription(ns, "legacy", { url: `http://127.0.0.1:${s.port}/`, secretRef: { name: "legacy" } }), delivery(ns, "legacy-1", "legacy", { eventId: "evt-legacy" })]);
+    const ready = await waitFor(async () => (await getObj("whsub", ns, "legacy"))?.status?.conditions?.find((c: { type: string; status: string }) => c.type === "Ready" && c.status === "False"), { description: "Ready=False on legacy" });
+    expect(ready.reason).toBe("SecretNotVerifiable");
+    expect(ready.message).toContain('Secret legacy key "secret"');
+    expect(ready.message).toContain("whsec_");
+    expect(ready.message).not.toContain(plain);
+    expect(s.lines.filter((l) => !l.listening)).toEqual([]);
+
+    // The fix keeps the key bytes: receivers that used the raw value verify as before.
+    await apply(secret(ns, "legacy", { secret: `whsec_${Buffer.from(plain).toString("base64")}` }));
+    await waitFor(() => succeeded(ns, "legacy-1"), { description: "legacy-1 delivered after the fix", timeoutMs: 90_000 });
+    expect(s.lines).toContainEqual({ received: "evt-legacy", type: "order.paid", data: { order: "legacy-1" } });
+  });
+});
