@@ -161,7 +161,7 @@ describe("CRDs through the real API server and kubectl", () => {
       nextAttemptAt: null,
       finishedAt: finished,
       replays: 1,
-      lastAttempt: { number: 6, startedAt: finished, durationMs: 3, responseStatus: 500, outcome: "Failed" },
+      lastAttempt: { number: 6, startedAt: finished, durationMs: 3, responseStatus: 500, outcome: "Failed", reason: "http_5xx" },
       deadLetter: { at: finished, reason: "Exhausted" },
       conditions: [{ type: "Succeeded", status: "False", reason: "Exhausted", lastTransitionTime: finished }],
     });
@@ -178,8 +178,9 @@ describe("CRDs through the real API server and kubectl", () => {
       "REASON",
       "FINISHED",
       "REPLAYS",
+      "LAST ERROR",
     ]);
-    expect(wide.rows[0]).toMatchObject({ PHASE: "DeadLettered", ATTEMPTS: "6", "LAST STATUS": "500", "NEXT ATTEMPT": "", REASON: "Exhausted", REPLAYS: "1" });
+    expect(wide.rows[0]).toMatchObject({ PHASE: "DeadLettered", ATTEMPTS: "6", "LAST STATUS": "500", "NEXT ATTEMPT": "", REASON: "Exhausted", REPLAYS: "1", "LAST ERROR": "http_5xx" });
     // The exact finish time (RFC 3339), not an age: the terminal index reads this cell.
     expect(wide.rows[0]!.FINISHED).toMatch(/^\d{4}-\d{2}-\d{2}T/);
   });
