@@ -4,6 +4,7 @@ import { parseArgs } from "node:util";
 import { ensureBinaries } from "../cluster/build.js";
 import { runningControlPlane, startControlPlane, stopControlPlane } from "../cluster/control-plane.js";
 import type { ControlPlaneInfo, ControlPlanePorts } from "../cluster/control-plane.js";
+import { UsageError } from "./kubeconfig.js";
 
 const DEFAULT_DIR = ".hookline/cluster";
 
@@ -29,7 +30,6 @@ function parsePort(name: string, value: string | undefined): number | undefined 
   return port;
 }
 
-class UsageError extends Error {}
 
 function printInfo(info: ControlPlaneInfo, dir: string, headline: string): void {
   out(`${headline}: kube-apiserver ${info.version} at ${info.server} (etcd ${info.etcdVersion})`);

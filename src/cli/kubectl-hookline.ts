@@ -5,7 +5,7 @@
 import { randomBytes } from "node:crypto";
 import { setTimeout as delay } from "node:timers/promises";
 import { parseArgs } from "node:util";
-import { KubeConfig } from "@kubernetes/client-node";
+import type { KubeConfig } from "@kubernetes/client-node";
 import type { DeliveryStatus } from "../api/delivery.js";
 import { ANNOTATIONS, API_VERSION, CATEGORY, DELIVERY, LABELS, PING_EVENT_TYPE, REPLAY_CONCURRENCY, REPLAY_REASON_MAX_LENGTH, REPLAY_REASON_MIN_LENGTH } from "../api/names.js";
 import type { SubscriptionStatus } from "../api/subscription.js";
@@ -16,6 +16,7 @@ import { USER_AGENT, VERSION } from "../version.js";
 import { ago, age, fields, inFuture, oneLine, parseSince, render, table, type Output } from "./console-format.js";
 import { EXIT } from "./exit-codes.js";
 import { PLUGIN_COMMANDS, PLUGIN_GLOBAL_FLAGS } from "./plugin-commands.js";
+import { loadKubeConfig as readKubeConfig, UsageError } from "./kubeconfig.js";
 
 const USAGE = `usage: kubectl hookline <command> [options]
 
@@ -30,7 +31,6 @@ ${PLUGIN_GLOBAL_FLAGS.map((f) => `  ${f.flag.padEnd(32)} ${f.what}`).join("\n")}
 exit codes: 0 ok, 1 failed, 2 usage.
 `;
 
-class UsageError extends Error {}
 /** What was followed ended badly: the message is the last line the user reads; exit 1. */
 class Failed extends Error {}
 
@@ -125,13 +125,7 @@ function outputOf(o: string | undefined): Output {
 
 /** The kubeconfig as kubectl reads it: --kubeconfig, else KUBECONFIG or ~/.kube/config; --context; the context's namespace. */
 function loadKubeConfig(values: Flags): { kc: KubeConfig; namespace: string } {
-  const kc = new KubeConfig();
-  if (values.kubeconfig) kc.loadFromFile(values.kubeconfig);
-  else kc.loadFromDefault();
-  if (values.context !== undefined) {
-    if (!kc.getContexts().some((c) => c.name === values.context)) throw new UsageError(`context "${values.context}" does not exist in the kubeconfig`);
-    kc.setCurrentContext(values.context);
-  }
+  const kc = readKubeConfig(values);
   const namespace = values.namespace ?? kc.getContextObject(kc.getCurrentContext())?.namespace ?? "default";
   return { kc, namespace };
 }

@@ -3,13 +3,13 @@
 // matched), 2 for a usage or input problem, 1 when the cluster refused or failed.
 import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
-import { KubeConfig } from "@kubernetes/client-node";
 import { stringify } from "yaml";
 import { MAX_PAYLOAD_BYTES } from "../api/names.js";
 import { ApiError, KubeClient } from "../kube/client.js";
 import { IdempotencyConflictError, PublishFailedError, PublishInputError } from "../publish/errors.js";
 import { publish, type PublishResult } from "../publish/fanout.js";
 import { USER_AGENT } from "../version.js";
+import { loadKubeConfig, UsageError } from "./kubeconfig.js";
 
 const USAGE = `usage: hookline publish --namespace NS --type TYPE [--id ID] --data JSON|@FILE|@- [--kubeconfig PATH] [--context NAME] [-o table|json|yaml]
 
@@ -36,7 +36,6 @@ examples:
 
 const FLAG: Record<string, string> = { namespace: "--namespace", type: "--type", id: "--id", data: "--data", event: "--data" };
 
-class UsageError extends Error {}
 
 function readData(arg: string): unknown {
   let text = arg;
@@ -114,13 +113,7 @@ export async function publishCommand(args: string[]): Promise<number> {
     for (const flag of ["namespace", "type", "data"] as const) if (values[flag] === undefined) throw new UsageError(`--${flag} is required`);
     if (output !== "table" && output !== "json" && output !== "yaml") throw new UsageError(`--output must be table, json or yaml, got "${output}"`);
     const data = readData(values.data!);
-    const kc = new KubeConfig();
-    if (values.kubeconfig) kc.loadFromFile(values.kubeconfig);
-    else kc.loadFromDefault();
-    if (values.context !== undefined) {
-      if (!kc.getContexts().some((c) => c.name === values.context)) throw new UsageError(`context "${values.context}" does not exist in the kubeconfig`);
-      kc.setCurrentContext(values.context);
-    }
+    const kc = loadKubeConfig(values);
     const client = await KubeClient.create(kc, { userAgent: USER_AGENT, connections: 8 });
     try {
       const result = await publish(client, { namespace: values.namespace!, type: values.type!, ...(values.id !== undefined ? { id: values.id } : {}), data });
