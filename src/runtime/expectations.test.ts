@@ -2,6 +2,15 @@ import { describe, expect, it } from "vitest";
 import { Expectations } from "./expectations.js";
 
 describe("Expectations", () => {
+  it("never waits for a version the cache already delivered (the write's answer came after its watch event and a newer one)", () => {
+    const e = new Expectations(60_000, () => 0);
+    expect(e.observe("ns/a", "12")).toBe(false); // our write, seen before its answer arrived
+    expect(e.observe("ns/a", "13")).toBe(false); // someone else's change (an annotation)
+    e.expect("ns/a", "12"); // the answer of our write, late
+    expect(e.check("ns/a", "13")).toBe("ok");
+    expect(e.size).toBe(0);
+  });
+
   it("makes a key wait until the cache shows the version we wrote", () => {
     const now = 0;
     const e = new Expectations(1000, () => now);

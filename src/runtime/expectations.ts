@@ -3,8 +3,17 @@
 // the cache until the watch has delivered that version (or removed the object). A stale cache
 // can then never cause a second attempt. resourceVersions are compared for equality only.
 
+/** Versions remembered per key: enough for a write's answer overtaken by a few watch events. */
+const SEEN_PER_KEY = 4;
+
 export class Expectations {
   private readonly pending = new Map<string, { rv: string; at: number; deferred?: boolean }>();
+  /**
+   * The last versions the cache delivered per key: a write's answer can arrive after the watch
+   * already delivered that version (and a newer one): expecting it then would make the key wait
+   * for an event that never comes again.
+   */
+  private readonly seen = new Map<string, string[]>();
 
   constructor(
     private readonly ttlMs = 60_000,
@@ -13,7 +22,8 @@ export class Expectations {
 
   /** We wrote `key` and the API server answered with `rv`. */
   expect(key: string, rv: string | undefined): void {
-    if (rv) this.pending.set(key, { rv, at: this.now() });
+    if (!rv || this.seen.get(key)?.includes(rv)) return;
+    this.pending.set(key, { rv, at: this.now() });
   }
 
   /**
@@ -22,6 +32,8 @@ export class Expectations {
    * to reconcile); false means the key should be queued.
    */
   observe(key: string, rv: string | undefined): boolean {
+    if (rv === undefined) this.seen.delete(key);
+    else this.seen.set(key, [...(this.seen.get(key) ?? []).slice(-(SEEN_PER_KEY - 1)), rv]);
     const p = this.pending.get(key);
     if (!p) return false;
     if (rv === undefined || rv === p.rv) {
@@ -54,10 +66,12 @@ export class Expectations {
 
   forget(key: string): void {
     this.pending.delete(key);
+    this.seen.delete(key);
   }
 
   clear(): void {
     this.pending.clear();
+    this.seen.clear();
   }
 
   get size(): number {

@@ -94,7 +94,9 @@ describe("every wait ends with the event that ends it", () => {
     receivers.push(r);
     const names = Array.from({ length: 6 }, (_, i) => `d${i}`);
     await apply([
-      subscription(ns, "sick", { url: r.url(), retry: { maxAttempts: 2, initialBackoff: "100ms", jitterPercent: 0 }, circuitBreaker: { failureThreshold: 100 } }),
+      // One request at a time: exactly ten failures disable the endpoint, so deliveries are left
+      // to wait (with more in flight, all twelve attempts could be admitted before the tenth fails).
+      subscription(ns, "sick", { url: r.url(), maxInFlight: 1, retry: { maxAttempts: 2, initialBackoff: "100ms", jitterPercent: 0 }, circuitBreaker: { failureThreshold: 100 } }),
       ...names.map((n) => delivery(ns, n, "sick")),
     ]);
     // The tenth failure disables the endpoint: the deliveries not dead-lettered by then wait.
