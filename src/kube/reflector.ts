@@ -5,7 +5,7 @@
 import type { Logger } from "pino";
 import { ACCEPT, ApiError, type KubeClient } from "./client.js";
 import { LineSplitter } from "./lines.js";
-import type { ObjectMeta } from "./types.js";
+import { objectKey, type ObjectMeta } from "./types.js";
 
 export type Representation = "json" | "metadata" | "table";
 
@@ -69,9 +69,7 @@ interface WatchEvent {
 
 export class GoneError extends Error {}
 
-export function objectKey(meta: Pick<ObjectMeta, "namespace" | "name">): string {
-  return meta.namespace ? `${meta.namespace}/${meta.name}` : meta.name;
-}
+
 
 export class Reflector<T extends { metadata: Pick<ObjectMeta, "name" | "namespace" | "resourceVersion"> }> {
   readonly store = new Map<string, T>();
@@ -221,9 +219,7 @@ export class Reflector<T extends { metadata: Pick<ObjectMeta, "name" | "namespac
   }
 
   private fromRow(row: TableRow): RawItem {
-    const cells: Record<string, unknown> = {};
-    this.columns.forEach((name, i) => (cells[name] = row.cells?.[i]));
-    return { metadata: row.object?.metadata ?? ({} as ObjectMeta), cells };
+    return rowItem(this.columns, row);
   }
 
   private async watch(outer: AbortSignal): Promise<void> {
@@ -324,9 +320,17 @@ export class Reflector<T extends { metadata: Pick<ObjectMeta, "name" | "namespac
   }
 }
 
-interface TableRow {
+/** One row of a Table answer (`as=Table`, `includeObject=Metadata`). */
+export interface TableRow {
   cells?: unknown[];
   object?: { metadata?: ObjectMeta };
+}
+
+/** A Table row as `transform` receives it: the row's metadata and its cells by column name. */
+export function rowItem(columns: readonly string[], row: TableRow): RawItem {
+  const cells: Record<string, unknown> = {};
+  columns.forEach((name, i) => (cells[name] = row.cells?.[i]));
+  return { metadata: row.object?.metadata ?? ({} as ObjectMeta), cells };
 }
 
 export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
