@@ -167,7 +167,7 @@ export class Caches {
         remove(d);
         inner.delete(d);
       },
-      listed: () => inner.listed?.(),
+      listed: (startedAt) => inner.listed?.(startedAt),
     };
   }
 

@@ -75,7 +75,8 @@ export class DeliveryReconciler {
     }
     switch (this.d.expectations.check(key, obj.metadata.resourceVersion)) {
       case "wait":
-        return; // the watch brings our own write; the key is queued again then
+        // The watch (or a relist) brings our own write and queues the key; at the latest, it expires.
+        return { requeueAfter: this.d.expectations.untilExpiry(key) };
       case "expired":
         obj = await this.d.outcomes.fetch(key);
         if (!obj) return;

@@ -122,4 +122,17 @@ describe("Handlers: deliveries", () => {
       ["shop/acme", 5_000],
     ]);
   });
+
+  it("a relist meets the expectations of writes answered before it started, and queues the keys that waited", () => {
+    const { handlers, queued, deliveryExpectations, subscriptionExpectations } = setup();
+    deliveryExpectations.expect("shop/d1", "7");
+    expect(deliveryExpectations.check("shop/d1", "6")).toBe("wait");
+    subscriptionExpectations.expect("shop/acme", "3");
+    expect(subscriptionExpectations.check("shop/acme", "2")).toBe("wait");
+    handlers.delivery.listed!(Date.now() + 1);
+    handlers.subscription.listed!(Date.now() + 1);
+    expect(queued.deliveries).toEqual(["shop/d1"]);
+    expect(queued.subscriptions).toEqual([["shop/acme", undefined]]);
+    expect(deliveryExpectations.check("shop/d1", "9")).toBe("ok");
+  });
 });

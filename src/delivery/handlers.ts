@@ -31,12 +31,18 @@ export class Handlers {
     add: (s) => this.onSubscription(undefined, s),
     update: (old, s) => this.onSubscription(old, s),
     delete: (s) => this.onSubscription(s, undefined),
+    listed: (startedAt) => {
+      for (const key of this.d.subscriptionExpectations.relisted(startedAt)) this.d.queues()?.addSubscription(key);
+    },
   };
 
   readonly delivery: ReflectorHandler<DeliveryObject> = {
     add: (d) => this.onDelivery(d, false),
     update: (_old, d) => this.onDelivery(d, false),
     delete: (d) => this.onDelivery(d, true),
+    listed: (startedAt) => {
+      for (const key of this.d.deliveryExpectations.relisted(startedAt)) this.d.queues()?.addDelivery(key);
+    },
   };
 
   /** Subscription status is written at a bounded rate; at once for breaker and health transitions. */

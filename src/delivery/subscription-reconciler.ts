@@ -57,7 +57,11 @@ export class SubscriptionReconciler {
       this.d.metrics.forgetSubscription(namespace, name);
       return;
     }
-    if (this.d.expectations.check(key, sub.metadata.resourceVersion) === "wait") return;
+    if (this.d.expectations.check(key, sub.metadata.resourceVersion) === "wait") {
+      // The watch (or a relist) brings our write and queues the key; at the latest, it expires.
+      this.d.log.debug({ subscription: key, resourceVersion: sub.metadata.resourceVersion }, "waiting for the cache to show our last status write");
+      return { requeueAfter: this.d.expectations.untilExpiry(key) };
+    }
     const replayResult = this.d.bulkReplay ? await this.d.bulkReplay(sub, signal) : undefined;
     const reset = await this.resetRequest(sub);
     await this.rollUp(key, sub, reset);
@@ -188,6 +192,7 @@ export class SubscriptionReconciler {
     const patch = createMergePatch(prev, next);
     ep.dirty = false;
     ep.urgent = false;
+    if (this.d.log.isLevelEnabled("debug")) this.d.log.debug({ subscription: key, changed: patch !== undefined, deliveries: next.deliveries }, "rolled up");
     if (patch === undefined) return;
     try {
       const updated = await this.d.statusWriter.patchStatus(SUBSCRIPTIONS, namespace, name, patch, sub.metadata.resourceVersion);

@@ -21,8 +21,11 @@ export interface ReflectorHandler<T> {
   add(obj: T): void;
   update(old: T, obj: T): void;
   delete(obj: T): void;
-  /** After every successful list (the first one means the store is synced). */
-  listed?(): void;
+  /**
+   * After every successful list (the first one means the store is synced). `startedAt` (epoch
+   * ms) is when its first page was asked for: the store now shows every write answered before.
+   */
+  listed?(startedAt: number): void;
 }
 
 export interface ReflectorOptions<T> {
@@ -147,6 +150,7 @@ export class Reflector<T extends { metadata: Pick<ObjectMeta, "name" | "namespac
   }
 
   private async list(signal: AbortSignal): Promise<void> {
+    const startedAt = Date.now();
     const seen = new Map<string, T>();
     let continueToken: string | undefined;
     let rv: string | undefined;
@@ -201,7 +205,7 @@ export class Reflector<T extends { metadata: Pick<ObjectMeta, "name" | "namespac
       else if (old.metadata.resourceVersion !== obj.metadata.resourceVersion) this.opts.handler.update(old, obj);
     }
     this.resourceVersion = rv;
-    this.opts.handler.listed?.();
+    this.opts.handler.listed?.(startedAt);
     if (!this.synced) {
       this.synced = true;
       for (const w of this.syncWaiters.splice(0)) w();
