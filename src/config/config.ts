@@ -109,6 +109,8 @@ export const ENV_DOCS: Array<{ name: string; default: string; range: string; wha
 const LOG_LEVELS = ["fatal", "error", "warn", "info", "debug", "trace", "silent"] as const;
 const NAMESPACE = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 
+// One line per variable: the complexity is the number of variables, each parsed once, in order.
+// eslint-disable-next-line complexity
 export function loadConfig(env: Env, overrides: { leaderElect?: boolean } = {}): Config {
   const problems: string[] = [];
   const int = (v: IntVar): number => {
