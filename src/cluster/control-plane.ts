@@ -537,7 +537,7 @@ async function startOnce(
     progress(`control plane ready in ${elapsed()}`);
     // Let the caller's process exit while the control plane keeps running (cluster up).
     for (const c of children) c.proc.unref();
-    return info;
+    return opts.nats ? infoFromState(state) : info;
   } catch (err) {
     natsPgid ??= state.pgids["nats-server"];
     if (natsPgid !== undefined) await stopNatsGroup(natsPgid, dir, 3_000).catch(() => undefined);
