@@ -158,6 +158,21 @@ describe("stream mode's JetStream layer (real nats-server)", () => {
     expect((await listConsumers(jsm, STREAM_NAME)).some((c) => c.consumer === created.name)).toBe(false);
   });
 
+  it("maxInFlight caps what a subscription's consumer hands out before acknowledgements come back", async () => {
+    const { name } = await ensureConsumer(jsm, STREAM_NAME, sub("inflight", "acme"), policy(["order.*"], 2));
+    for (let i = 0; i < 5; i++) await publish({ namespace: "inflight", type: "order.paid", id: `evt-${i}` });
+    await waitFor(async () => (await pendingOf(name)).pending === 5, { description: "5 pending" });
+    const c = await conn.js.consumers.get(STREAM_NAME, name);
+    const asked: JsMsg[] = [];
+    for await (const m of await c.fetch({ max_messages: 5, expires: 1_500 })) asked.push(m);
+    expect(asked).toHaveLength(2);
+    expect(await pendingOf(name)).toEqual({ pending: 3, ackPending: 2 });
+    await asked[0]!.ackAck();
+    const [third] = await take(name, 1);
+    expect(decodeMessage(third!).id).toBe("evt-2");
+    await deleteConsumer(jsm, STREAM_NAME, name);
+  });
+
   it("interest retention: a message stays until every interested consumer acknowledged it, and one nobody wants is not kept", async () => {
     const wide = await ensureConsumer(jsm, STREAM_NAME, sub("keep", "wide"), policy(["order.*"]));
     const narrow = await ensureConsumer(jsm, STREAM_NAME, sub("keep", "narrow"), policy(["order.paid"]));
