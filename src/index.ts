@@ -53,11 +53,14 @@ function loadKubeConfig(kubeconfig: string | KubeConfig | undefined): KubeConfig
   return kc;
 }
 
+/** Stream mode when a `nats` URL is given (a JavaScript caller may pass `nats: undefined`: CR mode then). */
+const isStream = (opts: ConnectOptions | StreamConnectOptions): opts is StreamConnectOptions => typeof (opts as Partial<StreamConnectOptions>).nats === "string";
+
 /** Connects once; `publish` many events through it. With `nats`, to JetStream (stream mode). */
 export async function createPublisher(opts: StreamConnectOptions): Promise<StreamPublisher>;
 export async function createPublisher(opts?: ConnectOptions): Promise<Publisher>;
 export async function createPublisher(opts: ConnectOptions | StreamConnectOptions = {}): Promise<Publisher | StreamPublisher> {
-  if ("nats" in opts) return createStreamPublisher(opts);
+  if (isStream(opts)) return createStreamPublisher(opts);
   return createKubePublisher(opts);
 }
 
@@ -85,7 +88,7 @@ async function createKubePublisher(opts: ConnectOptions): Promise<Publisher> {
 export async function publish(input: PublishInput, opts: StreamConnectOptions): Promise<StreamPublishResult>;
 export async function publish(input: PublishInput, opts?: ConnectOptions): Promise<PublishResult>;
 export async function publish(input: PublishInput, opts: ConnectOptions | StreamConnectOptions = {}): Promise<PublishResult | StreamPublishResult> {
-  if ("nats" in opts) {
+  if (isStream(opts)) {
     // An input problem is reported as such even when NATS is down; the id is settled once.
     const { id } = validateEvent(input);
     const publisher = await createStreamPublisher(opts);
@@ -108,6 +111,7 @@ export type { PublishInput } from "./publish/input.js";
 export type { PublishResult, DeliveryResult, SkippedSubscription } from "./publish/fanout.js";
 export type { StreamPublishResult } from "./publish/stream.js";
 export { StreamUnavailableError } from "./stream/jetstream.js";
+export { NatsUrlError } from "./stream/url.js";
 export type { TraceContext } from "./stream/message.js";
 export { deliveryName } from "./publish/naming.js";
 export { GROUP, VERSION, API_VERSION, SUBSCRIPTION, DELIVERY, LABELS, ANNOTATIONS, MAX_PAYLOAD_BYTES } from "./api/names.js";

@@ -16,7 +16,7 @@ import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { MAX_PAYLOAD_BYTES, MAX_PAYLOAD_DEPTH } from "../../src/api/names.js";
 import { freePorts } from "../../src/cluster/ports.js";
-import { publish as libraryPublish, createPublisher, PayloadTooLargeError, PublishInputError, StreamUnavailableError } from "../../src/index.js";
+import { publish as libraryPublish, createPublisher, NatsUrlError, PayloadTooLargeError, PublishInputError, StreamUnavailableError } from "../../src/index.js";
 import { KubeClient } from "../../src/kube/client.js";
 import { closeServer, listen } from "../../src/observability/http-servers.js";
 import { publishServer } from "../../src/publish/server.js";
@@ -188,6 +188,7 @@ describe("publishing in stream mode (real nats-server, three doors)", () => {
     const badUrl = await hookline(["publish", "--nats", "http://127.0.0.1:4222", "-n", ns, "-t", "order.paid", "-d", "1"]);
     expect(badUrl.code).toBe(2);
     expect(badUrl.stderr).toContain("--nats: ");
+    await expect(libraryPublish({ namespace: ns, type: "order.paid", data: 1 }, { nats: "http://127.0.0.1:4222" })).rejects.toThrow(NatsUrlError);
     expect(await stored()).toBe(before);
   });
 
