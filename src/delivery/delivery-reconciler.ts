@@ -195,9 +195,27 @@ export class DeliveryReconciler {
   private async recordAttempt(key: string, obj: DeliveryObject, policy: Policy, attempt: AttemptResult, subKey: string): Promise<Written | undefined> {
     const compute = (status: DeliveryObject["status"]) =>
       applyAttempt({ status, generation: obj.metadata.generation, now: this.now(), attempt, policy, random: this.random, interruptedAction: this.d.interruptedAction });
+    const deleted = await this.deleteIfNobodyReads(key, obj, policy, compute(obj.status), subKey);
+    if (deleted) return deleted;
     const written = await this.d.outcomes.writeOrKeep(key, obj, compute, { subKey, replay: false });
     if (written?.final) this.d.finals.record(written.obj, written.final, subKey, false);
     return written;
+  }
+
+  /**
+   * retention.succeeded 0s: a delivered event's Succeeded status would be deleted as soon as it
+   * is written, so the delivery is deleted at once instead (one API write instead of two). The
+   * metrics and counts are the same (finals.record); only the short-lived Succeeded object is
+   * never stored. A delivery changed since it was read (annotated, say) takes the usual path.
+   */
+  private async deleteIfNobodyReads(key: string, obj: DeliveryObject, policy: Policy, result: OutcomeResult, subKey: string): Promise<Written | undefined> {
+    if (result.final?.phase !== "Succeeded" || policy.retention.succeededMs !== 0) return undefined;
+    // Any failure (an outage) takes the usual path, which keeps the outcome until it is written.
+    const deleted = await this.d.outcomes.deleteAt(key, obj).catch(() => "failed" as const);
+    if (deleted !== "deleted") return undefined;
+    const gone: Written = { obj: { ...obj, status: result.status }, final: result.final };
+    this.d.finals.record(gone.obj, result.final, subKey, false);
+    return gone;
   }
 
   /** Writes a final status without an attempt (dead letter before sending, discard). */
