@@ -3,7 +3,7 @@
 // leaves a field out.
 import { parseDuration } from "../api/duration.js";
 import type { SubscriptionSpec } from "../api/subscription.js";
-import type { SignatureScheme } from "./signing.js";
+import type { HexSignedContent, SignatureScheme } from "./signing.js";
 
 export interface PolicyDefaults {
   deliveryTimeoutMs: number;
@@ -16,6 +16,8 @@ export interface Policy {
   /** With the scheme, which decides which secret values can sign (core/signing.ts signingKey). */
   secretRef: { name: string; key: string; previousKey?: string; scheme: SignatureScheme } | undefined;
   scheme: "StandardWebhooks" | "HMACSHA256Hex";
+  /** HMACSHA256Hex: what the signature covers (spec.signature.signedContent; default TimestampAndBody). */
+  signedContent: HexSignedContent;
   headers: Record<string, string>;
   timeoutMs: number;
   retry: { maxAttempts: number; initialBackoffMs: number; multiplier: number; maxBackoffMs: number; jitterPercent: number; respectRetryAfter: boolean };
@@ -34,6 +36,7 @@ export function resolvePolicy(spec: SubscriptionSpec, defaults: PolicyDefaults):
     eventTypes: spec.eventTypes,
     secretRef: spec.secretRef ? { name: spec.secretRef.name, key: spec.secretRef.key, ...(spec.secretRef.previousKey ? { previousKey: spec.secretRef.previousKey } : {}), scheme: spec.signature.scheme } : undefined,
     scheme: spec.signature.scheme,
+    signedContent: spec.signature.signedContent,
     headers: spec.headers ?? {},
     timeoutMs: spec.timeout !== undefined ? parseDuration(spec.timeout) : defaults.deliveryTimeoutMs,
     retry: {

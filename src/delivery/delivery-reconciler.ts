@@ -307,7 +307,7 @@ export class DeliveryReconciler {
     if (keys.length) {
       Object.assign(
         headers,
-        policy.scheme === "StandardWebhooks" ? signStandardWebhooks({ id, timestampSeconds, body, secrets: keys }) : signHmacSha256Hex({ id, timestampSeconds, body, secret: keys[0]! }),
+        policy.scheme === "StandardWebhooks" ? signStandardWebhooks({ id, timestampSeconds, body, secrets: keys }) : signHmacSha256Hex({ id, timestampSeconds, body, secret: keys[0]!, signedContent: policy.signedContent }),
       );
     } else if (policy.scheme === "StandardWebhooks") {
       Object.assign(headers, { "webhook-id": id, "webhook-timestamp": String(timestampSeconds) });
