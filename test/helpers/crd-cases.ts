@@ -244,15 +244,6 @@ export const INVALID_SPEC_CASES: InvalidSpecCase[] = [
     enforcedBy: { path: at("spec.signature"), rule: "self.scheme == 'HMACSHA256Hex'" },
   },
   {
-    name: "signature.signedContent LegacyBodyOnly set on a StandardWebhooks subscription (update)",
-    kind: "subscription",
-    spec: sub({ signature: { scheme: "HMACSHA256Hex", signedContent: "LegacyBodyOnly" } }),
-    update: sub({ signature: { scheme: "StandardWebhooks", signedContent: "LegacyBodyOnly" } }),
-    field: "spec.signature.signedContent",
-    message: "signedContent LegacyBodyOnly applies to scheme HMACSHA256Hex only",
-    enforcedBy: { path: at("spec.signature"), rule: "self.scheme == 'HMACSHA256Hex'" },
-  },
-  {
     name: "circuitBreaker.whenOpen Drop",
     kind: "subscription",
     spec: sub({ circuitBreaker: { whenOpen: "Drop" } }),
