@@ -297,7 +297,9 @@ export const endpointResetStatusSchema = z
 export const subscriptionStatusSchema = z
   .object({
     observedGeneration: z.int().min(0).optional().meta({ description: "The .metadata.generation the operator last acted on." }),
-    conditions: conditions("Ready: the operator accepted the spec and its Secret. EndpointHealthy: the endpoint answers.").optional(),
+    conditions: conditions(
+      "Ready: the operator accepted the spec and its Secret. EndpointHealthy: the endpoint answers. ConfigurationAdvice: True (reason CooldownShorterThanBackoff) while settings work against each other (the breaker cooldown shorter than the largest retry delay); it never makes the subscription not Ready.",
+    ).optional(),
     breaker: breakerStatusSchema.optional(),
     health: healthStatusSchema.optional(),
     deliveries: deliveryCountsSchema.optional(),
