@@ -22,7 +22,7 @@ import { readState, runningControlPlane, startControlPlane, stopControlPlane, ty
 import { loadConfig } from "../config/config.js";
 import { backoffDelay } from "../core/backoff.js";
 import { secretBytes, signStandardWebhooks } from "../core/signing.js";
-import { DELIVERIES, SUBSCRIPTIONS } from "../delivery/caches.js";
+import { DELIVERIES, SUBSCRIPTIONS } from "../delivery/objects.js";
 import { KubeClient } from "../kube/client.js";
 import { collectionPath, CORE, objectPath } from "../kube/types.js";
 import { createLogger } from "../observability/logger.js";

@@ -2,7 +2,8 @@
 // operator-wide defaults (WEBHOOK_DELIVERY_TIMEOUT_MS, WEBHOOK_CB_*) filled in where the spec
 // leaves a field out.
 import { parseDuration } from "../api/duration.js";
-import type { SubscriptionSpec } from "../api/subscription.js";
+import { retentionSchema, type SubscriptionSpec } from "../api/subscription.js";
+import type { RetryPolicy } from "./retry.js";
 import type { HexSignedContent, SignatureScheme } from "./signing.js";
 
 export interface PolicyDefaults {
@@ -20,7 +21,7 @@ export interface Policy {
   signedContent: HexSignedContent;
   headers: Record<string, string>;
   timeoutMs: number;
-  retry: { maxAttempts: number; initialBackoffMs: number; multiplier: number; maxBackoffMs: number; jitterPercent: number; respectRetryAfter: boolean };
+  retry: RetryPolicy;
   breaker: { failureThreshold: number; successThreshold: number; cooldownMs: number; whenOpen: "Defer" | "DeadLetter" };
   maxInFlight: number;
   rateLimit: { perSecond: number; burst: number } | undefined;
@@ -56,10 +57,18 @@ export function resolvePolicy(spec: SubscriptionSpec, defaults: PolicyDefaults):
     maxInFlight: spec.maxInFlight,
     rateLimit: spec.rateLimit ? { perSecond: spec.rateLimit.perSecond, burst: spec.rateLimit.burst ?? spec.rateLimit.perSecond } : undefined,
     deadLetter: { maxEntries: spec.deadLetter.maxEntries, maxReplays: spec.deadLetter.maxReplays },
-    retention: { succeededMs: parseDuration(spec.retention.succeeded), deadLetteredMs: parseDuration(spec.retention.deadLettered) },
+    retention: retentionOf(spec.retention),
     paused: spec.paused,
   };
 }
+
+/** How long finished deliveries are kept, in ms. */
+function retentionOf(r: SubscriptionSpec["retention"]): Policy["retention"] {
+  return { succeededMs: parseDuration(r.succeeded), deadLetteredMs: parseDuration(r.deadLettered) };
+}
+
+/** The schema's default retention: what applies to a delivery whose subscription is gone or invalid. */
+export const DEFAULT_RETENTION: Policy["retention"] = retentionOf(retentionSchema.parse({}));
 
 /** Whether a subscription listing `eventTypes` wants `eventType`: omitted or "*" match all,
  *  "order.*" matches "order.paid" (and "order.paid.v2"), anything else matches exactly. */

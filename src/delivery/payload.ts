@@ -8,7 +8,8 @@ import { jsonDepth } from "../core/json-depth.js";
 import { ApiError, type KubeClient } from "../kube/client.js";
 import type { RawItem } from "../kube/reflector.js";
 import { objectPath } from "../kube/types.js";
-import { DELIVERIES, type DeliveryObject } from "./caches.js";
+import { DELIVERIES, type DeliveryObject, type StoredDeliverySpec } from "./objects.js";
+import type { RequestBody } from "./request.js";
 
 export type PayloadSummary =
   /** `stripped`: the payload was removed from this (cached) object and must be read for an attempt. */
@@ -16,7 +17,7 @@ export type PayloadSummary =
   /** The payload cannot be sent (nested too deep, not serializable): the delivery is Discarded. */
   | { ok: false; message: string; stripped: boolean };
 
-type Spec = { eventType?: string; eventId?: string; payload?: unknown };
+type Spec = StoredDeliverySpec;
 
 /** By spec object: copies of a cached object (status written, new metadata) share its spec. */
 const summaries = new WeakMap<object, PayloadSummary>();
@@ -73,12 +74,6 @@ export function payloadKey(obj: DeliveryObject): string {
 
 export function webhookId(obj: DeliveryObject): string {
   return specOf(obj)?.eventId ?? obj.metadata.uid ?? obj.metadata.name;
-}
-
-export interface RequestBody {
-  id: string;
-  /** {"id","type","timestamp","data"} */
-  body: string;
 }
 
 /**
