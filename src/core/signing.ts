@@ -83,7 +83,7 @@ export function signStandardWebhooks(input: StandardWebhooksInput): Record<strin
  * What an HMACSHA256Hex signature covers (`spec.signature.signedContent`). TimestampAndBody, the
  * default, signs `<x-webhook-timestamp>.<body>`, so a receiver can refuse an old request without
  * trusting an unsigned header. LegacyBodyOnly signs the body alone (Hookline's earlier form), for
- * receivers not yet updated: a captured request then verifies forever (docs/adr/0007).
+ * receivers not yet updated: a captured request then verifies forever (docs/adr/0008).
  */
 export type HexSignedContent = (typeof HEX_SIGNED_CONTENT)[number];
 

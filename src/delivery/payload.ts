@@ -5,7 +5,7 @@
 import { createHash } from "node:crypto";
 import { MAX_PAYLOAD_DEPTH } from "../api/names.js";
 import { jsonDepth } from "../core/json-depth.js";
-import { ApiError, type KubeClient } from "../kube/client.js";
+import { ignoreNotFound, type KubeClient } from "../kube/client.js";
 import type { RawItem } from "../kube/reflector.js";
 import { objectPath } from "../kube/types.js";
 import { DELIVERIES, type DeliveryObject, type StoredDeliverySpec } from "./objects.js";
@@ -100,12 +100,8 @@ export async function loadRequestBody(client: KubeClient, obj: DeliveryObject, s
 async function readFull(client: KubeClient, obj: DeliveryObject, signal?: AbortSignal): Promise<DeliveryObject | undefined> {
   const path = objectPath(DELIVERIES, obj.metadata.namespace, obj.metadata.name);
   for (const resourceVersion of ["0", undefined]) {
-    try {
-      const full = await client.request<DeliveryObject>({ method: "GET", path, query: { resourceVersion }, ...(signal ? { signal } : {}) });
-      if (full.metadata.uid === obj.metadata.uid) return full;
-    } catch (err) {
-      if (!(err instanceof ApiError && err.isNotFound)) throw err;
-    }
+    const full = await ignoreNotFound(client.request<DeliveryObject>({ method: "GET", path, query: { resourceVersion }, ...(signal ? { signal } : {}) }));
+    if (full?.metadata.uid === obj.metadata.uid) return full;
   }
   return undefined;
 }

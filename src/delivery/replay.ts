@@ -287,15 +287,7 @@ export class Replayer {
   private async run(subKey: string, state: SubscriptionReplayStatus, signal: AbortSignal): Promise<void> {
     const id = state.id!;
     const concurrency = state.concurrency ?? REPLAY_CONCURRENCY.default;
-    // The batch in flight at a crash: count what it did, redo what it did not.
-    const redo: string[] = [];
-    for (const key of state.inFlight ?? []) {
-      const obj = await this.d.outcomes.fetch(key);
-      const r = obj?.status?.lastReplay;
-      if (obj && r?.requestId === id && r.result) this.count(state, r.result === "Deduped" ? "deduped" : r.result === "Succeeded" ? "succeeded" : "failed");
-      else if (obj?.status?.phase === "DeadLettered") redo.push(key);
-    }
-    state.inFlight = [];
+    const redo = await this.recount(state);
     const done = new Set<string>();
     for (;;) {
       if (signal.aborted || this.stopping) throw new Error("operator stopping");
@@ -306,15 +298,7 @@ export class Replayer {
       }
       const candidates = [...redo.splice(0), ...this.d.terminal.deadLettersOf(subKey)].filter((k) => !done.has(k));
       if (candidates.length === 0) break;
-      // Fetch until a batch is full of dead letters this replay has not handled yet.
-      const batch: DeliveryObject[] = [];
-      for (const key of candidates) {
-        if (batch.length >= concurrency) break;
-        done.add(key);
-        const obj = await this.d.outcomes.fetch(key);
-        if (!obj || obj.status?.phase !== "DeadLettered" || obj.status?.lastReplay?.requestId === id) continue;
-        batch.push(obj);
-      }
+      const batch = await this.nextBatch(candidates, done, id, concurrency);
       if (batch.length === 0) continue;
       state.inFlight = batch.map((o) => objectKey(o.metadata));
       await this.writeProgressByKey(subKey, state);
@@ -336,6 +320,31 @@ export class Replayer {
         `bulk replay "${state.reason}": attempted ${state.attempted}, succeeded ${state.succeeded}, failed ${state.failed}, deduped ${state.deduped}`,
       );
     }
+  }
+
+  /** The batch in flight at a crash: counts what it did; returns what it did not (to redo). */
+  private async recount(state: SubscriptionReplayStatus): Promise<string[]> {
+    const redo: string[] = [];
+    for (const key of state.inFlight ?? []) {
+      const obj = await this.d.outcomes.fetch(key);
+      const r = obj?.status?.lastReplay;
+      if (obj && r?.requestId === state.id && r?.result) this.count(state, r.result === "Deduped" ? "deduped" : r.result === "Succeeded" ? "succeeded" : "failed");
+      else if (obj?.status?.phase === "DeadLettered") redo.push(key);
+    }
+    state.inFlight = [];
+    return redo;
+  }
+
+  /** Reads candidates until a batch is full of dead letters this replay has not handled yet. */
+  private async nextBatch(candidates: string[], done: Set<string>, id: string, concurrency: number): Promise<DeliveryObject[]> {
+    const batch: DeliveryObject[] = [];
+    for (const key of candidates) {
+      if (batch.length >= concurrency) break;
+      done.add(key);
+      const obj = await this.d.outcomes.fetch(key);
+      if (obj && obj.status?.phase === "DeadLettered" && obj.status.lastReplay?.requestId !== id) batch.push(obj);
+    }
+    return batch;
   }
 
   private count(state: SubscriptionReplayStatus, r: "succeeded" | "failed" | "deduped" | "skipped"): void {

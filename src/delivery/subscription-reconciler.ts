@@ -124,42 +124,37 @@ export class SubscriptionReconciler {
     }
   }
 
+  /** Ready: the spec is usable and its Secret can sign (or nothing is signed). */
+  private async readyCondition(namespace: string, sub: SubscriptionObject): Promise<ConditionInput> {
+    const parsed = this.d.caches.subscriptionSpec(sub);
+    if (!parsed.ok) return { type: "Ready", status: "False", reason: "InvalidSpec", message: parsed.message };
+    const accepted = (detail: string): ConditionInput =>
+      parsed.spec.paused ? { type: "Ready", status: "True", reason: "Paused", message: "accepted; paused: deliveries are held" } : { type: "Ready", status: "True", reason: "Ready", message: `accepted; ${detail}` };
+    const ref = this.d.caches.policy(sub)?.secretRef;
+    if (!ref) return accepted("requests are not signed (no secretRef)");
+    const lookup = await this.d.secrets.keys(namespace, ref);
+    if (lookup.kind === "ok") return accepted(`signing with ${lookup.keys.length} key${lookup.keys.length > 1 ? "s (rotation)" : ""}`);
+    return { type: "Ready", status: "False", reason: lookup.reason ?? "SecretNotFound", message: `${lookup.message}; deliveries wait until ${lookup.reason ? "it is fixed" : "it exists"}` };
+  }
+
   private async rollUp(key: string, sub: SubscriptionObject, resetReason?: string): Promise<void> {
     const { namespace, name } = splitKey(key);
     const now = this.now();
     const generation = sub.metadata.generation;
     const prev: SubscriptionStatus = sub.status ?? {};
-    const parsed = this.d.caches.subscriptionSpec(sub);
-
-    let ready: ConditionInput;
-    if (!parsed.ok) {
-      ready = { type: "Ready", status: "False", reason: "InvalidSpec", message: parsed.message };
-    } else if (parsed.spec.secretRef) {
-      const lookup = await this.d.secrets.keys(namespace, { name: parsed.spec.secretRef.name, key: parsed.spec.secretRef.key, ...(parsed.spec.secretRef.previousKey ? { previousKey: parsed.spec.secretRef.previousKey } : {}), scheme: parsed.spec.signature.scheme });
-      ready =
-        lookup.kind === "ok" ?
-          { type: "Ready", status: "True", reason: parsed.spec.paused ? "Paused" : "Ready", message: parsed.spec.paused ? "accepted; paused: deliveries are held" : `accepted; signing with ${lookup.keys.length} key${lookup.keys.length > 1 ? "s (rotation)" : ""}` }
-        : { type: "Ready", status: "False", reason: lookup.reason ?? "SecretNotFound", message: `${lookup.message}; deliveries wait until ${lookup.reason ? "it is fixed" : "it exists"}` };
-    } else {
-      ready = { type: "Ready", status: "True", reason: parsed.spec.paused ? "Paused" : "Ready", message: parsed.spec.paused ? "accepted; paused: deliveries are held" : "accepted; requests are not signed (no secretRef)" };
-    }
-
+    const ready = await this.readyCondition(namespace, sub);
     const policy = this.d.caches.policy(sub);
     if (!this.d.endpoints.get(key)) this.d.metrics.initSubscription(namespace, name);
     const ep = this.d.endpoints.ensure(key, sub.metadata.uid, sub.status, policy, now);
     const lastReset = resetReason === undefined ? undefined : { reason: resetReason, at: new Date(now).toISOString(), breaker: ep.breaker.state, health: ep.health.state };
     if (resetReason !== undefined) this.d.endpoints.reset(ep);
     const hs = health.toStatus(ep.health);
-    const endpointHealthy: ConditionInput =
-      ep.health.totalAttempts === 0 && !prev.health ? { type: "EndpointHealthy", status: "Unknown", reason: "NoAttempts", message: "no delivery attempted yet" }
-      : ep.health.state === "Healthy" ? { type: "EndpointHealthy", status: "True", reason: "Healthy", message: "the endpoint answers" }
-      : ep.health.state === "Degraded" ? { type: "EndpointHealthy", status: "False", reason: "Degraded", message: `${ep.health.consecutiveFailures} consecutive failures` }
-      : { type: "EndpointHealthy", status: "False", reason: ep.health.disabledReason === "Gone" ? "Gone" : "Disabled", message: `disabled${ep.health.disabledReason === "Gone" ? " after 410 Gone" : ` after ${ep.health.consecutiveFailures} consecutive failures`}; next probe at ${hs.nextProbeAt ?? "soon"}` };
-
+    const endpointHealthy = endpointHealthyCondition(ep.health, hs, prev.health !== undefined);
     const succeededDelta = ep.succeededDelta;
     const discardedDelta = ep.discardedDelta;
     const deadLettered = this.d.deadLetters.deadLetterCount(key);
     // Settings that work against each other (core/advice.ts): a condition, and a Warning Event when it appears or changes.
+    const parsed = this.d.caches.subscriptionSpec(sub);
     const advice = adviceCondition(policy, parsed.ok && parsed.spec.circuitBreaker.cooldown !== undefined);
     let conditions = setCondition(prev.conditions, ready, now, generation);
     conditions = setCondition(conditions, endpointHealthy, now, generation);
@@ -214,4 +209,13 @@ export class SubscriptionReconciler {
     }
     if (adviceGiven) this.d.events.record(subscriptionRef(sub), "Warning", advice.reason, advice.message ?? advice.reason);
   }
+}
+
+/** EndpointHealthy: what the endpoint's health says, with the next probe while it is Disabled. */
+function endpointHealthyCondition(h: health.HealthState, hs: health.HealthStatus, hadHealth: boolean): ConditionInput {
+  if (h.totalAttempts === 0 && !hadHealth) return { type: "EndpointHealthy", status: "Unknown", reason: "NoAttempts", message: "no delivery attempted yet" };
+  if (h.state === "Healthy") return { type: "EndpointHealthy", status: "True", reason: "Healthy", message: "the endpoint answers" };
+  if (h.state === "Degraded") return { type: "EndpointHealthy", status: "False", reason: "Degraded", message: `${h.consecutiveFailures} consecutive failures` };
+  const gone = h.disabledReason === "Gone";
+  return { type: "EndpointHealthy", status: "False", reason: gone ? "Gone" : "Disabled", message: `disabled${gone ? " after 410 Gone" : ` after ${h.consecutiveFailures} consecutive failures`}; next probe at ${hs.nextProbeAt ?? "soon"}` };
 }

@@ -191,7 +191,18 @@ export class Reflector<T extends { metadata: Pick<ObjectMeta, "name" | "namespac
       continueToken = page.metadata?.continue || undefined;
     } while (continueToken);
 
-    // Replace the store, telling the handler what changed since the last list.
+    this.replaceStore(seen);
+    this.resourceVersion = rv;
+    this.opts.handler.listed?.(startedAt);
+    if (!this.synced) {
+      this.synced = true;
+      for (const w of this.syncWaiters.splice(0)) w();
+    }
+    this.recovered();
+  }
+
+  /** Replaces the store with a list's objects, telling the handler what changed since the last list. */
+  private replaceStore(seen: Map<string, T>): void {
     for (const [key, old] of this.store) {
       if (!seen.has(key)) {
         this.store.delete(key);
@@ -204,13 +215,6 @@ export class Reflector<T extends { metadata: Pick<ObjectMeta, "name" | "namespac
       if (!old) this.opts.handler.add(obj);
       else if (old.metadata.resourceVersion !== obj.metadata.resourceVersion) this.opts.handler.update(old, obj);
     }
-    this.resourceVersion = rv;
-    this.opts.handler.listed?.(startedAt);
-    if (!this.synced) {
-      this.synced = true;
-      for (const w of this.syncWaiters.splice(0)) w();
-    }
-    this.recovered();
   }
 
   /** The object of a watch event, or for Table watches its one row (undefined if it has none). */
