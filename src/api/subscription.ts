@@ -47,17 +47,36 @@ export const secretRefSchema = z
       "The Secret holding the signing secret. A value `whsec_<base64>` is used as its decoded bytes. StandardWebhooks needs that form (the Standard Webhooks libraries base64-decode every secret): any other value makes the subscription Ready=False (SecretNotVerifiable). HMACSHA256Hex also takes any other value, as its UTF-8 bytes.",
   });
 
-export const signatureSchema = z
-  .object({
+/** What an HMACSHA256Hex signature covers; core/signing.ts computes it. */
+export const HEX_SIGNED_CONTENT = ["TimestampAndBody", "LegacyBodyOnly"] as const;
+
+export const signatureSchema = withRules(
+  z.object({
     scheme: z
       .enum(["StandardWebhooks", "HMACSHA256Hex"])
       .default("StandardWebhooks")
       .meta({
         description:
-          "StandardWebhooks: webhook-id, webhook-timestamp and webhook-signature (v1,<base64 HMAC-SHA256 of id.timestamp.body>) per the Standard Webhooks specification. HMACSHA256Hex: x-webhook-id, x-webhook-timestamp and x-webhook-signature: sha256=<hex HMAC-SHA256 of the body>.",
+          'StandardWebhooks: webhook-id, webhook-timestamp and webhook-signature (v1,<base64 HMAC-SHA256 of "<id>.<timestamp>.<body>">) per the Standard Webhooks specification. HMACSHA256Hex: x-webhook-id, x-webhook-timestamp and x-webhook-signature: sha256=<hex HMAC-SHA256 of "<x-webhook-timestamp>.<body>"> (see signedContent).',
       }),
-  })
-  .meta({ description: "How requests are signed." });
+    signedContent: z
+      .enum(HEX_SIGNED_CONTENT)
+      .default("TimestampAndBody")
+      .meta({
+        description:
+          'What the signature covers. TimestampAndBody: HMACSHA256Hex signs "<x-webhook-timestamp>.<body>", so a receiver can refuse requests older than its tolerance (StandardWebhooks always signs "<id>.<timestamp>.<body>" and takes only this value). LegacyBodyOnly, HMACSHA256Hex only: the body alone, for receivers written for the earlier form; the timestamp is then unsigned and a captured request verifies forever.',
+      }),
+  }),
+  { description: "How requests are signed." },
+  [
+    {
+      rule: "!has(self.signedContent) || self.signedContent != 'LegacyBodyOnly' || (has(self.scheme) && self.scheme == 'HMACSHA256Hex')",
+      message: 'signedContent LegacyBodyOnly applies to scheme HMACSHA256Hex only (StandardWebhooks always signs "<id>.<timestamp>.<body>")',
+      fieldPath: ".signedContent",
+      check: (s) => s.signedContent !== "LegacyBodyOnly" || s.scheme === "HMACSHA256Hex",
+    },
+  ],
+);
 
 export const retrySchema = withRules(
   z.object({
@@ -202,7 +221,7 @@ export const subscriptionSpecSchema = z
       [],
     ).optional(),
     secretRef: secretRefSchema.optional(),
-    signature: signatureSchema.default({ scheme: "StandardWebhooks" }),
+    signature: signatureSchema.default({ scheme: "StandardWebhooks", signedContent: "TimestampAndBody" }),
     headers: headersSchema.optional(),
     timeout: duration("100ms", "120s", "Timeout of one attempt, from connect to the response headers. Default: WEBHOOK_DELIVERY_TIMEOUT_MS.").optional(),
     retry: retrySchema.default({ maxAttempts: 6, initialBackoff: "1s", multiplier: 2, maxBackoff: "30s", jitterPercent: 10, respectRetryAfter: true }),
@@ -279,7 +298,9 @@ export const endpointResetStatusSchema = z
 export const subscriptionStatusSchema = z
   .object({
     observedGeneration: z.int().min(0).optional().meta({ description: "The .metadata.generation the operator last acted on." }),
-    conditions: conditions("Ready: the operator accepted the spec and its Secret. EndpointHealthy: the endpoint answers.").optional(),
+    conditions: conditions(
+      "Ready: the operator accepted the spec and its Secret. EndpointHealthy: the endpoint answers. ConfigurationAdvice: True (reason CooldownShorterThanBackoff) while settings work against each other (the breaker cooldown shorter than the largest retry delay); it never makes the subscription not Ready.",
+    ).optional(),
     breaker: breakerStatusSchema.optional(),
     health: healthStatusSchema.optional(),
     deliveries: deliveryCountsSchema.optional(),

@@ -248,6 +248,8 @@ function statusScreen(data: { subscription: string; url?: string | undefined; pa
     ["Dead letters", `${s.deliveries?.deadLettered ?? 0} (kubectl hookline dlq --subscription ${data.subscription.split("/")[1]})`],
     ["Paused", String(data.paused)],
   ];
+  const advice = cond(s.conditions, "ConfigurationAdvice");
+  if (advice?.status === "True") rows.splice(4, 0, ["Advice", `${advice.reason}: ${advice.message ?? ""}`]);
   if (s.lastReset) rows.push(["Last reset", `${ago(s.lastReset.at, now)} ago (was ${s.lastReset.breaker}/${s.lastReset.health}): ${s.lastReset.reason}`]);
   if (s.lastReplay) {
     const r = s.lastReplay;

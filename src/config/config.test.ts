@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { ConfigError, INT_VARS, loadConfig } from "./config.js";
+import { ConfigError, INT_VARS, configWarnings, loadConfig } from "./config.js";
 
 function problemsOf(env: Record<string, string>): string[] {
   try {
@@ -130,5 +130,22 @@ describe("loadConfig", () => {
     const problems = problemsOf({ HOOKLINE_NATS_URL: "nats://hookline:s3cret@nats:4222/x" });
     expect(problems[0]).toContain("nats://hookline:***@nats:4222/x");
     expect(problems[0]).not.toContain("s3cret");
+  });
+});
+
+describe("configWarnings: advice the operator logs at start", () => {
+  it("none with the defaults (60 s cooldown; the default retry waits at most 17.6 s)", () => {
+    expect(configWarnings(loadConfig({}))).toEqual([]);
+    expect(configWarnings(loadConfig({ WEBHOOK_CB_TIMEOUT_MS: "17600" }))).toEqual([]);
+  });
+
+  it.each(["1000", "10000", "17599"])("WEBHOOK_CB_TIMEOUT_MS=%s, shorter than the default retry's largest delay: one warning naming the variable, both numbers and the fix", (value) => {
+    const warnings = configWarnings(loadConfig({ WEBHOOK_CB_TIMEOUT_MS: value }));
+    expect(warnings).toEqual([
+      {
+        variable: "WEBHOOK_CB_TIMEOUT_MS",
+        message: `WEBHOOK_CB_TIMEOUT_MS=${value} is shorter than the largest delay of the default retry policy, 17600 ms (6 attempts, delays from 1s times 2, capped at 30s, jitter 10%): an open breaker would probe sooner than the retries wait, and a probe into the same outage opens it again at once; set it to at least 17600. Subscriptions that set circuitBreaker.cooldown or retry are checked on their own (condition ConfigurationAdvice).`,
+      },
+    ]);
   });
 });

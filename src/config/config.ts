@@ -3,6 +3,9 @@
 import { hostname } from "node:os";
 import { randomBytes } from "node:crypto";
 import { z } from "zod";
+import { parseDuration } from "../api/duration.js";
+import { retrySchema } from "../api/subscription.js";
+import { describeRetrySchedule, largestRetryDelayMs } from "../core/advice.js";
 import { parseCidrList, type Cidr } from "../core/netguard.js";
 import { NatsUrlError, parseNatsUrl, redactNatsUrl } from "../stream/url.js";
 
@@ -83,7 +86,7 @@ export const ENV_DOCS: Array<{ name: string; default: string; range: string; wha
       [INT_VARS.deliveryTimeoutMs, "per-attempt timeout when a subscription sets no `timeout`"],
       [INT_VARS.failureThreshold, "consecutive failures that open a breaker (subscription default)"],
       [INT_VARS.successThreshold, "successful probes in HalfOpen that close it (subscription default)"],
-      [INT_VARS.cooldownMs, "how long a breaker stays Open before one probe (subscription default)"],
+      [INT_VARS.cooldownMs, "how long a breaker stays Open before one probe (subscription default); shorter than the default retry policy's largest delay (17600): a warning at start"],
       [INT_VARS.drainTimeoutMs, "on SIGTERM, how long in-flight requests may finish"],
     ] as const
   ).map(([v, what]) => ({ name: v.name, default: String(v.default), range: `${v.min}..${v.max}`, what })),
@@ -236,4 +239,35 @@ export function loadConfig(env: Env, overrides: { leaderElect?: boolean } = {}):
     natsUrl: natsRaw,
     natsUrlRedacted: natsRaw === undefined ? undefined : redactNatsUrl(natsRaw),
   };
+}
+
+/** Advice about a valid configuration: the operator logs each at start (level warn). */
+export interface ConfigWarning {
+  /** The variable the advice is about. */
+  variable: string;
+  message: string;
+}
+
+/**
+ * What the operator should warn about at start. Today one thing: WEBHOOK_CB_TIMEOUT_MS shorter
+ * than the largest delay of the default retry policy (the one a subscription setting no `retry`
+ * gets), so an open breaker would probe sooner than the retries wait. Subscriptions with their
+ * own retry or circuitBreaker.cooldown get the same advice on their ConfigurationAdvice
+ * condition (core/advice.ts).
+ */
+export function configWarnings(config: Pick<Config, "breaker">): ConfigWarning[] {
+  const r = retrySchema.parse({});
+  const retry = { maxAttempts: r.maxAttempts, initialBackoffMs: parseDuration(r.initialBackoff), multiplier: r.multiplier, maxBackoffMs: parseDuration(r.maxBackoff), jitterPercent: r.jitterPercent };
+  const largest = largestRetryDelayMs(retry);
+  const cooldown = config.breaker.cooldownMs;
+  if (cooldown >= largest) return [];
+  return [
+    {
+      variable: INT_VARS.cooldownMs.name,
+      message:
+        `${INT_VARS.cooldownMs.name}=${cooldown} is shorter than the largest delay of the default retry policy, ${largest} ms (${describeRetrySchedule(retry)}): ` +
+        `an open breaker would probe sooner than the retries wait, and a probe into the same outage opens it again at once; ` +
+        `set it to at least ${largest}. Subscriptions that set circuitBreaker.cooldown or retry are checked on their own (condition ConfigurationAdvice).`,
+    },
+  ];
 }

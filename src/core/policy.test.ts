@@ -13,6 +13,7 @@ describe("resolvePolicy: operator defaults", () => {
       eventTypes: undefined,
       secretRef: undefined,
       scheme: "StandardWebhooks",
+      signedContent: "TimestampAndBody",
       headers: {},
       timeoutMs: 7_000,
       retry: { maxAttempts: 6, initialBackoffMs: 1_000, multiplier: 2, maxBackoffMs: 30_000, jitterPercent: 10, respectRetryAfter: true },
@@ -58,6 +59,16 @@ describe("resolvePolicy: durations", () => {
     ["retention.deadLettered", { retention: { deadLettered: "24h" } }, (p: ReturnType<typeof resolve>) => p.retention.deadLetteredMs, 86_400_000],
   ] as Array<[string, Partial<SubscriptionSpecInput>, (p: ReturnType<typeof resolve>) => number, number]>)("%s is parsed to ms", (_name, spec, pick, ms) => {
     expect(pick(resolve(spec))).toBe(ms);
+  });
+});
+
+describe("resolvePolicy: what HMACSHA256Hex signs", () => {
+  it.each<[string, SubscriptionSpecInput["signature"], string]>([
+    ["omitted: the timestamped form", { scheme: "HMACSHA256Hex" }, "TimestampAndBody"],
+    ["TimestampAndBody", { scheme: "HMACSHA256Hex", signedContent: "TimestampAndBody" }, "TimestampAndBody"],
+    ["LegacyBodyOnly", { scheme: "HMACSHA256Hex", signedContent: "LegacyBodyOnly" }, "LegacyBodyOnly"],
+  ])("signature.signedContent %s", (_name, signature, expected) => {
+    expect(resolve({ signature }).signedContent).toBe(expected);
   });
 });
 

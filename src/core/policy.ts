@@ -4,7 +4,7 @@
 import { parseDuration } from "../api/duration.js";
 import { retentionSchema, type SubscriptionSpec } from "../api/subscription.js";
 import type { RetryPolicy } from "./retry.js";
-import type { SignatureScheme } from "./signing.js";
+import type { HexSignedContent, SignatureScheme } from "./signing.js";
 
 export interface PolicyDefaults {
   deliveryTimeoutMs: number;
@@ -17,6 +17,8 @@ export interface Policy {
   /** With the scheme, which decides which secret values can sign (core/signing.ts signingKey). */
   secretRef: { name: string; key: string; previousKey?: string; scheme: SignatureScheme } | undefined;
   scheme: "StandardWebhooks" | "HMACSHA256Hex";
+  /** HMACSHA256Hex: what the signature covers (spec.signature.signedContent; default TimestampAndBody). */
+  signedContent: HexSignedContent;
   headers: Record<string, string>;
   timeoutMs: number;
   retry: RetryPolicy;
@@ -35,6 +37,7 @@ export function resolvePolicy(spec: SubscriptionSpec, defaults: PolicyDefaults):
     eventTypes: spec.eventTypes,
     secretRef: spec.secretRef ? { name: spec.secretRef.name, key: spec.secretRef.key, ...(spec.secretRef.previousKey ? { previousKey: spec.secretRef.previousKey } : {}), scheme: spec.signature.scheme } : undefined,
     scheme: spec.signature.scheme,
+    signedContent: spec.signature.signedContent,
     headers: spec.headers ?? {},
     timeoutMs: spec.timeout !== undefined ? parseDuration(spec.timeout) : defaults.deliveryTimeoutMs,
     retry: {

@@ -5,6 +5,7 @@
 import type { Logger } from "pino";
 import { ANNOTATIONS, REPLAY_REASON_MAX_LENGTH, REPLAY_REASON_MIN_LENGTH } from "../api/names.js";
 import type { SubscriptionStatus } from "../api/subscription.js";
+import { adviceCondition } from "../core/advice.js";
 import * as breaker from "../core/breaker.js";
 import { conditionDiffers, getCondition, setCondition, type ConditionInput } from "../core/conditions.js";
 import * as health from "../core/health.js";
@@ -152,8 +153,12 @@ export class SubscriptionReconciler {
     const succeededDelta = ep.succeededDelta;
     const discardedDelta = ep.discardedDelta;
     const deadLettered = this.d.deadLetters.deadLetterCount(key);
+    // Settings that work against each other (core/advice.ts): a condition, and a Warning Event when it appears or changes.
+    const parsed = this.d.caches.subscriptionSpec(sub);
+    const advice = adviceCondition(policy, parsed.ok && parsed.spec.circuitBreaker.cooldown !== undefined);
     let conditions = setCondition(prev.conditions, ready, now, generation);
     conditions = setCondition(conditions, endpointHealthy, now, generation);
+    conditions = setCondition(conditions, advice, now, generation);
     const next: SubscriptionStatus = {
       ...prev,
       observedGeneration: generation,
@@ -183,6 +188,7 @@ export class SubscriptionReconciler {
     });
 
     const readyChanged = conditionDiffers(prev.conditions, ready, generation) && getCondition(prev.conditions, "Ready")?.reason !== ready.reason;
+    const adviceGiven = advice.status === "True" && conditionDiffers(prev.conditions, advice);
     const patch = createMergePatch(prev, next);
     ep.dirty = false;
     ep.urgent = false;
@@ -201,6 +207,7 @@ export class SubscriptionReconciler {
     if (readyChanged) {
       this.d.events.record(subscriptionRef(sub), ready.status === "True" ? "Normal" : "Warning", ready.reason, ready.message ?? ready.reason);
     }
+    if (adviceGiven) this.d.events.record(subscriptionRef(sub), "Warning", advice.reason, advice.message ?? advice.reason);
   }
 }
 

@@ -229,7 +229,7 @@ describe("CRDs through the real API server and kubectl", () => {
     const minimal = await getObj("whsub", ns, "defaults-minimal");
     expect(minimal!.spec).toEqual({
       url: "https://hooks.acme.example/minimal",
-      signature: { scheme: "StandardWebhooks" },
+      signature: { scheme: "StandardWebhooks", signedContent: "TimestampAndBody" },
       retry: { maxAttempts: 6, initialBackoff: "1s", multiplier: 2, maxBackoff: "30s", jitterPercent: 10, respectRetryAfter: true },
       circuitBreaker: { whenOpen: "Defer" },
       maxInFlight: 10,
