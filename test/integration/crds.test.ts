@@ -209,13 +209,15 @@ describe("CRDs through the real API server and kubectl", () => {
 
     // --recursive lists every field of the spec, nested ones included.
     const recursive = await kubectlOk(["explain", "whsub.spec", "--recursive"]);
-    const fields = [...recursive.matchAll(/^\s+([A-Za-z]+)\s+<[^>]+>/gm)].map((m) => m[1]);
+    const fields = [...recursive.matchAll(/^\s+([A-Za-z][A-Za-z0-9]*)\s+<[^>]+>/gm)].map((m) => m[1]);
     const schemaFields: string[] = [];
     const walk = (node: SchemaNode) => {
       for (const [key, child] of Object.entries(node.properties ?? {})) {
         schemaFields.push(key);
         walk(child);
       }
+      // The fields of list items (headersFrom[].name) are listed too.
+      if (node.items) walk(node.items);
     };
     walk(schemaNode(subscriptionCrd(), at("spec")));
     expect(schemaFields.length).toBeGreaterThan(30);
@@ -341,6 +343,22 @@ describe("CRDs through the real API server and kubectl", () => {
     it("accepts ordinary headers (tokens that only look like refused ones, tabs and printable ASCII values)", async () => {
       await kubectlOk(["create", "-f", "-"], { input: JSON.stringify(subscription(ns, "valid-headers", { url: "https://hooks.example.com/orders", headers: VALID_HEADERS })) });
       expect((await getObj("whsub", ns, "valid-headers"))!.spec.headers).toEqual(VALID_HEADERS);
+    });
+
+    it("accepts every receiver-credential field at once, and writes their defaults", async () => {
+      const spec = {
+        url: "https://hooks.example.com/orders",
+        headers: { "X-Tenant": "acme" },
+        headersFrom: [{ name: "X-Api-Key", secretKeyRef: { name: "tenant-token", key: "api-key" } }],
+        tls: { clientCertificateSecretRef: { name: "client-cert" }, caBundleSecretRef: { name: "receiver-ca" } },
+        oauth2: { tokenURL: "https://auth.example.com/oauth/token", clientIdSecretRef: { name: "oauth", key: "client-id" }, clientSecretSecretRef: { name: "oauth", key: "client-secret" }, scopes: ["webhooks:write"], audience: "https://hooks.example.com" },
+        proxy: { url: "http://egress-proxy.infra.svc:3128" },
+      };
+      await kubectlOk(["create", "-f", "-"], { input: JSON.stringify(subscription(ns, "all-credentials", spec)) });
+      const stored = (await getObj("whsub", ns, "all-credentials"))!.spec as Record<string, any>;
+      expect(stored).toMatchObject(spec);
+      expect(stored.tls.caBundleSecretRef.key).toBe("ca.crt");
+      expect(stored.oauth2.clientAuthentication).toBe("ClientSecretBasic");
     });
 
     it.concurrent.for(INVALID_SPEC_CASES.map((c, index) => ({ ...c, index })))(
