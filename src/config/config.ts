@@ -234,13 +234,9 @@ export function loadConfig(env: Env, overrides: { leaderElect?: boolean } = {}):
 
 /** HTTPS_PROXY, HTTP_PROXY and NO_PROXY (uppercase first, then lowercase, as Go's net/http reads them). */
 function loadProxy(env: Env, problems: string[]): { proxy: ProxyEnv; proxyText: string } {
-  const proxyVar = (name: string): { name: string; value: string } => {
-    const upper = env[name]?.trim();
-    if (upper) return { name, value: upper };
-    return { name: name.toLowerCase(), value: env[name.toLowerCase()]?.trim() ?? "" };
-  };
-  const proxyUrl = (name: string): URL | undefined => {
-    const v = proxyVar(name);
+  const proxyVar = (name: string, upper: string | undefined, lower: string | undefined): { name: string; value: string } =>
+    upper?.trim() ? { name, value: upper.trim() } : { name: name.toLowerCase(), value: lower?.trim() ?? "" };
+  const proxyUrl = (v: { name: string; value: string }): URL | undefined => {
     if (v.value === "") return undefined;
     try {
       return parseProxyUrl(v.value);
@@ -250,9 +246,9 @@ function loadProxy(env: Env, problems: string[]): { proxy: ProxyEnv; proxyText: 
       return undefined;
     }
   };
-  const httpsProxy = proxyUrl("HTTPS_PROXY");
-  const httpProxy = proxyUrl("HTTP_PROXY");
-  const noProxyVar = proxyVar("NO_PROXY");
+  const httpsProxy = proxyUrl(proxyVar("HTTPS_PROXY", env.HTTPS_PROXY, env.https_proxy));
+  const httpProxy = proxyUrl(proxyVar("HTTP_PROXY", env.HTTP_PROXY, env.http_proxy));
+  const noProxyVar = proxyVar("NO_PROXY", env.NO_PROXY, env.no_proxy);
   let noProxy = NO_PROXY_NONE;
   try {
     noProxy = parseNoProxy(noProxyVar.value);
