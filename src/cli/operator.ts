@@ -11,8 +11,10 @@ import { STATUS_FITTERS } from "../api/status-limits.js";
 import type { Config } from "../config/config.js";
 import type { PolicyDefaults } from "../core/policy.js";
 import { Caches, SUBSCRIPTIONS, type DeliveryObject, type SubscriptionObject } from "../delivery/caches.js";
+import { Credentials } from "../delivery/credentials.js";
 import { DeliveryReconciler } from "../delivery/delivery-reconciler.js";
 import { EndpointRegistry } from "../delivery/endpoints.js";
+import { OAuth2Client } from "../delivery/oauth2.js";
 import { Replayer } from "../delivery/replay.js";
 import { SecretCache } from "../delivery/secrets.js";
 import { Sender } from "../delivery/sender.js";
@@ -122,8 +124,9 @@ export class Operator {
     const statusWriter = new StatusWriter(this.client, STATUS_FITTERS);
     this.events = new EventRecorder(this.client, log.child({ component: "events" }), { component: "hookline", host: config.leaderElection.identity });
     this.endpoints = new EndpointRegistry(config.maxInFlight, config.healthProbeIntervalMs, (key) => this.term?.deliveries.queue.add(key), (n) => metrics.inFlight.set(n));
-    this.sender = new Sender({ allowedNetworks: config.allowedNetworks, connectionsPerOrigin: Math.min(1000, config.maxInFlight) });
-    const secrets = new SecretCache(this.client);
+    this.sender = new Sender({ allowedNetworks: config.allowedNetworks, connectionsPerOrigin: Math.min(1000, config.maxInFlight), proxy: config.proxy });
+    const secrets = new SecretCache(this.client, { ttlMs: config.secretRefreshMs });
+    const credentials = new Credentials(secrets, this.sender, new OAuth2Client(this.sender, { userAgent: USER_AGENT }));
     const onHealth = (name: string, healthy: boolean) => {
       if (healthy) this.unhealthyReflectors.delete(name);
       else this.unhealthyReflectors.add(name);
@@ -158,6 +161,7 @@ export class Operator {
       caches: this.caches,
       endpoints: this.endpoints,
       secrets,
+      credentials,
       sender: this.sender,
       statusWriter,
       events: this.events,
@@ -186,6 +190,7 @@ export class Operator {
       caches: this.caches,
       endpoints: this.endpoints,
       secrets,
+      credentials,
       statusWriter,
       events: this.events,
       expectations: this.subscriptionExpectations,

@@ -23,6 +23,7 @@ import type { Metrics } from "../observability/metrics.js";
 import type { Result } from "../runtime/controller.js";
 import type { Expectations } from "../runtime/expectations.js";
 import { DELIVERIES, type Caches, type DeliveryObject, type SubscriptionObject } from "./caches.js";
+import { withCredentials, type Credentials, type ResolvedCredentials } from "./credentials.js"; // [receiver-credentials]
 import type { Endpoint, EndpointRegistry } from "./endpoints.js";
 import { loadRequestBody, payloadView, type RequestBody } from "./payload.js";
 import type { SecretCache } from "./secrets.js";
@@ -39,6 +40,8 @@ export interface DeliveryReconcilerDeps {
   caches: Caches;
   endpoints: EndpointRegistry;
   secrets: SecretCache;
+  /** [receiver-credentials] headersFrom, tls, oauth2 and proxy: resolved and sent by src/delivery/credentials.ts. */
+  credentials: Credentials;
   sender: Sender;
   statusWriter: StatusWriter;
   events: EventSink;
@@ -152,6 +155,9 @@ export class DeliveryReconciler {
         keys = lookup.keys;
       } else secret = lookup;
     }
+    // [receiver-credentials] read with the signing Secret; a missing or unusable one makes the delivery wait the same way.
+    const creds = await this.d.credentials.resolveDue(namespace, due ? policy : undefined);
+    secret = withCredentials(secret, creds);
     const endpoint = policy && subObj ? this.d.endpoints.ensure(subKey, subObj.metadata.uid, subObj.status, policy, now) : undefined;
     const action = plan({
       now,
@@ -162,12 +168,12 @@ export class DeliveryReconciler {
     });
     if (this.d.log.isLevelEnabled("debug")) this.d.log.debug({ delivery: key, action: action.type, ...("why" in action ? { why: action.why } : {}), ...("at" in action ? { inMs: action.at - now } : {}) }, "planned");
     if (action.type !== "Attempt" && action.type !== "Park") this.d.endpoints.kick(endpoint, policy?.maxInFlight ?? 0);
-    return this.act(action, { key, obj, policy, endpoint, subKey, subObj, keys, signal, now });
+    return this.act(action, { key, obj, policy, endpoint, subKey, subObj, keys, creds, signal, now }); // [receiver-credentials] creds
   }
 
   private async act(
     action: Action,
-    c: { key: string; obj: DeliveryObject; policy: Policy | undefined; endpoint: Endpoint | undefined; subKey: string; subObj: SubscriptionObject | undefined; keys: Buffer[]; signal: AbortSignal; now: number },
+    c: { key: string; obj: DeliveryObject; policy: Policy | undefined; endpoint: Endpoint | undefined; subKey: string; subObj: SubscriptionObject | undefined; keys: Buffer[]; creds: ResolvedCredentials | undefined; signal: AbortSignal; now: number }, // [receiver-credentials] creds
   ): Promise<Result | void> {
     switch (action.type) {
       case "Nothing":
@@ -209,7 +215,7 @@ export class DeliveryReconciler {
       }
       case "Attempt":
         this.secretWaits.delete(c.key);
-        return this.attempt(c.key, c.obj, c.policy!, c.endpoint!, c.subKey, action, c.keys, c.signal);
+        return this.attempt(c.key, c.obj, c.policy!, c.endpoint!, c.subKey, action, c.keys, c.creds, c.signal); // [receiver-credentials] creds
     }
   }
 
@@ -245,8 +251,8 @@ export class DeliveryReconciler {
   }
 
   /** One attempt: sign, POST, classify, update the endpoint, write the outcome. */
-  private async attempt(key: string, obj: DeliveryObject, policy: Policy, ep: Endpoint, subKey: string, action: Extract<Action, { type: "Attempt" }>, keys: Buffer[], signal: AbortSignal): Promise<Result | void> {
-    const written = await this.attemptOnce(key, obj, policy, ep, subKey, action, keys, signal);
+  private async attempt(key: string, obj: DeliveryObject, policy: Policy, ep: Endpoint, subKey: string, action: Extract<Action, { type: "Attempt" }>, keys: Buffer[], creds: ResolvedCredentials | undefined, signal: AbortSignal): Promise<Result | void> { // [receiver-credentials] creds
+    const written = await this.attemptOnce(key, obj, policy, ep, subKey, action, keys, creds, signal); // [receiver-credentials] creds
     return written ? this.afterOutcome(written) : undefined;
   }
 
@@ -254,14 +260,14 @@ export class DeliveryReconciler {
    * The endpoint slot is held until the outcome is recorded, so a crash leaves at most
    * maxInFlight deliveries per endpoint whose outcome is unknown (and re-sent, same webhook-id).
    */
-  private async attemptOnce(key: string, obj: DeliveryObject, policy: Policy, ep: Endpoint, subKey: string, action: Extract<Action, { type: "Attempt" }>, keys: Buffer[], signal: AbortSignal, replay?: { reason: string; requestId?: string }): Promise<{ obj: DeliveryObject; final?: Final } | undefined> {
+  private async attemptOnce(key: string, obj: DeliveryObject, policy: Policy, ep: Endpoint, subKey: string, action: Extract<Action, { type: "Attempt" }>, keys: Buffer[], creds: ResolvedCredentials | undefined, signal: AbortSignal, replay?: { reason: string; requestId?: string }): Promise<{ obj: DeliveryObject; final?: Final } | undefined> { // [receiver-credentials] creds
     const [namespace, subscription] = subKey.split("/") as [string, string];
     this.d.endpoints.acquire(ep, action.commit, key);
     if (action.commit.breakerTransition) this.breakerTransition(ep, subKey, action.commit.breakerTransition);
     try {
       const body = await this.requestBody(obj, signal, () => action.probe && this.recordOnEndpoint(ep, subKey, policy, "interrupted", true, false));
       if (!body) return undefined;
-      const result = await this.send(body, policy, keys, signal);
+      const result = await this.send(body, policy, keys, creds, signal); // [receiver-credentials] creds
       const c = result.classification;
       // Metrics and the endpoint's breaker and health: one signal per real attempt.
       if (c === "interrupted") this.d.metrics.attempts.inc({ namespace, subscription, status: "failure", reason: "interrupted" });
@@ -296,7 +302,7 @@ export class DeliveryReconciler {
   }
 
   /** Signs and sends; never throws. */
-  private async send({ id, body }: RequestBody, policy: Policy, keys: Buffer[], signal: AbortSignal): Promise<AttemptResult> {
+  private async send({ id, body }: RequestBody, policy: Policy, keys: Buffer[], creds: ResolvedCredentials | undefined, signal: AbortSignal): Promise<AttemptResult> { // [receiver-credentials] creds
     const startedAt = this.now();
     const timestampSeconds = Math.floor(startedAt / 1000);
     const headers: Record<string, string> = {
@@ -314,7 +320,8 @@ export class DeliveryReconciler {
     } else {
       Object.assign(headers, { "x-webhook-id": id, "x-webhook-timestamp": String(timestampSeconds) });
     }
-    const sent = await this.d.sender.send({ url: policy.url, headers, body, timeoutMs: policy.timeoutMs, signal });
+    // [receiver-credentials] Secret headers, TLS identity, proxy, OAuth2 token (one refresh and re-send on a 401): src/delivery/credentials.ts.
+    const sent = await this.d.credentials.send(creds, { url: policy.url, headers, body, timeoutMs: policy.timeoutMs, signal });
     if (sent.kind === "response") {
       return { startedAt, durationMs: sent.durationMs, responseStatus: sent.status, ...(sent.retryAfter ? { retryAfter: sent.retryAfter } : {}), classification: classify({ kind: "response", status: sent.status }) };
     }
@@ -551,6 +558,8 @@ export class DeliveryReconciler {
       if (lookup.kind !== "ok") return { outcome: "skipped", detail: lookup.message };
       keys = lookup.keys;
     }
+    const creds = await this.d.credentials.resolve(namespace, policy); // [receiver-credentials]
+    if (creds.kind === "missing") return { outcome: "skipped", detail: creds.message }; // [receiver-credentials]
     const ep = this.d.endpoints.ensure(subKey, subObj.metadata.uid, subObj.status, policy, this.now());
     // A replay is an operator's explicit request: it bypasses backoff, breaker and health gates,
     // but not the request slots: it waits (parked, woken when one frees) like any attempt.
@@ -560,7 +569,7 @@ export class DeliveryReconciler {
       return { outcome: "parked" };
     }
     const commit = { breaker: ep.breaker, health: ep.health, bucket: ep.bucket };
-    const written = await this.attemptOnce(key, obj, policy, ep, subKey, { type: "Attempt", probe: false, commit }, keys, signal, replay);
+    const written = await this.attemptOnce(key, obj, policy, ep, subKey, { type: "Attempt", probe: false, commit }, keys, creds, signal, replay); // [receiver-credentials] creds
     return { outcome: written?.obj.status?.phase === "Succeeded" ? "succeeded" : "failed" };
   }
 }

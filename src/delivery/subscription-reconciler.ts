@@ -20,6 +20,7 @@ import type { Result } from "../runtime/controller.js";
 import type { Expectations } from "../runtime/expectations.js";
 import { SUBSCRIPTIONS, type Caches, type SubscriptionObject } from "./caches.js";
 import type { EndpointRegistry } from "./endpoints.js";
+import type { Credentials } from "./credentials.js";
 import type { SecretCache } from "./secrets.js";
 
 export interface DeadLetterCounts {
@@ -30,6 +31,8 @@ export interface SubscriptionReconcilerDeps {
   caches: Caches;
   endpoints: EndpointRegistry;
   secrets: SecretCache;
+  /** Checks the Secrets of headersFrom, tls and oauth2 for the Ready condition. */
+  credentials: Credentials;
   statusWriter: StatusWriter;
   events: EventSink;
   expectations: Expectations;
@@ -144,6 +147,11 @@ export class SubscriptionReconciler {
     }
 
     const policy = parsed.ok ? resolvePolicy(parsed.spec, this.d.defaults) : undefined;
+    if (policy && ready.status === "True") {
+      // The receiver's credentials (headersFrom, tls, oauth2): the message names the field and the Secret.
+      const creds = await this.d.credentials.resolve(namespace, policy);
+      if (creds.kind === "missing") ready = { type: "Ready", status: "False", reason: creds.reason, message: `${creds.message}; deliveries wait until it is fixed` };
+    }
     if (!this.d.endpoints.get(key)) this.d.metrics.initSubscription(namespace, name);
     const ep = this.d.endpoints.ensure(key, sub.metadata.uid, sub.status, policy, now);
     const lastReset = resetReason === undefined ? undefined : { reason: resetReason, at: new Date(now).toISOString(), breaker: ep.breaker.state, health: ep.health.state };
