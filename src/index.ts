@@ -5,10 +5,18 @@
 //
 //   import { publish } from "hookline";
 //   const { id, deliveries } = await publish({ namespace: "shop", type: "order.paid", id: "evt-1001", data: { order: 1001 } });
+//
+// Stream mode (docs/stream-mode.md): with `nats`, the event is written once to NATS JetStream
+// and the publish returns once JetStream stored it; no Kubernetes credentials are used.
+//
+//   const { seq, result } = await publish({ namespace: "shop", type: "order.paid", id: "evt-1001", data: { order: 1001 } }, { nats: "nats://nats.nats.svc:4222" });
 import { KubeConfig } from "@kubernetes/client-node";
 import { KubeClient } from "./kube/client.js";
 import { publish as fanOut, type PublishResult } from "./publish/fanout.js";
-import type { PublishInput } from "./publish/input.js";
+import { validateEvent, type PublishInput } from "./publish/input.js";
+import { publishToStream, type StreamPublishResult } from "./publish/stream.js";
+import { StreamConnection } from "./stream/jetstream.js";
+import type { TraceContext } from "./stream/message.js";
 import { USER_AGENT } from "./version.js";
 
 export interface ConnectOptions {
@@ -18,9 +26,22 @@ export interface ConnectOptions {
   concurrency?: number;
 }
 
+export interface StreamConnectOptions {
+  /** Stream mode: the NATS server(s) with JetStream, nats://HOST:PORT or tls://… (comma-separated for a cluster; credentials as nats://USER:PASS@HOST). */
+  nats: string;
+  /** How long a publish waits for JetStream's acknowledgement; default 5 s. */
+  timeoutMs?: number;
+}
+
 /** A reusable publisher: one connection pool for many events. Close it when done. */
 export interface Publisher {
   publish(input: PublishInput, opts?: { signal?: AbortSignal }): Promise<PublishResult>;
+  close(): Promise<void>;
+}
+
+/** A reusable stream-mode publisher: one NATS connection (reconnecting by itself) for many events. */
+export interface StreamPublisher {
+  publish(input: PublishInput, opts?: { traceContext?: TraceContext }): Promise<StreamPublishResult>;
   close(): Promise<void>;
 }
 
@@ -32,8 +53,26 @@ function loadKubeConfig(kubeconfig: string | KubeConfig | undefined): KubeConfig
   return kc;
 }
 
-/** Connects once with the caller's credentials; `publish` many events through it. */
-export async function createPublisher(opts: ConnectOptions = {}): Promise<Publisher> {
+/** Stream mode when a `nats` URL is given (a JavaScript caller may pass `nats: undefined`: CR mode then). */
+const isStream = (opts: ConnectOptions | StreamConnectOptions): opts is StreamConnectOptions => typeof (opts as Partial<StreamConnectOptions>).nats === "string";
+
+/** Connects once; `publish` many events through it. With `nats`, to JetStream (stream mode). */
+export async function createPublisher(opts: StreamConnectOptions): Promise<StreamPublisher>;
+export async function createPublisher(opts?: ConnectOptions): Promise<Publisher>;
+export async function createPublisher(opts: ConnectOptions | StreamConnectOptions = {}): Promise<Publisher | StreamPublisher> {
+  if (isStream(opts)) return createStreamPublisher(opts);
+  return createKubePublisher(opts);
+}
+
+async function createStreamPublisher(opts: StreamConnectOptions): Promise<StreamPublisher> {
+  const connection = await StreamConnection.connect({ url: opts.nats, source: "the nats option", name: "hookline library", ...(opts.timeoutMs !== undefined ? { publishTimeoutMs: opts.timeoutMs } : {}) });
+  return {
+    publish: (input, o = {}) => publishToStream(connection, input, o.traceContext ? { traceContext: o.traceContext } : {}),
+    close: () => connection.close(),
+  };
+}
+
+async function createKubePublisher(opts: ConnectOptions): Promise<Publisher> {
   const client = await KubeClient.create(loadKubeConfig(opts.kubeconfig), { userAgent: USER_AGENT, connections: 16 });
   return {
     publish: (input, o = {}) => fanOut(client, input, { ...(opts.concurrency ? { concurrency: opts.concurrency } : {}), ...(o.signal ? { signal: o.signal } : {}) }),
@@ -46,8 +85,20 @@ export async function createPublisher(opts: ConnectOptions = {}): Promise<Publis
  * `input.namespace`, named from the event id, so publishing the same id again creates nothing
  * new. Returns the id (generated when absent) and, per subscription, `created` or `existing`.
  */
-export async function publish(input: PublishInput, opts: ConnectOptions = {}): Promise<PublishResult> {
-  const publisher = await createPublisher(opts);
+export async function publish(input: PublishInput, opts: StreamConnectOptions): Promise<StreamPublishResult>;
+export async function publish(input: PublishInput, opts?: ConnectOptions): Promise<PublishResult>;
+export async function publish(input: PublishInput, opts: ConnectOptions | StreamConnectOptions = {}): Promise<PublishResult | StreamPublishResult> {
+  if (isStream(opts)) {
+    // An input problem is reported as such even when NATS is down; the id is settled once.
+    const { id } = validateEvent(input);
+    const publisher = await createStreamPublisher(opts);
+    try {
+      return await publisher.publish({ ...input, id });
+    } finally {
+      await publisher.close();
+    }
+  }
+  const publisher = await createKubePublisher(opts);
   try {
     return await publisher.publish(input);
   } finally {
@@ -58,6 +109,10 @@ export async function publish(input: PublishInput, opts: ConnectOptions = {}): P
 export { PublishInputError, PayloadTooLargeError, IdempotencyConflictError, PublishFailedError, BacklogFullError, type PublishFailure, type FullSubscription } from "./publish/errors.js";
 export type { PublishInput } from "./publish/input.js";
 export type { PublishResult, DeliveryResult, SkippedSubscription } from "./publish/fanout.js";
+export type { StreamPublishResult } from "./publish/stream.js";
+export { StreamUnavailableError } from "./stream/jetstream.js";
+export { NatsUrlError } from "./stream/url.js";
+export type { TraceContext } from "./stream/message.js";
 export { deliveryName } from "./publish/naming.js";
 export { GROUP, VERSION, API_VERSION, SUBSCRIPTION, DELIVERY, LABELS, ANNOTATIONS, MAX_PAYLOAD_BYTES } from "./api/names.js";
 export type { DeliveryPhase, DeadLetterReason, DiscardReason } from "./api/names.js";

@@ -16,6 +16,7 @@ export const OPERATOR_ENV: Record<string, string> = {
   WEBHOOK_DRAIN_TIMEOUT_MS: "3000",
   WEBHOOK_HEALTH_PROBE_INTERVAL_MS: "5000",
   WEBHOOK_CB_TIMEOUT_MS: "5000",
+  LOG_LEVEL: process.env.SOAK_LOG_LEVEL ?? "info",
 };
 
 /** Invariant 7's budget: the chart's memory limit (charts/hookline/values.yaml). */

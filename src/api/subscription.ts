@@ -25,7 +25,8 @@ export const RESERVED_HEADERS = [
 export const CONNECTION_HEADERS = ["connection", "upgrade", "keep-alive", "expect", "te", "trailer", "transfer-encoding", "content-length", "host"] as const;
 export const CONNECTION_HEADER_PREFIX = "proxy-";
 
-const EVENT_TYPE_PATTERN = "^(\\*|[A-Za-z0-9][A-Za-z0-9_.:/-]*?(\\.\\*)?)$";
+/** A subscription's eventTypes entry: "*", an exact type, or a prefix with a trailing ".*". */
+export const EVENT_TYPE_PATTERN = "^(\\*|[A-Za-z0-9][A-Za-z0-9_.:/-]*?(\\.\\*)?)$";
 
 export const secretRefSchema = z
   .object({

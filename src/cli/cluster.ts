@@ -1,14 +1,15 @@
-// `hookline cluster up|down`: a local etcd + kube-apiserver + kube-controller-manager.
+// `hookline cluster up|down`: a local etcd + kube-apiserver + kube-controller-manager, and with
+// --nats a nats-server with JetStream beside it (stream mode).
 import { resolve } from "node:path";
 import { parseArgs } from "node:util";
-import { ensureBinaries } from "../cluster/build.js";
-import { runningControlPlane, startControlPlane, stopControlPlane } from "../cluster/control-plane.js";
+import { ensureBinaries, ensureNatsServer } from "../cluster/build.js";
+import { runningControlPlane, startControlPlane, startNatsBeside, stopControlPlane } from "../cluster/control-plane.js";
 import type { ControlPlaneInfo, ControlPlanePorts } from "../cluster/control-plane.js";
 import { UsageError } from "./kubeconfig.js";
 
 const DEFAULT_DIR = ".hookline/cluster";
 
-const USAGE = `usage: hookline cluster up [--dir DIR]
+const USAGE = `usage: hookline cluster up [--dir DIR] [--nats]
        hookline cluster down [--dir DIR]
 
   up     build the binaries once (needs Go; cached in $HOOKLINE_CACHE_DIR or ~/.cache/hookline),
@@ -18,6 +19,9 @@ const USAGE = `usage: hookline cluster up [--dir DIR]
 
 options:
   --dir DIR   state directory (default ${DEFAULT_DIR})
+  --nats      also start nats-server with JetStream on 127.0.0.1 (stream mode; store in
+              DIR/nats) and print its URL for HOOKLINE_NATS_URL. With a control plane already
+              running, starts only nats-server beside it.
 `;
 
 const err = (line: string): boolean => process.stderr.write(`${line}\n`);
@@ -35,19 +39,27 @@ function printInfo(info: ControlPlaneInfo, dir: string, headline: string): void 
   out(`${headline}: kube-apiserver ${info.version} at ${info.server} (etcd ${info.etcdVersion})`);
   out(`kubeconfig:              ${info.kubeconfig}`);
   out(`unprivileged kubeconfig: ${info.unprivilegedKubeconfig}`);
+  if (info.natsUrl) out(`nats-server:             ${info.natsUrl} (JetStream, nats-server ${info.natsVersion ?? "unknown"})`);
   out(`logs:                    ${resolve(dir, "logs")}`);
   out("");
   out(`export KUBECONFIG=${info.kubeconfig}`);
+  if (info.natsUrl) out(`export HOOKLINE_NATS_URL=${info.natsUrl}`);
   out(`stop it with: hookline cluster down --dir ${dir}`);
 }
 
-async function up(dir: string, ports: ControlPlanePorts, attachToPid: number | undefined): Promise<number> {
+async function up(dir: string, ports: ControlPlanePorts, attachToPid: number | undefined, withNats: boolean): Promise<number> {
   const running = runningControlPlane(dir);
-  if (running) {
+  if (running && (!withNats || running.natsUrl)) {
     printInfo(running, dir, "already running");
     return 0;
   }
   const t0 = Date.now();
+  const nats = withNats ? await ensureNatsServer({ env: process.env, onProgress: (line) => err(line) }) : undefined;
+  if (running && nats) {
+    const info = await startNatsBeside(dir, { binary: nats.binary, env: process.env });
+    printInfo(info, dir, `nats-server started beside the running control plane in ${((Date.now() - t0) / 1000).toFixed(1)}s`);
+    return 0;
+  }
   const { binDir } = await ensureBinaries({ env: process.env, onProgress: (line) => err(line) });
   // The processes run in their own sessions, so Ctrl-C does not reach them: stop them here.
   let interrupted = false;
@@ -69,6 +81,7 @@ async function up(dir: string, ports: ControlPlanePorts, attachToPid: number | u
       ports,
       attachToPid,
       env: process.env,
+      ...(nats ? { nats: { binary: nats.binary } } : {}),
       onProgress: (line) => err(`[cluster] ${line}`),
     });
     printInfo(info, dir, `control plane ready in ${((Date.now() - t0) / 1000).toFixed(1)}s`);
@@ -88,6 +101,7 @@ export async function clusterCommand(args: string[]): Promise<number> {
       strict: true,
       options: {
         dir: { type: "string", default: DEFAULT_DIR },
+        nats: { type: "boolean", default: false },
         help: { type: "boolean", short: "h" },
         // Hidden: fixed ports (tests, or a stable URL). Free ports are picked otherwise.
         "apiserver-port": { type: "string" },
@@ -118,6 +132,7 @@ export async function clusterCommand(args: string[]): Promise<number> {
   }
 
   try {
+    if (values.nats && sub !== "up") throw new UsageError("--nats is an option of cluster up (cluster down stops nats-server too)");
     if (sub === "down") {
       await stopControlPlane(dir);
       out(`control plane in ${resolve(dir)} stopped`);
@@ -133,7 +148,7 @@ export async function clusterCommand(args: string[]): Promise<number> {
     if (attachToPid !== undefined && (!Number.isInteger(attachToPid) || attachToPid <= 1)) {
       throw new UsageError(`--attach-to-pid must be a process id, got "${attach}"`);
     }
-    return await up(dir, ports, attachToPid);
+    return await up(dir, ports, attachToPid, values.nats);
   } catch (e) {
     if (e instanceof UsageError) {
       err(`hookline cluster: ${e.message}\n${USAGE}`);

@@ -18,7 +18,7 @@ import { ensureBinaries } from "../cluster/build.js";
 import { readState, runningControlPlane, startControlPlane, stopControlPlane, type ControlPlaneInfo } from "../cluster/control-plane.js";
 import { loadConfig } from "../config/config.js";
 import { secretBytes, signStandardWebhooks } from "../core/signing.js";
-import { DELIVERIES, SUBSCRIPTIONS } from "../delivery/caches.js";
+import { DELIVERIES, SUBSCRIPTIONS } from "../delivery/objects.js";
 import { KubeClient } from "../kube/client.js";
 import { collectionPath, CORE, objectPath } from "../kube/types.js";
 import { createLogger } from "../observability/logger.js";

@@ -11,7 +11,7 @@ import { ANNOTATIONS, API_VERSION, CATEGORY, DELIVERY, LABELS, PING_EVENT_TYPE, 
 import type { SubscriptionStatus } from "../api/subscription.js";
 import { ApiError, KubeClient } from "../kube/client.js";
 import { CORE, collectionPath, objectPath, type KubeObject } from "../kube/types.js";
-import { DELIVERIES, SUBSCRIPTIONS } from "../delivery/caches.js";
+import { DELIVERIES, SUBSCRIPTIONS } from "../delivery/objects.js";
 import { USER_AGENT, VERSION } from "../version.js";
 import { ago, age, fields, inFuture, oneLine, parseSince, render, table, type Output } from "./console-format.js";
 import { EXIT } from "./exit-codes.js";

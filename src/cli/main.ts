@@ -6,9 +6,9 @@ import { EXIT } from "./exit-codes.js";
 /** The commands, for the usage text and docs/api.md. */
 export const COMMANDS = [
   { usage: "operator [--kubeconfig PATH] [--leader-elect=false]", what: "run the controller against the current kubeconfig (in-cluster in a pod)" },
-  { usage: "dev [--dir DIR]", what: "cluster up + CRDs + operator, for a first run with no cluster" },
-  { usage: "cluster up|down --dir DIR", what: "start or stop a local etcd + kube-apiserver" },
-  { usage: "publish -n NS -t TYPE [--id ID] -d JSON|@FILE", what: "fan one event out to every matching subscription" },
+  { usage: "dev [--dir DIR] [--nats]", what: "cluster up + CRDs + operator, for a first run with no cluster (--nats: with nats-server, stream mode)" },
+  { usage: "cluster up|down --dir DIR [--nats]", what: "start or stop a local etcd + kube-apiserver (--nats: and nats-server with JetStream)" },
+  { usage: "publish -n NS -t TYPE [--id ID] -d JSON|@FILE [--nats URL]", what: "fan one event out to every matching subscription (--nats: one JetStream message, stream mode)" },
   { usage: "demo", what: "show the whole product on the embedded control plane" },
 ] as const;
 

@@ -1,6 +1,7 @@
 // `hookline publish`: fans one event out to every matching subscription of a namespace, with
-// the caller's kubeconfig, and prints what it created. Exit 0 on success (also when nothing
-// matched), 2 for a usage or input problem, 1 when the cluster refused or failed.
+// the caller's kubeconfig, and prints what it created; with --nats URL (stream mode) it writes
+// the event once to JetStream instead. Exit 0 on success (also when nothing matched), 2 for a
+// usage or input problem, 1 when the cluster (or NATS) refused or failed.
 import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { stringify } from "yaml";
@@ -8,10 +9,14 @@ import { MAX_PAYLOAD_BYTES } from "../api/names.js";
 import { ApiError, KubeClient } from "../kube/client.js";
 import { IdempotencyConflictError, PublishFailedError, PublishInputError } from "../publish/errors.js";
 import { publish, type PublishResult } from "../publish/fanout.js";
+import { validateEvent } from "../publish/input.js";
+import { publishToStream, type StreamPublishResult } from "../publish/stream.js";
+import { StreamConnection, StreamUnavailableError } from "../stream/jetstream.js";
+import { NatsUrlError, parseNatsUrl } from "../stream/url.js";
 import { USER_AGENT } from "../version.js";
 import { loadKubeConfig, UsageError } from "./kubeconfig.js";
 
-const USAGE = `usage: hookline publish --namespace NS --type TYPE [--id ID] --data JSON|@FILE|@- [--kubeconfig PATH] [--context NAME] [-o table|json|yaml]
+const USAGE = `usage: hookline publish --namespace NS --type TYPE [--id ID] --data JSON|@FILE|@- [--kubeconfig PATH] [--context NAME] [--nats URL] [-o table|json|yaml]
 
 Publishes one event: creates one WebhookDelivery for every subscription of the namespace whose
 eventTypes match TYPE (and that is not paused). The delivery names derive from the event id, so
@@ -25,9 +30,14 @@ is generated and printed.
                          at most ${MAX_PAYLOAD_BYTES} bytes serialized)
       --kubeconfig PATH  default: KUBECONFIG, ~/.kube/config, or in-cluster credentials
       --context NAME     kubeconfig context (default: the current context)
+      --nats URL         stream mode: write the event once to NATS JetStream at URL
+                         (nats://HOST:PORT or tls://..., credentials as nats://USER:PASS@HOST)
+                         and return once JetStream stored it; no kubeconfig is used. The same
+                         --id again within the stream's duplicate window is stored once.
   -o, --output FORMAT    table (default), json or yaml
 
-Your credentials need list on webhooksubscriptions and create on webhookdeliveries in NS.
+Your credentials need list on webhooksubscriptions and create on webhookdeliveries in NS
+(with --nats: permission to publish on hookline.NS.> on the NATS server).
 
 examples:
   hookline publish -n shop -t order.paid --id evt-1001 -d '{"order": 1001, "total": "42.00"}'
@@ -59,6 +69,35 @@ function readData(arg: string): unknown {
 function table(rows: string[][]): string {
   const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)));
   return rows.map((r) => r.map((cell, i) => (i === r.length - 1 ? cell : cell.padEnd(widths[i]! + 3))).join("")).join("\n") + "\n";
+}
+
+function printStreamResult(result: StreamPublishResult, output: string): void {
+  if (output === "json" || output === "yaml") {
+    process.stdout.write(output === "json" ? JSON.stringify(result, null, 2) + "\n" : stringify(result));
+    return;
+  }
+  process.stdout.write(table([["EVENT", "STREAM", "SEQ", "RESULT"], [result.id, result.stream, String(result.seq), result.result]]));
+  const what = result.result === "duplicate" ? `already published within the duplicate window (stored once, as sequence ${result.seq})` : `stored in stream ${result.stream} as sequence ${result.seq}`;
+  process.stderr.write(`event ${result.id} (${result.type}) in namespace ${result.namespace}: ${what}\n`);
+}
+
+/** --nats: validate, connect once, publish, close. */
+async function publishStream(url: string, input: { namespace: string; type: string; id?: string; data: unknown }, output: string): Promise<number> {
+  try {
+    parseNatsUrl(url);
+  } catch (err) {
+    if (err instanceof NatsUrlError) throw new UsageError(`--nats: ${err.message}`);
+    throw err;
+  }
+  // An input problem is reported as such even when NATS is down; the id is settled once.
+  const { id } = validateEvent(input);
+  const connection = await StreamConnection.connect({ url, source: "--nats", name: "hookline publish" });
+  try {
+    printStreamResult(await publishToStream(connection, { ...input, id }), output);
+    return 0;
+  } finally {
+    await connection.close();
+  }
 }
 
 function printResult(result: PublishResult, output: string, failures: Array<{ subscription: string; name: string; message: string }> = []): void {
@@ -96,6 +135,7 @@ export async function publishCommand(args: string[]): Promise<number> {
         kubeconfig: { type: "string" },
         context: { type: "string" },
         output: { type: "string", short: "o", default: "table" },
+        nats: { type: "string" },
         help: { type: "boolean", short: "h" },
       },
       allowPositionals: false,
@@ -113,10 +153,15 @@ export async function publishCommand(args: string[]): Promise<number> {
     for (const flag of ["namespace", "type", "data"] as const) if (values[flag] === undefined) throw new UsageError(`--${flag} is required`);
     if (output !== "table" && output !== "json" && output !== "yaml") throw new UsageError(`--output must be table, json or yaml, got "${output}"`);
     const data = readData(values.data!);
+    const input = { namespace: values.namespace!, type: values.type!, ...(values.id !== undefined ? { id: values.id } : {}), data };
+    if (values.nats !== undefined) {
+      if (values.kubeconfig !== undefined || values.context !== undefined) throw new UsageError("--nats publishes to NATS JetStream: --kubeconfig and --context do not apply");
+      return await publishStream(values.nats, input, output);
+    }
     const kc = loadKubeConfig(values);
     const client = await KubeClient.create(kc, { userAgent: USER_AGENT, connections: 8 });
     try {
-      const result = await publish(client, { namespace: values.namespace!, type: values.type!, ...(values.id !== undefined ? { id: values.id } : {}), data });
+      const result = await publish(client, input);
       printResult(result, output);
       return 0;
     } finally {
@@ -133,6 +178,10 @@ export async function publishCommand(args: string[]): Promise<number> {
     }
     if (err instanceof PublishFailedError) {
       printResult(err.result, output, err.failures);
+      process.stderr.write(`hookline publish: ${err.message}\n`);
+      return 1;
+    }
+    if (err instanceof StreamUnavailableError) {
       process.stderr.write(`hookline publish: ${err.message}\n`);
       return 1;
     }

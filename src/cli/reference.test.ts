@@ -19,8 +19,8 @@ describe("reference catalogues", () => {
     expect(ENV_DOCS.map((e) => e.name).sort()).toEqual([...names].sort());
   });
 
-  it("every documented shutdown log line is written by the composition root", () => {
-    const operator = read("./operator.ts");
-    for (const line of DRAIN_LOG_LINES) expect(operator, line.msg).toContain(`msg: "${line.msg}"`);
+  it("every documented shutdown log line is written by the drain report", () => {
+    const drain = read("../delivery/drain.ts");
+    for (const line of DRAIN_LOG_LINES) expect(drain, line.msg).toContain(`msg: "${line.msg}"`);
   });
 });

@@ -3,8 +3,8 @@
 import { KubeConfig } from "@kubernetes/client-node";
 import { parseArgs } from "node:util";
 import { resolve } from "node:path";
-import { ensureBinaries } from "../cluster/build.js";
-import { runningControlPlane, startControlPlane, stopControlPlane } from "../cluster/control-plane.js";
+import { ensureBinaries, ensureNatsServer } from "../cluster/build.js";
+import { runningControlPlane, startControlPlane, startNatsBeside, stopControlPlane, stopNatsBeside, type ControlPlaneInfo } from "../cluster/control-plane.js";
 import { ConfigError, loadConfig, type Config } from "../config/config.js";
 import { KubeClient } from "../kube/client.js";
 import { installCrds } from "./crds.js";
@@ -82,16 +82,19 @@ export async function operatorCommand(args: string[]): Promise<number> {
   return runUntilSignal(op);
 }
 
-const DEV_USAGE = `usage: hookline dev [--dir DIR] [--keep-cluster]
+const DEV_USAGE = `usage: hookline dev [--dir DIR] [--keep-cluster] [--nats]
 
 A first run with no cluster at all: starts a local etcd + kube-apiserver (built once from Go
 modules), installs the CRDs and runs the operator against it, with loopback addresses allowed
 (WEBHOOK_ALLOWED_NETWORKS=127.0.0.0/8,::1/128) so receivers on this machine can be used.
 Ctrl-C stops the operator and the control plane (--keep-cluster leaves the control plane up).
+
+  --nats   also start nats-server with JetStream (built once from Go modules) and run the
+           operator with HOOKLINE_NATS_URL set to it (stream mode).
 `;
 
 export async function devCommand(args: string[]): Promise<number> {
-  const { values } = parseArgs({ args, options: { dir: { type: "string" }, "keep-cluster": { type: "boolean" }, help: { type: "boolean", short: "h" } } });
+  const { values } = parseArgs({ args, options: { dir: { type: "string" }, "keep-cluster": { type: "boolean" }, nats: { type: "boolean" }, help: { type: "boolean", short: "h" } } });
   if (values.help) {
     process.stdout.write(DEV_USAGE);
     return 0;
@@ -102,17 +105,25 @@ export async function devCommand(args: string[]): Promise<number> {
     WEBHOOK_ALLOWED_NETWORKS: process.env.WEBHOOK_ALLOWED_NETWORKS ?? "127.0.0.0/8,::1/128",
     LEADER_ELECT: process.env.LEADER_ELECT ?? "false",
   };
-  const config = configFrom(env, undefined);
+  // Checked before anything starts; with --nats loaded again below with the local URL.
+  let config = configFrom(env, undefined);
   if (typeof config === "number") return config;
   const say = (line: string) => process.stderr.write(`[dev] ${line}\n`);
-  let info = runningControlPlane(dir);
+  const nats = values.nats ? await ensureNatsServer({ env: process.env, onProgress: (l) => process.stderr.write(`${l}\n`) }) : undefined;
+  let info: ControlPlaneInfo | undefined = runningControlPlane(dir);
   const startedHere = !info;
+  let natsStartedHere = false;
+  if (info && nats && !info.natsUrl) {
+    info = await startNatsBeside(dir, { binary: nats.binary, env: process.env });
+    natsStartedHere = true;
+  }
   if (!info) {
     const { binDir } = await ensureBinaries({ env: process.env, onProgress: (l) => process.stderr.write(`${l}\n`) });
     say(`starting a local control plane in ${dir}...`);
     info = await startControlPlane({
       dir,
       binDir,
+      ...(nats ? { nats: { binary: nats.binary } } : {}),
       onProgress: (l) => say(l),
       beforeControllerManager: async (cp) => {
         const kc = new KubeConfig();
@@ -130,13 +141,24 @@ export async function devCommand(args: string[]): Promise<number> {
     await client.destroy();
   }
   say(`kube-apiserver ${info.version} at ${info.server}; CRDs installed`);
+  if (nats && info.natsUrl) {
+    if (process.env.HOOKLINE_NATS_URL && process.env.HOOKLINE_NATS_URL !== info.natsUrl) say(`--nats: using the local ${info.natsUrl}, not HOOKLINE_NATS_URL=${process.env.HOOKLINE_NATS_URL}`);
+    config = configFrom({ ...env, HOOKLINE_NATS_URL: info.natsUrl }, undefined);
+    if (typeof config === "number") return config;
+    say(`nats-server ${info.natsVersion ?? ""} with JetStream at ${info.natsUrl}; the operator runs with HOOKLINE_NATS_URL=${info.natsUrl}`);
+    say(`publish to it:     hookline publish --nats ${info.natsUrl} -n shop -t order.paid -d '{"order": 1}'`);
+  }
   say(`in another shell:  export KUBECONFIG=${info.kubeconfig}`);
   say(`then:              kubectl apply -f examples/ && kubectl get whdel -n shop -w`);
   const op = new Operator({ config, kubeconfig: info.kubeconfig });
   const cleanup = async () => {
-    if (startedHere && !values["keep-cluster"]) {
+    if (values["keep-cluster"]) return;
+    if (startedHere) {
       say("stopping the local control plane...");
       await stopControlPlane(dir);
+    } else if (natsStartedHere) {
+      say("stopping the local nats-server...");
+      await stopNatsBeside(dir);
     }
   };
   return runUntilSignal(op, cleanup);

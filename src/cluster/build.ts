@@ -1,5 +1,6 @@
 // Builds (once) and locates etcd, kube-apiserver and kube-controller-manager by running
-// hack/build-control-plane.sh, which caches the binaries outside the repo keyed by version.
+// hack/build-control-plane.sh, and nats-server (stream mode) by running hack/build-nats.sh; both
+// cache the binaries outside the repo keyed by version.
 import { spawn } from "node:child_process";
 import { existsSync } from "node:fs";
 import { dirname, join } from "node:path";
@@ -43,15 +44,22 @@ function hasBinaries(binDir: string): boolean {
   return BINARIES.every((b) => existsSync(join(binDir, b)));
 }
 
-/** Runs the build script (a no-op when the binaries are cached) and returns their directory. */
-export async function ensureBinaries(opts: EnsureBinariesOptions = {}): Promise<{ binDir: string }> {
-  const script = join(packageRoot(), BUILD_SCRIPT);
+interface ScriptRun {
+  code: number;
+  stdout: string;
+  /** The last TAIL_LINES lines the script printed on stderr. */
+  tail: string;
+}
+
+/** Runs one of the hack/build-*.sh scripts with HOOKLINE_CACHE_DIR applied, streaming its progress. */
+async function runBuildScript(relative: string, opts: EnsureBinariesOptions): Promise<ScriptRun> {
+  const script = join(packageRoot(), relative);
   let args = [script];
   const env: NodeJS.ProcessEnv | undefined = opts.env ? { ...opts.env } : undefined;
   if (opts.cacheDir !== undefined) {
     if (env) env.HOOKLINE_CACHE_DIR = opts.cacheDir;
     // No explicit env: inherit ours and set the one variable in the shell.
-    else args = ["-c", 'export HOOKLINE_CACHE_DIR="$1"; exec bash "$2"', "build-control-plane", opts.cacheDir, script];
+    else args = ["-c", 'export HOOKLINE_CACHE_DIR="$1"; exec bash "$2"', "build", opts.cacheDir, script];
   }
 
   const child = spawn("bash", args, { env, stdio: ["ignore", "pipe", "pipe"] });
@@ -76,8 +84,12 @@ export async function ensureBinaries(opts: EnsureBinariesOptions = {}): Promise<
     child.once("close", (c, signal) => resolve(c ?? (signal ? 128 : 1)));
   });
   if (pending) onLine(pending);
+  return { code, stdout, tail: stderrTail.join("\n") };
+}
 
-  const tail = stderrTail.join("\n");
+/** Runs the build script (a no-op when the binaries are cached) and returns their directory. */
+export async function ensureBinaries(opts: EnsureBinariesOptions = {}): Promise<{ binDir: string }> {
+  const { code, stdout, tail } = await runBuildScript(BUILD_SCRIPT, opts);
   if (code === EXIT_GO_MISSING) {
     // The script checks for Go before it looks for cached binaries, yet its own hint says
     // prebuilt binaries in the bin dir are enough: honour that here.
@@ -96,4 +108,25 @@ export async function ensureBinaries(opts: EnsureBinariesOptions = {}): Promise<
   if (!binDir) throw new Error(`${BUILD_SCRIPT} printed no bin directory; last output:\n${tail}`);
   if (!hasBinaries(binDir)) throw new Error(`${BUILD_SCRIPT} reported ${binDir}, but binaries are missing there`);
   return { binDir };
+}
+
+export const NATS_BUILD_SCRIPT = "hack/build-nats.sh";
+
+/**
+ * Runs hack/build-nats.sh (a no-op when nats-server is cached) and returns the binary's path.
+ * Throws GoMissingError, naming where a prebuilt binary may go, when Go is not installed.
+ */
+export async function ensureNatsServer(opts: EnsureBinariesOptions = {}): Promise<{ binary: string }> {
+  const { code, stdout, tail } = await runBuildScript(NATS_BUILD_SCRIPT, opts);
+  if (code === EXIT_GO_MISSING) {
+    const binary = /put a prebuilt nats-server \S+ at (\S+)\s*$/m.exec(tail)?.[1];
+    throw new GoMissingError(
+      `Go is not installed: it is needed once to build nats-server from the Go module proxy. Install Go >= 1.24 (https://go.dev/dl) and retry` +
+        (binary ? `, or put a prebuilt nats-server at ${binary}.` : "."),
+    );
+  }
+  if (code !== 0) throw new Error(`building nats-server failed (${NATS_BUILD_SCRIPT} exited with ${code}); last output:\n${tail}`);
+  const binary = stdout.trim().split("\n").pop()?.trim() ?? "";
+  if (!binary || !existsSync(binary)) throw new Error(`${NATS_BUILD_SCRIPT} reported "${binary}", but there is no nats-server there; last output:\n${tail}`);
+  return { binary };
 }

@@ -9,8 +9,9 @@
 //   tokens.csv                 static tokens: admin (system:masters) and unprivileged
 //   kubeconfig                 admin kubeconfig (TLS verified against pki/apiserver.crt)
 //   kubeconfig-unprivileged    the `unprivileged` user: authenticated, no RBAC grants
+//   nats/jetstream/            with --nats: nats-server's JetStream store (kept across down/up)
 //   logs/<process>.log         stdout+stderr of each process
-//   state.json                 pids/pgids, ports, server, versions, tokens, times
+//   state.json                 pids/pgids, ports, server, versions, tokens, times, nats URL
 import { spawn } from "node:child_process";
 import type { ChildProcess } from "node:child_process";
 import { generateKeyPairSync, randomBytes } from "node:crypto";
@@ -19,12 +20,17 @@ import { request as httpRequest } from "node:http";
 import { request as httpsRequest } from "node:https";
 import { join, resolve } from "node:path";
 import { setTimeout as delay } from "node:timers/promises";
+import { launchNatsServer, stopNatsGroup, type NatsPorts } from "./nats.js";
 import { freePorts, isPortFree } from "./ports.js";
 import { groupMembers, isAlive, isOurGroup, signalGroup } from "./procs.js";
 import { spawnReaper } from "./reaper.js";
 
-export type ProcessName = "etcd" | "kube-apiserver" | "kube-controller-manager";
-const PROCESS_NAMES: readonly ProcessName[] = ["etcd", "kube-apiserver", "kube-controller-manager"];
+/** The three processes of the control plane itself. */
+export type ControlPlaneProcess = "etcd" | "kube-apiserver" | "kube-controller-manager";
+/** Every process recorded in state.json: the control plane, and nats-server with --nats. */
+export type ProcessName = ControlPlaneProcess | "nats-server";
+const PROCESS_NAMES: readonly ControlPlaneProcess[] = ["etcd", "kube-apiserver", "kube-controller-manager"];
+const ALL_PROCESSES: readonly ProcessName[] = [...PROCESS_NAMES, "nats-server"];
 
 export interface ControlPlanePorts {
   etcd?: number;
@@ -53,6 +59,8 @@ export interface StartControlPlaneOptions {
    * here: KCM's garbage collector sees CRDs created later only on its 30 s discovery resync.
    */
   beforeControllerManager?: (info: ControlPlaneInfo) => Promise<void>;
+  /** Also start nats-server with JetStream (stream mode) from this binary (see ensureNatsServer). */
+  nats?: { binary: string; ports?: Partial<NatsPorts> };
 }
 
 export interface ControlPlaneInfo {
@@ -69,6 +77,20 @@ export interface ControlPlaneInfo {
   version: string;
   /** etcd server version, e.g. v3.6.16. */
   etcdVersion: string;
+  /** nats://127.0.0.1:PORT when nats-server runs beside it (--nats), for HOOKLINE_NATS_URL. */
+  natsUrl?: string;
+  /** nats-server version, e.g. 2.15.2, when it runs. */
+  natsVersion?: string;
+}
+
+/** nats-server beside the control plane, as state.json records it. */
+export interface NatsState {
+  url: string;
+  ports: NatsPorts;
+  version?: string;
+  storeDir: string;
+  binary: string;
+  startedAt: string;
 }
 
 export interface ControlPlaneState {
@@ -85,6 +107,8 @@ export interface ControlPlaneState {
   startedAt: string;
   readyAt?: string;
   stoppedAt?: string;
+  /** Present once nats-server was started here (--nats); its pgid is pgids["nats-server"]. */
+  nats?: NatsState;
 }
 
 const DEFAULT_TIMEOUT_MS = 60_000;
@@ -103,7 +127,7 @@ const paths = (dir: string) => ({
   tokens: join(dir, "tokens.csv"),
   kubeconfig: join(dir, "kubeconfig"),
   unprivilegedKubeconfig: join(dir, "kubeconfig-unprivileged"),
-  log: (name: ProcessName) => join(dir, "logs", `${name}.log`),
+  log: (name: ControlPlaneProcess) => join(dir, "logs", `${name}.log`),
 });
 
 // ---------------------------------------------------------------------------------------------
@@ -127,11 +151,15 @@ function writeState(state: ControlPlaneState): void {
 }
 
 /** Process groups of the state that are still alive and still ours. */
-function livingGroups(state: ControlPlaneState): ProcessName[] {
-  return PROCESS_NAMES.filter((n) => {
+function livingGroups(state: ControlPlaneState, names: readonly ProcessName[] = ALL_PROCESSES): ProcessName[] {
+  return names.filter((n) => {
     const pgid = state.pgids[n];
     return pgid !== undefined && isOurGroup(pgid, state.dir);
   });
+}
+
+function natsAlive(state: ControlPlaneState): boolean {
+  return state.nats !== undefined && livingGroups(state, ["nats-server"]).length === 1;
 }
 
 function infoFromState(state: ControlPlaneState): ControlPlaneInfo {
@@ -145,6 +173,7 @@ function infoFromState(state: ControlPlaneState): ControlPlaneInfo {
     unprivilegedToken: state.unprivilegedToken,
     version: state.versions.kubernetes ?? "unknown",
     etcdVersion: state.versions.etcd ?? "unknown",
+    ...(state.nats && natsAlive(state) ? { natsUrl: state.nats.url, ...(state.nats.version ? { natsVersion: state.nats.version } : {}) } : {}),
   };
 }
 
@@ -152,7 +181,7 @@ function infoFromState(state: ControlPlaneState): ControlPlaneInfo {
 export function runningControlPlane(dir: string): ControlPlaneInfo | undefined {
   const state = readState(dir);
   if (!state || state.stoppedAt || !state.readyAt) return undefined;
-  return livingGroups(state).length === PROCESS_NAMES.length ? infoFromState(state) : undefined;
+  return livingGroups(state, PROCESS_NAMES).length === PROCESS_NAMES.length ? infoFromState(state) : undefined;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -259,7 +288,7 @@ class StartupError extends Error {
 }
 
 interface Child {
-  name: ProcessName;
+  name: ControlPlaneProcess;
   proc: ChildProcess;
   log: string;
   exit?: string;
@@ -360,7 +389,7 @@ async function startOnce(
   const children: Child[] = [];
   const elapsed = (): string => `${((Date.now() - started) / 1000).toFixed(1)}s`;
 
-  const launch = (name: ProcessName, args: string[]): void => {
+  const launch = (name: ControlPlaneProcess, args: string[]): void => {
     const fd = openSync(p.log(name), "w", 0o600);
     let proc: ChildProcess;
     try {
@@ -409,6 +438,7 @@ async function startOnce(
   };
 
   let reaperPid: number | undefined;
+  let natsPgid: number | undefined;
   try {
     const watched = opts.attachToPid ?? (opts.attachToParent ? process.pid : undefined);
     if (watched !== undefined) {
@@ -495,13 +525,22 @@ async function startOnce(
       async () => (await apiGet("/api/v1/namespaces/default/serviceaccounts/default")).status === 200,
     );
 
+    if (opts.nats) {
+      progress("starting nats-server with JetStream");
+      const nats = await startNatsInState(state, opts.nats, opts.env, Math.max(5_000, deadline - Date.now()));
+      natsPgid = state.pgids["nats-server"];
+      progress(`nats-server ${nats.version ?? ""} ready at ${nats.url} (${elapsed()})`);
+    }
+
     state.readyAt = new Date().toISOString();
     writeState(state);
     progress(`control plane ready in ${elapsed()}`);
     // Let the caller's process exit while the control plane keeps running (cluster up).
     for (const c of children) c.proc.unref();
-    return info;
+    return opts.nats ? infoFromState(state) : info;
   } catch (err) {
+    natsPgid ??= state.pgids["nats-server"];
+    if (natsPgid !== undefined) await stopNatsGroup(natsPgid, dir, 3_000).catch(() => undefined);
     const pgids = children.map((c) => c.proc.pid).filter((pid): pid is number => pid !== undefined);
     await stopGroups(pgids.reverse(), dir, 3_000).catch(() => undefined);
     if (reaperPid !== undefined) stopReaper(reaperPid, dir);
@@ -553,9 +592,9 @@ export async function stopControlPlane(dir: string): Promise<void> {
   const abs = resolve(dir);
   const state = readState(abs);
   if (!state) return;
-  // Reaper first, so it does not race us; then KCM, apiserver, etcd.
+  // Reaper first, so it does not race us; then nats-server, KCM, apiserver, etcd.
   if (state.reaperPid !== undefined) stopReaper(state.reaperPid, abs);
-  const order: ProcessName[] = ["kube-controller-manager", "kube-apiserver", "etcd"];
+  const order: ProcessName[] = ["nats-server", "kube-controller-manager", "kube-apiserver", "etcd"];
   const pgids = order.map((n) => state.pgids[n]).filter((g): g is number => g !== undefined);
   await stopGroups(pgids, abs, STOP_GRACE_MS);
   const left = pgids.filter((g) => groupMembers(g).length > 0 && isOurGroup(g, abs));
@@ -564,4 +603,49 @@ export async function stopControlPlane(dir: string): Promise<void> {
     state.stoppedAt = new Date().toISOString();
     writeState({ ...state, dir: abs });
   }
+}
+
+// ---------------------------------------------------------------------------------------------
+// nats-server beside the control plane (stream mode)
+
+/** Launches nats-server in the control plane's dir and records it in `state` (written at once, so the reaper covers it). */
+async function startNatsInState(state: ControlPlaneState, nats: { binary: string; ports?: Partial<NatsPorts> }, env: NodeJS.ProcessEnv | undefined, timeoutMs: number): Promise<NatsState> {
+  const launched = await launchNatsServer({
+    binary: nats.binary,
+    dir: state.dir,
+    timeoutMs,
+    ...(nats.ports ? { ports: nats.ports } : {}),
+    // The same URL as last time in this dir when its ports are still free.
+    ...(state.nats?.ports ? { preferred: state.nats.ports } : {}),
+    ...(env ? { env } : {}),
+    onSpawn: (pgid) => {
+      state.pids["nats-server"] = pgid;
+      state.pgids["nats-server"] = pgid;
+      writeState(state);
+    },
+  });
+  state.nats = { url: launched.url, ports: launched.ports, version: launched.version, storeDir: launched.storeDir, binary: nats.binary, startedAt: new Date().toISOString() };
+  writeState(state);
+  return state.nats;
+}
+
+/**
+ * Starts nats-server beside the control plane already running in `dir` (`cluster up --nats`
+ * after a plain `cluster up`) and returns the control plane's info with its URL. Does nothing
+ * when it already runs. The control plane's reaper, if any, picks it up from state.json.
+ */
+export async function startNatsBeside(dir: string, nats: { binary: string; ports?: Partial<NatsPorts>; env?: NodeJS.ProcessEnv; timeoutMs?: number }): Promise<ControlPlaneInfo> {
+  const abs = resolve(dir);
+  const state = readState(abs);
+  if (!state || !runningControlPlane(abs)) throw new Error(`no control plane is running in ${abs}; start it with: hookline cluster up --dir ${abs} --nats`);
+  state.dir = abs;
+  if (!natsAlive(state)) await startNatsInState(state, nats, nats.env, nats.timeoutMs ?? 30_000);
+  return infoFromState(state);
+}
+
+/** Stops only the nats-server recorded in `dir` (what `hookline dev --nats` started beside a running control plane). */
+export async function stopNatsBeside(dir: string): Promise<void> {
+  const abs = resolve(dir);
+  const pgid = readState(abs)?.pgids["nats-server"];
+  if (pgid !== undefined) await stopNatsGroup(pgid, abs);
 }

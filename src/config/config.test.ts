@@ -100,6 +100,38 @@ describe("loadConfig", () => {
     expect(problems.join("\n")).toContain("must be shorter than LEADER_ELECTION_LEASE_DURATION_MS");
   });
 
+  it("leaves stream mode off without HOOKLINE_NATS_URL and takes nats:// and tls:// URLs", () => {
+    expect(loadConfig({}).natsUrl).toBeUndefined();
+    expect(loadConfig({ HOOKLINE_NATS_URL: "  " }).natsUrl).toBeUndefined();
+    expect(loadConfig({ HOOKLINE_NATS_URL: " nats://nats.nats.svc:4222 " }).natsUrl).toBe("nats://nats.nats.svc:4222");
+    expect(loadConfig({ HOOKLINE_NATS_URL: "tls://a:4222,tls://b:4222" }).natsUrl).toBe("tls://a:4222,tls://b:4222");
+    const withSecret = loadConfig({ HOOKLINE_NATS_URL: "nats://hookline:s3cret@nats:4222" });
+    expect(withSecret.natsUrl).toBe("nats://hookline:s3cret@nats:4222");
+    expect(withSecret.natsUrlRedacted).toBe("nats://hookline:***@nats:4222");
+  });
+
+  it.each([
+    ["http://nats:4222", "scheme http://"],
+    ["nats.nats.svc:4222", "not a URL"],
+    ["nats://", "has no host"],
+    ["nats://nats:99999", "not a valid URL"],
+    ["nats://nats:4222/path", "no path"],
+    ["nats://a:4222,tls://b:4222", "mixes nats:// and tls://"],
+    [",", "no URL given"],
+  ])("refuses HOOKLINE_NATS_URL=%s naming the variable", (value, hint) => {
+    const problems = problemsOf({ HOOKLINE_NATS_URL: value });
+    expect(problems).toHaveLength(1);
+    expect(problems[0]).toMatch(/^HOOKLINE_NATS_URL=/);
+    expect(problems[0]).toContain(hint);
+    expect(problems[0]).toContain("nats:// or tls:// URL");
+  });
+
+  it("never repeats a password from HOOKLINE_NATS_URL in its message", () => {
+    const problems = problemsOf({ HOOKLINE_NATS_URL: "nats://hookline:s3cret@nats:4222/x" });
+    expect(problems[0]).toContain("nats://hookline:***@nats:4222/x");
+    expect(problems[0]).not.toContain("s3cret");
+  });
+
   it("WEBHOOK_SECRET_REFRESH_MS: 30 s by default, 1 s .. 10 min", () => {
     expect(loadConfig({}).secretRefreshMs).toBe(30_000);
     expect(loadConfig({ WEBHOOK_SECRET_REFRESH_MS: "1000" }).secretRefreshMs).toBe(1_000);

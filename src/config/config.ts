@@ -5,6 +5,7 @@ import { randomBytes } from "node:crypto";
 import { z } from "zod";
 import { parseCidrList, type Cidr } from "../core/netguard.js";
 import { NO_PROXY_NONE, parseNoProxy, parseProxyUrl, redactProxyUrl, type ProxyEnv } from "../core/proxy-env.js";
+import { NatsUrlError, parseNatsUrl, redactNatsUrl } from "../stream/url.js";
 
 export interface Config {
   /** Per-attempt timeout when a subscription sets none. */
@@ -42,6 +43,14 @@ export interface Config {
   secretRefreshMs: number;
   leaderElection: { enabled: boolean; leaseName: string; leaseNamespace: string; identity: string; leaseDurationMs: number; renewDeadlineMs: number; retryPeriodMs: number };
   logLevel: "fatal" | "error" | "warn" | "info" | "debug" | "trace" | "silent";
+  /**
+   * HOOKLINE_NATS_URL: the NATS server(s) with JetStream for stream mode (one nats:// or tls://
+   * URL, or a comma-separated list); undefined: stream mode off. May hold credentials: log
+   * natsUrlRedacted, never this.
+   */
+  natsUrl: string | undefined;
+  /** natsUrl with any password or token replaced by "***". */
+  natsUrlRedacted: string | undefined;
 }
 
 export class ConfigError extends Error {
@@ -121,11 +130,25 @@ export const ENV_DOCS: Array<{ name: string; default: string; range: string; wha
   { name: "POD_NAME", default: "host name + random suffix", range: "", what: "identity in the Lease and in Events" },
   { name: "POD_NAMESPACE", default: "", range: "", what: "from the downward API in the chart" },
   { name: "LOG_LEVEL", default: "info", range: "fatal, error, warn, info, debug, trace, silent", what: "pino level" },
+  { name: "HOOKLINE_NATS_URL", default: "empty: stream mode off", range: "nats:// or tls:// URL, or a comma-separated list", what: "stream mode: the NATS server(s) with JetStream (credentials as nats://USER:PASSWORD@HOST or nats://TOKEN@HOST); see docs/stream-mode.md" },
 ];
 
 const LOG_LEVELS = ["fatal", "error", "warn", "info", "debug", "trace", "silent"] as const;
 const NAMESPACE = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 
+/** Why HOOKLINE_NATS_URL cannot be used, naming the variable (credentials redacted); undefined when it can. */
+function natsUrlProblem(raw: string): string | undefined {
+  try {
+    parseNatsUrl(raw);
+    return undefined;
+  } catch (err) {
+    if (!(err instanceof NatsUrlError)) throw err;
+    return `HOOKLINE_NATS_URL=${JSON.stringify(redactNatsUrl(raw))} is invalid: ${err.message} (a nats:// or tls:// URL such as nats://nats.nats.svc:4222, or a comma-separated list of them; empty: stream mode off)`;
+  }
+}
+
+// One line per variable: the complexity is the number of variables, each parsed once, in order.
+// eslint-disable-next-line complexity
 export function loadConfig(env: Env, overrides: { leaderElect?: boolean } = {}): Config {
   const problems: string[] = [];
   const int = (v: IntVar): number => {
@@ -210,6 +233,10 @@ export function loadConfig(env: Env, overrides: { leaderElect?: boolean } = {}):
   const identity = env.POD_NAME?.trim() || `${hostname()}-${randomBytes(4).toString("hex")}`;
   const logLevel = oneOf("LOG_LEVEL", LOG_LEVELS, "info");
 
+  const natsRaw = env.HOOKLINE_NATS_URL?.trim() || undefined;
+  const natsProblem = natsRaw === undefined ? undefined : natsUrlProblem(natsRaw);
+  if (natsProblem) problems.push(natsProblem);
+
   if (problems.length) throw new ConfigError(problems);
   return {
     deliveryTimeoutMs,
@@ -229,6 +256,8 @@ export function loadConfig(env: Env, overrides: { leaderElect?: boolean } = {}):
     secretRefreshMs,
     leaderElection: { enabled: leaderElect, leaseName, leaseNamespace, identity, leaseDurationMs, renewDeadlineMs, retryPeriodMs },
     logLevel,
+    natsUrl: natsRaw,
+    natsUrlRedacted: natsRaw === undefined ? undefined : redactNatsUrl(natsRaw),
   };
 }
 

@@ -174,3 +174,8 @@ function withTransition(prev: HealthState, next: HealthState): HealthUpdate {
 function count(value: unknown): number {
   return typeof value === "number" && Number.isSafeInteger(value) && value > 0 ? value : 0;
 }
+
+/** The value of the webhook_endpoint_health gauge: 0 Healthy, 1 Degraded, 2 Disabled. */
+export function healthGaugeValue(state: HealthStateName): 0 | 1 | 2 {
+  return state === "Healthy" ? 0 : state === "Degraded" ? 1 : 2;
+}

@@ -2,14 +2,12 @@
 // writes the result in one status patch. Every function returns the whole next status.
 import type { Attempt, AttemptOutcome, DeliveryStatus } from "../api/delivery.js";
 import { HISTORY_LIMIT, isTerminalPhase, type DeadLetterReason, type DiscardReason } from "../api/names.js";
-import { nextDelay } from "./backoff.js";
 import type { Classification } from "./classify.js";
 import { setCondition } from "./conditions.js";
 import type { WaitReason } from "./plan.js";
 import type { EndpointWaitReason } from "./waiting.js";
 import type { Policy } from "./policy.js";
-import { isRetryAfterStatus } from "./classify.js";
-import { parseRetryAfter } from "./retry-after.js";
+import { retryDecision } from "./retry.js";
 import { toRfc3339 } from "./rfc3339.js";
 
 export const SUCCEEDED = "Succeeded";
@@ -67,114 +65,135 @@ function describeAttempt(a: AttemptResult): string {
   return a.error ?? "no response";
 }
 
+/**
+ * The next status after one attempt, one rule per verdict: interrupted by a shutdown, delivered,
+ * a failed replay, failed for good (410, permanent, blocked), or retryable (retry policy).
+ */
 export function applyAttempt(input: OutcomeInput): OutcomeResult {
-  const { now, attempt, policy, generation } = input;
+  const { attempt } = input;
+  const base = recordAttempt(input);
+  const c = attempt.classification;
+  if (c === "interrupted") return onInterrupted(input, base);
+  if (c.verdict === "delivered") return onDelivered(input, base);
+  if (input.replay) return onReplayFailed(input, base);
+  if (c.verdict === "retry") return onRetryable(input, base);
+  return onFailedForGood(input, base, c);
+}
+
+/** The status with this attempt recorded (counts, last attempt, history, replay result). */
+function recordAttempt(input: OutcomeInput): DeliveryStatus {
+  const { now, attempt, generation } = input;
   const prev = input.status ?? {};
-  const outcome = outcomeOf(attempt.classification);
+  const c = attempt.classification;
   const record: Attempt = {
     number: (prev.lastAttempt?.number ?? 0) + 1,
     startedAt: toRfc3339(attempt.startedAt),
     durationMs: Math.max(0, Math.round(attempt.durationMs)),
     ...(attempt.responseStatus !== undefined ? { responseStatus: attempt.responseStatus } : {}),
     ...(attempt.error !== undefined ? { error: attempt.error } : {}),
-    outcome,
-    reason: attempt.classification === "interrupted" ? "interrupted" : attempt.classification.reason,
+    outcome: outcomeOf(c),
+    reason: c === "interrupted" ? "interrupted" : c.reason,
     ...(input.replay ? { replay: true } : {}),
   };
-  const interrupted = attempt.classification === "interrupted";
-  const counted = interrupted ? 0 : 1;
-  const base: DeliveryStatus = {
+  return {
     ...prev,
     observedGeneration: generation,
-    attempts: (prev.attempts ?? 0) + counted,
+    attempts: (prev.attempts ?? 0) + (c === "interrupted" ? 0 : 1),
     lastAttempt: record,
     history: [...(prev.history ?? []), record].slice(-HISTORY_LIMIT),
-    ...(interrupted ? { interruptions: (prev.interruptions ?? 0) + 1 } : {}),
-    ...(input.replay && attempt.classification !== "interrupted" ?
+    ...(c === "interrupted" ? { interruptions: (prev.interruptions ?? 0) + 1 } : {}),
+    ...(input.replay && c !== "interrupted" ?
       {
         lastReplay: {
           reason: input.replay.reason,
           at: toRfc3339(now),
           ...(input.replay.requestId ? { requestId: input.replay.requestId } : {}),
-          result: attempt.classification.verdict === "delivered" ? ("Succeeded" as const) : ("Failed" as const),
+          result: c.verdict === "delivered" ? ("Succeeded" as const) : ("Failed" as const),
         },
       }
     : {}),
   };
-  const desc = describeAttempt(attempt);
+}
 
-  if (interrupted) {
-    if (input.interruptedAction === "dead-letter" && !input.replay) {
-      return deadLetter(base, generation, now, "Drain", `attempt ${record.number} was interrupted by an operator shutdown (WEBHOOK_DRAIN_TIMEOUT_ACTION=dead-letter)`);
-    }
-    if (input.replay) {
-      // The replay did not happen: back to where it was, no replay counted, lastReplay untouched
-      // (a resumed bulk replay sees it was not done and does it).
-      return { status: { ...base, phase: "DeadLettered", nextAttemptAt: undefined } };
-    }
-    return {
-      status: withWaiting(
-        { ...base, phase: base.phase === "Retrying" || (base.attempts ?? 0) > 0 ? "Retrying" : "Pending", nextAttemptAt: toRfc3339(now) },
-        now,
-        generation,
-        "Interrupted",
-        `attempt ${record.number} was interrupted by an operator shutdown; it resumes at once and does not count against maxAttempts`,
-      ),
-    };
+function onInterrupted(input: OutcomeInput, base: DeliveryStatus): OutcomeResult {
+  const { now, generation } = input;
+  const number = base.lastAttempt!.number;
+  if (input.interruptedAction === "dead-letter" && !input.replay) {
+    return deadLetter(base, generation, now, "Drain", `attempt ${number} was interrupted by an operator shutdown (WEBHOOK_DRAIN_TIMEOUT_ACTION=dead-letter)`);
   }
-
-  const c = attempt.classification as Classification;
-  if (c.verdict === "delivered") {
-    const status: DeliveryStatus = {
-      ...base,
-      phase: "Succeeded",
-      nextAttemptAt: undefined,
-      deadLetter: undefined,
-      finishedAt: toRfc3339(now),
-      conditions: setCondition(base.conditions, { type: SUCCEEDED, status: "True", reason: "Delivered", message: `delivered on attempt ${record.number} (${desc})${input.replay ? " by a replay" : ""}` }, now, generation),
-    };
-    return { status, final: { phase: "Succeeded", reason: "Delivered", message: `delivered (${desc})` } };
-  }
-
   if (input.replay) {
-    const replays = (prev.replays ?? 0) + 1;
-    // Failed again just now: retention and oldest-first eviction count from this moment.
-    const failed: DeliveryStatus = { ...base, replays, finishedAt: toRfc3339(now) };
-    if (replays >= policy.deadLetter.maxReplays) {
-      return discard(failed, generation, now, "Poison", `replay ${replays} of ${policy.deadLetter.maxReplays} failed (${desc}): it will not be replayed again`);
-    }
-    const reason = prev.deadLetter?.reason ?? "Exhausted";
-    const status: DeliveryStatus = {
-      ...failed,
-      phase: "DeadLettered",
-      nextAttemptAt: undefined,
-      conditions: setCondition(base.conditions, { type: SUCCEEDED, status: "False", reason, message: `replay ${replays} failed (${desc}); ${policy.deadLetter.maxReplays - replays} replays left` }, now, generation),
-    };
-    return { status, final: { phase: "DeadLettered", reason: "ReplayFailed", message: `replay failed (${desc})` } };
+    // The replay did not happen: back to where it was, no replay counted, lastReplay untouched
+    // (a resumed bulk replay sees it was not done and does it).
+    return { status: { ...base, phase: "DeadLettered", nextAttemptAt: undefined } };
   }
-
-  if (c.verdict === "gone") return deadLetter(base, generation, now, "Gone", `the endpoint answered 410 Gone on attempt ${record.number}`);
-  if (c.verdict === "permanent") {
-    return c.reason === "blocked" ?
-        deadLetter(base, generation, now, "Blocked", `attempt ${record.number} was refused by the network guard: ${desc}`)
-      : deadLetter(base, generation, now, "PermanentFailure", `attempt ${record.number} got ${desc}, which is not retried`);
-  }
-  // Retryable.
-  const attempts = base.attempts ?? 1;
-  if (attempts >= policy.retry.maxAttempts) {
-    return deadLetter(base, generation, now, "Exhausted", `all ${policy.retry.maxAttempts} attempts failed; the last got ${desc}`);
-  }
-  const retryAfterMs =
-    policy.retry.respectRetryAfter && attempt.responseStatus !== undefined && isRetryAfterStatus(attempt.responseStatus) ? parseRetryAfter(attempt.retryAfter, now) : undefined;
-  const delay = nextDelay(attempts, { initialBackoffMs: policy.retry.initialBackoffMs, multiplier: policy.retry.multiplier, maxBackoffMs: policy.retry.maxBackoffMs, jitterPercent: policy.retry.jitterPercent }, input.random, retryAfterMs);
-  const at = now + delay;
   return {
     status: withWaiting(
-      { ...base, phase: "Retrying", nextAttemptAt: toRfc3339(at) },
+      { ...base, phase: base.phase === "Retrying" || (base.attempts ?? 0) > 0 ? "Retrying" : "Pending", nextAttemptAt: toRfc3339(now) },
+      now,
+      generation,
+      "Interrupted",
+      `attempt ${number} was interrupted by an operator shutdown; it resumes at once and does not count against maxAttempts`,
+    ),
+  };
+}
+
+function onDelivered(input: OutcomeInput, base: DeliveryStatus): OutcomeResult {
+  const { now, generation } = input;
+  const desc = describeAttempt(input.attempt);
+  const status: DeliveryStatus = {
+    ...base,
+    phase: "Succeeded",
+    nextAttemptAt: undefined,
+    deadLetter: undefined,
+    finishedAt: toRfc3339(now),
+    conditions: setCondition(base.conditions, { type: SUCCEEDED, status: "True", reason: "Delivered", message: `delivered on attempt ${base.lastAttempt!.number} (${desc})${input.replay ? " by a replay" : ""}` }, now, generation),
+  };
+  return { status, final: { phase: "Succeeded", reason: "Delivered", message: `delivered (${desc})` } };
+}
+
+/** A replay that did not deliver: back to DeadLettered with one replay more, or Poison at maxReplays. */
+function onReplayFailed(input: OutcomeInput, base: DeliveryStatus): OutcomeResult {
+  const { now, generation, policy } = input;
+  const desc = describeAttempt(input.attempt);
+  const replays = (input.status?.replays ?? 0) + 1;
+  // Failed again just now: retention and oldest-first eviction count from this moment.
+  const failed: DeliveryStatus = { ...base, replays, finishedAt: toRfc3339(now) };
+  if (replays >= policy.deadLetter.maxReplays) {
+    return discard(failed, generation, now, "Poison", `replay ${replays} of ${policy.deadLetter.maxReplays} failed (${desc}): it will not be replayed again`);
+  }
+  const reason = input.status?.deadLetter?.reason ?? "Exhausted";
+  const status: DeliveryStatus = {
+    ...failed,
+    phase: "DeadLettered",
+    nextAttemptAt: undefined,
+    conditions: setCondition(base.conditions, { type: SUCCEEDED, status: "False", reason, message: `replay ${replays} failed (${desc}); ${policy.deadLetter.maxReplays - replays} replays left` }, now, generation),
+  };
+  return { status, final: { phase: "DeadLettered", reason: "ReplayFailed", message: `replay failed (${desc})` } };
+}
+
+function onFailedForGood(input: OutcomeInput, base: DeliveryStatus, c: Classification): OutcomeResult {
+  const { now, generation } = input;
+  const number = base.lastAttempt!.number;
+  const desc = describeAttempt(input.attempt);
+  if (c.verdict === "gone") return deadLetter(base, generation, now, "Gone", `the endpoint answered 410 Gone on attempt ${number}`);
+  return c.reason === "blocked" ?
+      deadLetter(base, generation, now, "Blocked", `attempt ${number} was refused by the network guard: ${desc}`)
+    : deadLetter(base, generation, now, "PermanentFailure", `attempt ${number} got ${desc}, which is not retried`);
+}
+
+function onRetryable(input: OutcomeInput, base: DeliveryStatus): OutcomeResult {
+  const { now, generation, policy, attempt } = input;
+  const number = base.lastAttempt!.number;
+  const desc = describeAttempt(attempt);
+  const next = retryDecision(policy.retry, base.attempts ?? 1, attempt, now, input.random);
+  if (next.kind === "exhausted") return deadLetter(base, generation, now, "Exhausted", `all ${policy.retry.maxAttempts} attempts failed; the last got ${desc}`);
+  return {
+    status: withWaiting(
+      { ...base, phase: "Retrying", nextAttemptAt: toRfc3339(next.at) },
       now,
       generation,
       "RetryScheduled",
-      `attempt ${record.number} of ${policy.retry.maxAttempts} failed (${desc}); next attempt at ${toRfc3339(at)}`,
+      `attempt ${number} of ${policy.retry.maxAttempts} failed (${desc}); next attempt at ${toRfc3339(next.at)}`,
     ),
   };
 }

@@ -5,6 +5,7 @@ import { MAX_PAYLOAD_BYTES, PING_EVENT_TYPE, type DeadLetterReason, type Deliver
 import * as breaker from "./breaker.js";
 import * as health from "./health.js";
 import { matchesEventType, type Policy } from "./policy.js";
+import { attemptsLeft } from "./retry.js";
 import { take, type TokenBucket } from "./token-bucket.js";
 
 export type WaitReason = "SubscriptionNotFound" | "InvalidSubscription" | "SecretNotFound" | "Paused";
@@ -94,7 +95,7 @@ export function plan({ now, delivery, subscription, secret, endpoint }: PlanInpu
   if (delivery.nextAttemptAt !== undefined && delivery.nextAttemptAt > now) {
     return { type: "WaitUntil", at: delivery.nextAttemptAt, why: "backoff" };
   }
-  if (delivery.attempts >= policy.retry.maxAttempts) {
+  if (!attemptsLeft(policy.retry, delivery.attempts)) {
     return { type: "DeadLetter", reason: "Exhausted", message: `all ${policy.retry.maxAttempts} attempts failed` };
   }
   if (!endpoint) throw new Error("plan needs the endpoint to admit an attempt");

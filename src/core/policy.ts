@@ -2,7 +2,8 @@
 // operator-wide defaults (WEBHOOK_DELIVERY_TIMEOUT_MS, WEBHOOK_CB_*) filled in where the spec
 // leaves a field out.
 import { parseDuration } from "../api/duration.js";
-import type { SubscriptionSpec } from "../api/subscription.js";
+import { retentionSchema, type SubscriptionSpec } from "../api/subscription.js";
+import type { RetryPolicy } from "./retry.js";
 import type { SignatureScheme } from "./signing.js";
 
 export interface PolicyDefaults {
@@ -18,7 +19,7 @@ export interface Policy {
   scheme: "StandardWebhooks" | "HMACSHA256Hex";
   headers: Record<string, string>;
   timeoutMs: number;
-  retry: { maxAttempts: number; initialBackoffMs: number; multiplier: number; maxBackoffMs: number; jitterPercent: number; respectRetryAfter: boolean };
+  retry: RetryPolicy;
   breaker: { failureThreshold: number; successThreshold: number; cooldownMs: number; whenOpen: "Defer" | "DeadLetter" };
   maxInFlight: number;
   rateLimit: { perSecond: number; burst: number } | undefined;
@@ -73,7 +74,7 @@ export function resolvePolicy(spec: SubscriptionSpec, defaults: PolicyDefaults):
     maxInFlight: spec.maxInFlight,
     rateLimit: spec.rateLimit ? { perSecond: spec.rateLimit.perSecond, burst: spec.rateLimit.burst ?? spec.rateLimit.perSecond } : undefined,
     deadLetter: { maxEntries: spec.deadLetter.maxEntries, maxReplays: spec.deadLetter.maxReplays },
-    retention: { succeededMs: parseDuration(spec.retention.succeeded), deadLetteredMs: parseDuration(spec.retention.deadLettered) },
+    retention: retentionOf(spec.retention),
     paused: spec.paused,
     headersFrom: (spec.headersFrom ?? []).map((h) => ({ name: h.name, secretKeyRef: { name: h.secretKeyRef.name, key: h.secretKeyRef.key } })),
     tls: spec.tls
@@ -95,6 +96,14 @@ export function resolvePolicy(spec: SubscriptionSpec, defaults: PolicyDefaults):
     proxyUrl: spec.proxy?.url,
   };
 }
+
+/** How long finished deliveries are kept, in ms. */
+function retentionOf(r: SubscriptionSpec["retention"]): Policy["retention"] {
+  return { succeededMs: parseDuration(r.succeeded), deadLetteredMs: parseDuration(r.deadLettered) };
+}
+
+/** The schema's default retention: what applies to a delivery whose subscription is gone or invalid. */
+export const DEFAULT_RETENTION: Policy["retention"] = retentionOf(retentionSchema.parse({}));
 
 /** Whether a subscription listing `eventTypes` wants `eventType`: omitted or "*" match all,
  *  "order.*" matches "order.paid" (and "order.paid.v2"), anything else matches exactly. */

@@ -5,19 +5,15 @@
 // does not grow with payload bytes.
 import type { Logger } from "pino";
 import type { ZodError } from "zod";
-import { deliverySpecSchema, type DeliverySpec, type DeliveryStatus } from "../api/delivery.js";
-import { DELIVERY, GROUP, SUBSCRIPTION, VERSION } from "../api/names.js";
-import { subscriptionSpecSchema, type SubscriptionSpec, type SubscriptionStatus } from "../api/subscription.js";
+import { deliverySpecSchema, type DeliverySpec } from "../api/delivery.js";
+import { subscriptionSpecSchema, type SubscriptionSpec } from "../api/subscription.js";
+import type { SubscriptionView } from "../core/plan.js";
+import { resolvePolicy, type Policy, type PolicyDefaults } from "../core/policy.js";
 import type { KubeClient } from "../kube/client.js";
-import { objectKey, Reflector, type RawItem, type ReflectorHandler } from "../kube/reflector.js";
-import { collectionPath, type KubeObject, type ResourceType } from "../kube/types.js";
+import { Reflector, type RawItem, type ReflectorHandler } from "../kube/reflector.js";
+import { collectionPath, objectKey, splitKey, type KubeObject } from "../kube/types.js";
+import { DELIVERIES, SUBSCRIPTIONS, subscriptionKeyOf, type DeliveryObject, type SubscriptionObject } from "./objects.js";
 import { payloadSummary, stripPayload } from "./payload.js";
-
-export const SUBSCRIPTIONS: ResourceType = { group: GROUP, version: VERSION, plural: SUBSCRIPTION.plural };
-export const DELIVERIES: ResourceType = { group: GROUP, version: VERSION, plural: DELIVERY.plural };
-
-export type SubscriptionObject = KubeObject<unknown, SubscriptionStatus>;
-export type DeliveryObject = KubeObject<unknown, DeliveryStatus>;
 
 export const ACTIVE_DELIVERIES_SELECTOR = "status.phase!=Succeeded,status.phase!=DeadLettered,status.phase!=Discarded";
 export const TERMINAL_DELIVERIES_SELECTOR = "status.phase!=,status.phase!=Pending,status.phase!=Retrying";
@@ -73,8 +69,7 @@ class Sharded<T extends KubeObject> {
 
   get(key: string): T | undefined {
     if (this.reflectors.size === 1 && this.reflectors.has("")) return this.reflectors.get("")!.store.get(key);
-    const ns = key.split("/")[0]!;
-    return this.reflectors.get(ns)?.store.get(key);
+    return this.reflectors.get(splitKey(key).namespace)?.store.get(key);
   }
 
   *values(): IterableIterator<T> {
@@ -95,12 +90,15 @@ export class Caches {
   private readonly bySubscription = new Map<string, Set<string>>();
   private readonly subSpecs = new WeakMap<object, Parsed<SubscriptionSpec>>();
   private readonly delSpecs = new WeakMap<object, Parsed<DeliverySpec>>();
+  private readonly policies = new WeakMap<object, Policy>();
 
   constructor(
     client: KubeClient,
     namespaces: string[],
     log: Logger,
     events: CacheEvents,
+    /** The operator-wide defaults a subscription's policy falls back on (WEBHOOK_*). */
+    private readonly defaults: PolicyDefaults,
     onHealth?: (name: string, healthy: boolean) => void,
   ) {
     const scopes = namespaces.length ? namespaces : [""];
@@ -140,10 +138,7 @@ export class Caches {
   }
 
   private indexing(inner: ReflectorHandler<DeliveryObject>): ReflectorHandler<DeliveryObject> {
-    const subKeyOf = (d: DeliveryObject) => {
-      const ref = (d.spec as { subscriptionRef?: { name?: string } } | undefined)?.subscriptionRef?.name;
-      return ref ? `${d.metadata.namespace}/${ref}` : undefined;
-    };
+    const subKeyOf = subscriptionKeyOf;
     const add = (d: DeliveryObject) => {
       const sk = subKeyOf(d);
       if (!sk) return;
@@ -172,7 +167,7 @@ export class Caches {
         remove(d);
         inner.delete(d);
       },
-      listed: () => inner.listed?.(),
+      listed: (startedAt) => inner.listed?.(startedAt),
     };
   }
 
@@ -217,6 +212,26 @@ export class Caches {
       this.subSpecs.set(obj, parsed);
     }
     return parsed;
+  }
+
+  /** A subscription as the engine sees it: missing, invalid (why), or its resolved policy. */
+  subscriptionView(sub: SubscriptionObject | undefined): SubscriptionView {
+    if (!sub || sub.metadata.deletionTimestamp) return { kind: "missing" };
+    const parsed = this.subscriptionSpec(sub);
+    if (!parsed.ok) return { kind: "invalid", message: parsed.message };
+    return { kind: "ok", policy: this.policyOf(sub, parsed.spec) };
+  }
+
+  /** The resolved policy of a valid subscription, once per object version. */
+  policy(sub: SubscriptionObject | undefined): Policy | undefined {
+    const view = this.subscriptionView(sub);
+    return view.kind === "ok" ? view.policy : undefined;
+  }
+
+  private policyOf(sub: SubscriptionObject, spec: SubscriptionSpec): Policy {
+    let p = this.policies.get(sub);
+    if (!p) this.policies.set(sub, (p = resolvePolicy(spec, this.defaults)));
+    return p;
   }
 
   deliverySpec(obj: DeliveryObject): Parsed<DeliverySpec> {

@@ -21,7 +21,13 @@ function policyOf(spec: Partial<SubscriptionSpecInput> = {}): Policy {
 function setup(globalMax = 100) {
   const woken: string[] = [];
   const inFlightReports: number[] = [];
-  const registry = new EndpointRegistry(globalMax, PROBE_INTERVAL, (k) => woken.push(k), (n) => inFlightReports.push(n));
+  const registry = new EndpointRegistry({
+    globalMax,
+    healthProbeIntervalMs: PROBE_INTERVAL,
+    defaults: { deliveryTimeoutMs: 10_000, breaker: { failureThreshold: 5, successThreshold: 1, cooldownMs: 60_000 } },
+    wake: (k) => woken.push(k),
+    onInFlight: (n) => inFlightReports.push(n),
+  });
   return { registry, woken, inFlightReports };
 }
 

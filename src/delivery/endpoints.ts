@@ -1,12 +1,17 @@
-// Per-endpoint (per-subscription) state that lives in memory: breaker, health, token bucket,
-// requests in flight and the deliveries parked until a slot or the probe frees. It starts from
-// the subscription's stored status, so a new leader resumes an Open breaker as Open.
+// Per-endpoint (per-subscription) state that lives in memory, and every rule that changes it:
+// breaker, health, token bucket, requests in flight, the deliveries parked until a slot or the
+// probe frees, and the transitions with their Events and gauges. It starts from the
+// subscription's stored status, so a new leader resumes an Open breaker as Open; the
+// subscription reconciler mirrors it back into status (it never changes it).
 import type { SubscriptionStatus } from "../api/subscription.js";
 import * as breaker from "../core/breaker.js";
+import type { Classification } from "../core/classify.js";
+import { reportAttempt } from "../core/endpoint-report.js";
 import * as health from "../core/health.js";
 import type { EndpointCommit, EndpointView } from "../core/plan.js";
-import type { Policy } from "../core/policy.js";
+import type { Policy, PolicyDefaults } from "../core/policy.js";
 import type { TokenBucket } from "../core/token-bucket.js";
+import { GlobalSlots, namespaceOf } from "./global-slots.js";
 
 export class Endpoint {
   breaker: breaker.BreakerState;
@@ -30,13 +35,13 @@ export class Endpoint {
     readonly uid: string | undefined,
     status: SubscriptionStatus | undefined,
     now: number,
-    policy: Policy | undefined,
+    breakerConfig: breaker.BreakerConfig,
+    url: string | undefined,
     healthProbeIntervalMs: number,
   ) {
-    const cfg = policy?.breaker ?? { failureThreshold: 5, successThreshold: 1, cooldownMs: 60_000 };
-    this.breaker = breaker.fromStatus(status?.breaker, now, cfg);
+    this.breaker = breaker.fromStatus(status?.breaker, now, breakerConfig);
     this.health = health.fromStatus(status?.health as health.HealthStatus | undefined, now, health.healthConfig(healthProbeIntervalMs));
-    this.url = policy?.url;
+    this.url = url;
   }
 
   /** The subscription now points elsewhere: what we knew about the old endpoint does not apply. */
@@ -62,40 +67,43 @@ export class Endpoint {
   }
 }
 
-export interface Waker {
-  (deliveryKey: string): void;
+/** What the world learns of an endpoint's transitions: Events, gauges, the status rollup. */
+export interface EndpointObserver {
+  breakerMoved(ep: Endpoint, t: breaker.BreakerTransition): void;
+  healthMoved(ep: Endpoint, t: health.HealthTransition): void;
+  /** The endpoint's counters moved (`urgent`: a transition): its subscription's status is rolled up. */
+  changed(subKey: string, urgent: boolean): void;
+  /** Every active delivery of the subscription (woken when the endpoint recovers). */
+  deliveriesOf(subKey: string): Iterable<string>;
 }
 
-/**
- * One namespace's use of the global slots: requests in flight, deliveries parked for a slot,
- * and deliveries woken for a freed slot that have not yet taken it (each holds a claim on one).
- */
-interface Tenant {
-  inFlight: number;
-  readonly parked: Set<string>;
-  readonly woken: Set<string>;
+export interface EndpointRegistryOptions {
+  /** WEBHOOK_MAX_IN_FLIGHT. */
+  globalMax: number;
+  /** WEBHOOK_HEALTH_PROBE_INTERVAL_MS. */
+  healthProbeIntervalMs: number;
+  /** The operator's breaker defaults, for a subscription whose spec cannot be used. */
+  defaults: PolicyDefaults;
+  /** Queues a delivery key again. */
+  wake: (deliveryKey: string) => void;
+  onInFlight?: (n: number) => void;
+  observer?: EndpointObserver;
+  now?: () => number;
 }
-
-const namespaceOf = (key: string): string => key.slice(0, key.indexOf("/"));
 
 export class EndpointRegistry {
   private readonly endpoints = new Map<string, Endpoint>();
-  private globalInFlight = 0;
-  /** Namespaces with work (in flight, parked or woken), in the order they got it. */
-  private readonly tenants = new Map<string, Tenant>();
-  /** Woken deliveries across namespaces: free slots held for them until they decide. */
-  private claims = 0;
+  private readonly slots: GlobalSlots;
   /** Deliveries woken for a free endpoint slot whose reconcile has not ended yet (see settle). */
   private readonly wokenForEndpoint = new Map<string, { ep: Endpoint; maxInFlight: number }>();
-  /** The namespace woken last, for round-robin among namespaces equally far below their share. */
-  private lastWoken: string | undefined;
+  private readonly now: () => number;
+  private readonly healthConfig: health.HealthConfig;
 
-  constructor(
-    private readonly globalMax: number,
-    private readonly healthProbeIntervalMs: number,
-    private readonly wake: Waker,
-    private readonly onInFlight?: (n: number) => void,
-  ) {}
+  constructor(private readonly o: EndpointRegistryOptions) {
+    this.slots = new GlobalSlots(o.globalMax, o.wake, o.onInFlight);
+    this.now = o.now ?? Date.now;
+    this.healthConfig = health.healthConfig(o.healthProbeIntervalMs);
+  }
 
   get(subKey: string): Endpoint | undefined {
     return this.endpoints.get(subKey);
@@ -110,7 +118,7 @@ export class EndpointRegistry {
       ep = undefined;
     }
     if (!ep) {
-      ep = new Endpoint(subKey, uid, status, now, policy, this.healthProbeIntervalMs);
+      ep = new Endpoint(subKey, uid, status, now, policy?.breaker ?? this.o.defaults.breaker, policy?.url, this.o.healthProbeIntervalMs);
       this.endpoints.set(subKey, ep);
     } else if (policy && ep.url !== undefined && ep.url !== policy.url) {
       ep.resetFor(policy.url);
@@ -121,18 +129,18 @@ export class EndpointRegistry {
 
   /**
    * Closes the breaker and re-enables the endpoint now, and wakes what waited for it: the
-   * parked deliveries and `waiting` (the subscription's deliveries, some on a probe timer).
+   * parked deliveries and the subscription's deliveries (some wait on a probe timer).
    */
-  reset(ep: Endpoint, waiting: Iterable<string>): void {
+  reset(ep: Endpoint): void {
     ep.resetBreaker();
     this.wakeEndpoint(ep);
-    for (const k of waiting) this.wake(k);
+    this.wakeSubscription(ep.key);
   }
 
   remove(subKey: string): void {
     const ep = this.endpoints.get(subKey);
     this.endpoints.delete(subKey);
-    if (ep) for (const k of ep.parked) this.wake(k);
+    if (ep) for (const k of ep.parked) this.o.wake(k);
   }
 
   all(): IterableIterator<Endpoint> {
@@ -146,106 +154,76 @@ export class EndpointRegistry {
       health: ep.health,
       bucket: ep.bucket,
       inFlight: ep.inFlight,
-      globalSlot: this.mayTakeGlobalSlot(namespaceOf(ep.key), deliveryKey),
-      healthProbeIntervalMs: this.healthProbeIntervalMs,
+      globalSlot: this.slots.mayTake(namespaceOf(ep.key), deliveryKey),
+      healthProbeIntervalMs: this.o.healthProbeIntervalMs,
     };
   }
 
   /** Whether an attempt outside plan() (a replay) may take a slot now, or which one it waits for. */
   slotFor(ep: Endpoint, maxInFlight: number, deliveryKey: string): "free" | "global" | "endpoint" {
-    if (!this.mayTakeGlobalSlot(namespaceOf(ep.key), deliveryKey)) return "global";
+    if (!this.slots.mayTake(namespaceOf(ep.key), deliveryKey)) return "global";
     if (ep.inFlight >= maxInFlight) return "endpoint";
     return "free";
   }
 
-  /** Wakes deliveries that may be waiting on a timer (the endpoint recovered). */
-  wakeAll(deliveryKeys: Iterable<string>): void {
-    for (const k of deliveryKeys) this.wake(k);
-  }
-
-  /** Each namespace with work gets globalMax / (namespaces with work), at least 1. */
-  private share(extraTenants: number): number {
-    return Math.max(1, Math.floor(this.globalMax / (this.tenants.size + extraTenants)));
-  }
-
-  /**
-   * The fair-share rule: a delivery woken for a freed slot takes the slot held for it. Otherwise
-   * a slot must be free and not held for a woken delivery; a namespace below its share may take
-   * it; one at or above its share only when no namespace below its share has deliveries parked
-   * (idle shares are lent).
-   */
-  private mayTakeGlobalSlot(namespace: string, deliveryKey: string | undefined): boolean {
-    const t = this.tenants.get(namespace);
-    if (t && deliveryKey !== undefined && t.woken.has(deliveryKey)) return true;
-    if (this.globalInFlight + this.claims >= this.globalMax) return false;
-    const share = this.share(t ? 0 : 1);
-    if ((t?.inFlight ?? 0) < share) return true;
-    for (const [name, o] of this.tenants) if (name !== namespace && o.parked.size > 0 && o.inFlight < share) return false;
-    return true;
-  }
-
-  private tenant(namespace: string): Tenant {
-    let t = this.tenants.get(namespace);
-    if (!t) {
-      t = { inFlight: 0, parked: new Set(), woken: new Set() };
-      this.tenants.set(namespace, t);
-    }
-    return t;
-  }
-
-  /** A namespace with nothing in flight, parked or woken no longer counts for the shares. */
-  private tidy(namespace: string, t: Tenant): void {
-    if (t.inFlight === 0 && t.parked.size === 0 && t.woken.size === 0) this.tenants.delete(namespace);
-  }
-
-  /** Drops the claim of a woken delivery (it took its slot, parked again or decided otherwise). */
-  private unclaim(t: Tenant | undefined, deliveryKey: string): boolean {
-    if (!t?.woken.delete(deliveryKey)) return false;
-    this.claims--;
-    return true;
-  }
-
   park(ep: Endpoint, deliveryKey: string, why: "endpoint" | "global" | "probe"): void {
     this.wokenForEndpoint.delete(deliveryKey);
-    if (why !== "global") {
-      ep.parked.add(deliveryKey);
-      return;
-    }
-    const t = this.tenant(namespaceOf(ep.key));
-    this.unclaim(t, deliveryKey);
-    t.parked.add(deliveryKey);
-    // Parked beside a free slot held back for a namespace below its share: wake that namespace.
-    this.wakeGlobal();
+    if (why === "global") this.slots.park(namespaceOf(ep.key), deliveryKey);
+    else ep.parked.add(deliveryKey);
   }
 
-  /** Takes the slots an admitted attempt needs. */
+  /** Takes the slots an admitted attempt needs and commits the state plan() admitted it with. */
   acquire(ep: Endpoint, commit: EndpointCommit, deliveryKey?: string): void {
     ep.commit(commit);
     if (deliveryKey !== undefined) this.wokenForEndpoint.delete(deliveryKey);
-    const t = this.tenant(namespaceOf(ep.key));
-    if (deliveryKey !== undefined) this.unclaim(t, deliveryKey);
-    t.inFlight++;
-    this.globalInFlight++;
-    this.onInFlight?.(this.globalInFlight);
+    this.slots.take(namespaceOf(ep.key), deliveryKey);
+    if (commit.breakerTransition) this.breakerMoved(ep, commit.breakerTransition);
   }
 
   /** Frees the slots of a finished attempt and wakes as many waiters as slots are free. */
   release(ep: Endpoint, maxInFlight: number): void {
     ep.inFlight = Math.max(0, ep.inFlight - 1);
-    const namespace = namespaceOf(ep.key);
-    const t = this.tenants.get(namespace);
-    if (t) {
-      t.inFlight = Math.max(0, t.inFlight - 1);
-      this.tidy(namespace, t);
-    }
-    this.globalInFlight = Math.max(0, this.globalInFlight - 1);
-    this.onInFlight?.(this.globalInFlight);
+    this.slots.release(namespaceOf(ep.key));
     this.kick(ep, maxInFlight);
   }
 
   /**
-   * A delivery's reconcile ended: if it was woken for a global slot and neither took it nor
-   * parked again, the slot held for it goes to the next waiter.
+   * One attempt's result, reported on its endpoint: breaker and health move (with their Events
+   * and gauges), and what waited on the endpoint looks again when it recovered or the probe
+   * reported back.
+   */
+  report(ep: Endpoint, policy: Policy, result: Classification | "interrupted", opts: { probe: boolean; viaReplay: boolean }): void {
+    const before = { breaker: ep.breaker.state, health: ep.health.state };
+    const r = reportAttempt(ep, result, { now: this.now(), probe: opts.probe, explicit: opts.viaReplay, breaker: policy.breaker, health: this.healthConfig });
+    ep.breaker = r.breaker;
+    ep.health = r.health;
+    const bt = r.breakerTransition;
+    const ht = r.healthTransition;
+    if (bt) this.breakerMoved(ep, bt);
+    if (ht) {
+      this.o.observer?.healthMoved(ep, ht);
+      ep.urgent = true;
+    }
+    // The endpoint recovered: every delivery held by it looks again now, also those waiting on
+    // a timer for the next probe (up to WEBHOOK_HEALTH_PROBE_INTERVAL_MS away).
+    if (ht?.to === "Healthy" || bt?.to === "Closed") this.wakeSubscription(ep.key);
+    // A probe reported back or the breaker moved: everyone parked on this endpoint looks again.
+    if (opts.probe || bt || before.breaker !== ep.breaker.state || before.health !== ep.health.state) this.wakeEndpoint(ep);
+    if (r.counted) {
+      ep.dirty = true;
+      this.o.observer?.changed(ep.key, !!(bt || ht));
+    }
+  }
+
+  private breakerMoved(ep: Endpoint, t: breaker.BreakerTransition): void {
+    this.o.observer?.breakerMoved(ep, t);
+    ep.dirty = true;
+    ep.urgent = true;
+  }
+
+  /**
+   * A delivery's reconcile ended: if it was woken for a slot and neither took it nor parked
+   * again, the slot held for it goes to the next waiter.
    */
   settle(deliveryKey: string): void {
     // Woken for a free endpoint slot but did not take it (its reconcile ended early: the
@@ -255,11 +233,7 @@ export class EndpointRegistry {
       this.wokenForEndpoint.delete(deliveryKey);
       this.kick(woken.ep, woken.maxInFlight);
     }
-    const namespace = namespaceOf(deliveryKey);
-    const t = this.tenants.get(namespace);
-    if (!t || !this.unclaim(t, deliveryKey)) return;
-    this.tidy(namespace, t);
-    this.wakeGlobal();
+    this.slots.settle(deliveryKey);
   }
 
   /**
@@ -273,49 +247,10 @@ export class EndpointRegistry {
         if (n-- <= 0) break;
         ep.parked.delete(k);
         this.wokenForEndpoint.set(k, { ep, maxInFlight });
-        this.wake(k);
+        this.o.wake(k);
       }
     }
-    this.wakeGlobal();
-  }
-
-  /** One delivery per free (unheld) global slot, each from the namespace furthest below its share. */
-  private wakeGlobal(): void {
-    while (this.globalInFlight + this.claims < this.globalMax) {
-      const name = this.furthestBelowShare();
-      if (name === undefined) return;
-      const t = this.tenants.get(name)!;
-      const key = t.parked.values().next().value!;
-      t.parked.delete(key);
-      t.woken.add(key);
-      this.claims++;
-      this.lastWoken = name;
-      this.wake(key);
-    }
-  }
-
-  /**
-   * The namespace with parked deliveries whose in-flight and woken deliveries fall furthest
-   * below its share; among equals, the first after the one woken last (round-robin).
-   */
-  private furthestBelowShare(): string | undefined {
-    const share = this.share(0);
-    let best: string | undefined;
-    let bestDeficit = -Infinity;
-    let bestAfterLast = false;
-    let afterLast = this.lastWoken === undefined || !this.tenants.has(this.lastWoken);
-    for (const [name, t] of this.tenants) {
-      if (t.parked.size > 0) {
-        const deficit = share - t.inFlight - t.woken.size;
-        if (deficit > bestDeficit || (deficit === bestDeficit && afterLast && !bestAfterLast)) {
-          best = name;
-          bestDeficit = deficit;
-          bestAfterLast = afterLast;
-        }
-      }
-      if (name === this.lastWoken) afterLast = true;
-    }
-    return best;
+    this.slots.wakeNext();
   }
 
   /** Wakes every delivery parked on `ep`: the probe reported back, or the endpoint changed. */
@@ -323,10 +258,15 @@ export class EndpointRegistry {
     if (ep.parked.size === 0) return;
     const keys = [...ep.parked];
     ep.parked.clear();
-    for (const k of keys) this.wake(k);
+    for (const k of keys) this.o.wake(k);
+  }
+
+  /** Wakes every active delivery of a subscription (some may wait on a timer). */
+  private wakeSubscription(subKey: string): void {
+    for (const k of this.o.observer?.deliveriesOf(subKey) ?? []) this.o.wake(k);
   }
 
   get inFlight(): number {
-    return this.globalInFlight;
+    return this.slots.inFlight;
   }
 }

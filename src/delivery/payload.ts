@@ -5,10 +5,11 @@
 import { createHash } from "node:crypto";
 import { MAX_PAYLOAD_DEPTH } from "../api/names.js";
 import { jsonDepth } from "../core/json-depth.js";
-import { ApiError, type KubeClient } from "../kube/client.js";
+import { ignoreNotFound, type KubeClient } from "../kube/client.js";
 import type { RawItem } from "../kube/reflector.js";
 import { objectPath } from "../kube/types.js";
-import { DELIVERIES, type DeliveryObject } from "./caches.js";
+import { DELIVERIES, type DeliveryObject, type StoredDeliverySpec } from "./objects.js";
+import type { RequestBody } from "./request.js";
 
 export type PayloadSummary =
   /** `stripped`: the payload was removed from this (cached) object and must be read for an attempt. */
@@ -16,7 +17,7 @@ export type PayloadSummary =
   /** The payload cannot be sent (nested too deep, not serializable): the delivery is Discarded. */
   | { ok: false; message: string; stripped: boolean };
 
-type Spec = { eventType?: string; eventId?: string; payload?: unknown };
+type Spec = StoredDeliverySpec;
 
 /** By spec object: copies of a cached object (status written, new metadata) share its spec. */
 const summaries = new WeakMap<object, PayloadSummary>();
@@ -75,12 +76,6 @@ export function webhookId(obj: DeliveryObject): string {
   return specOf(obj)?.eventId ?? obj.metadata.uid ?? obj.metadata.name;
 }
 
-export interface RequestBody {
-  id: string;
-  /** {"id","type","timestamp","data"} */
-  body: string;
-}
-
 /**
  * The body of one attempt. For a cached delivery the payload is read from the API server (the
  * watch cache answers `resourceVersion=0`; the payload is immutable, so any version of the same
@@ -105,12 +100,8 @@ export async function loadRequestBody(client: KubeClient, obj: DeliveryObject, s
 async function readFull(client: KubeClient, obj: DeliveryObject, signal?: AbortSignal): Promise<DeliveryObject | undefined> {
   const path = objectPath(DELIVERIES, obj.metadata.namespace, obj.metadata.name);
   for (const resourceVersion of ["0", undefined]) {
-    try {
-      const full = await client.request<DeliveryObject>({ method: "GET", path, query: { resourceVersion }, ...(signal ? { signal } : {}) });
-      if (full.metadata.uid === obj.metadata.uid) return full;
-    } catch (err) {
-      if (!(err instanceof ApiError && err.isNotFound)) throw err;
-    }
+    const full = await ignoreNotFound(client.request<DeliveryObject>({ method: "GET", path, query: { resourceVersion }, ...(signal ? { signal } : {}) }));
+    if (full?.metadata.uid === obj.metadata.uid) return full;
   }
   return undefined;
 }

@@ -9,23 +9,43 @@ import { randomUUID } from "node:crypto";
 import type { Logger } from "pino";
 import { ANNOTATIONS, REPLAY_CONCURRENCY, REPLAY_REASON_MAX_LENGTH, REPLAY_REASON_MIN_LENGTH } from "../api/names.js";
 import type { SubscriptionReplayStatus } from "../api/subscription.js";
+import { applyAttempt } from "../core/outcome.js";
+import { matchesEventType } from "../core/policy.js";
 import { toRfc3339 } from "../core/rfc3339.js";
-import { ApiError } from "../kube/client.js";
+import { ignoreNotFound, type KubeClient } from "../kube/client.js";
 import type { EventSink } from "../kube/events.js";
 import type { StatusWriter } from "../kube/status-writer.js";
+import { objectKey, type ResourceType } from "../kube/types.js";
 import type { Metrics } from "../observability/metrics.js";
 import type { Result } from "../runtime/controller.js";
 import type { Expectations } from "../runtime/expectations.js";
-import { DELIVERIES, SUBSCRIPTIONS, type Caches, type DeliveryObject, type SubscriptionObject } from "./caches.js";
-import { deliveryRef, type DeliveryReconciler } from "./delivery-reconciler.js";
-import { payloadKey } from "./payload.js";
-import { subscriptionRef } from "./subscription-reconciler.js";
-import type { TerminalIndex } from "./terminal-index.js";
+import type { AttemptExecutor } from "./attempt.js";
+import type { Caches } from "./caches.js";
+import type { EndpointRegistry } from "./endpoints.js";
+import type { Finals, OutcomeMeta } from "./finals.js";
+import { DELIVERIES, deliveryRef, SUBSCRIPTIONS, subscriptionKey, subscriptionRef, type DeliveryObject, type SubscriptionObject } from "./objects.js";
+import type { OutcomeWriter } from "./outcome-writer.js";
+import { loadRequestBody, payloadKey } from "./payload.js";
+import type { SecretCache } from "./secrets.js";
+
+/** What replay needs of the index of finished deliveries. */
+export interface DeadLetterIndex {
+  /** Whether a finished delivery carries a replay annotation not yet handled. */
+  replayRequested(key: string): boolean;
+  deadLetterCount(subKey: string): number;
+  /** Dead-letter keys of a subscription, oldest first. */
+  deadLettersOf(subKey: string): string[];
+}
 
 export interface ReplayerDeps {
+  client: KubeClient;
   caches: Caches;
-  terminal: TerminalIndex;
-  reconciler: DeliveryReconciler;
+  terminal: DeadLetterIndex;
+  endpoints: EndpointRegistry;
+  secrets: SecretCache;
+  executor: AttemptExecutor;
+  outcomes: OutcomeWriter<OutcomeMeta>;
+  finals: Finals;
   statusWriter: StatusWriter;
   events: EventSink;
   metrics: Metrics;
@@ -69,23 +89,30 @@ export class Replayer {
     this.now = d.now ?? Date.now;
   }
 
-  /** Whether a bulk replay waits for this delivery key. */
-  requested(key: string): boolean {
-    return this.intents.has(key);
+  /**
+   * Whether a delivery key is replay's to reconcile: a bulk replay's dead letter, a finished
+   * delivery annotated for replay, or an active one annotated (refused: it is not dead-lettered).
+   */
+  claims(key: string): boolean {
+    if (this.intents.has(key)) return true;
+    const active = this.d.caches.delivery(key);
+    if (!active) return this.d.terminal.replayRequested(key);
+    return active.metadata.annotations?.[ANNOTATIONS.replay] !== undefined && !active.metadata.deletionTimestamp;
   }
 
-  /**
-   * The delivery controller's reconcile for a replay: a bulk replay's dead letter, or a replay
-   * annotation on a finished delivery. Runs on the delivery work queue (one worker per key).
-   */
+  /** The delivery controller's reconcile for a key replay claims (one worker per key, like any change). */
   async reconcile(key: string, signal: AbortSignal): Promise<Result | void> {
     const intent = this.intents.get(key);
-    if (!intent) return this.single(key, signal);
-    const obj = await this.d.reconciler.fetch(key);
+    if (!intent) {
+      const active = this.d.caches.delivery(key);
+      if (active) return this.refuse(active, `it is not dead-lettered (phase ${active.status?.phase ?? "Pending"})`);
+      return this.single(key, signal);
+    }
+    const obj = await this.d.outcomes.fetch(key);
     if (!obj || obj.status?.phase !== "DeadLettered" || obj.status.lastReplay?.requestId === intent.replay.requestId) return this.settle(key, "skipped");
     let result: ReplayResult;
     try {
-      const r = await this.d.reconciler.replayAttempt(key, obj, intent.replay, signal);
+      const r = await this.attempt(key, obj, intent.replay, signal);
       if (r.outcome === "parked") return; // woken when a request slot frees
       result = r.outcome;
     } catch (err) {
@@ -104,20 +131,65 @@ export class Replayer {
   /** A replay annotation on a delivery that is not in the active cache (finished). */
   private async single(key: string, signal: AbortSignal): Promise<Result | void> {
     if (!this.d.terminal.replayRequested(key)) return;
-    const obj = await this.d.reconciler.fetch(key);
+    const obj = await this.d.outcomes.fetch(key);
     const reason = obj?.metadata.annotations?.[ANNOTATIONS.replay];
     if (!obj || reason === undefined) return;
     const phase = obj.status?.phase;
-    if (!validReason(reason)) return this.d.reconciler.refuseReplay(obj, reasonProblem(reason));
-    if (phase === "Discarded") return this.d.reconciler.refuseReplay(obj, `it is Discarded (${obj.status?.discard?.reason ?? "unknown reason"}) and is never replayed`);
-    if (phase !== "DeadLettered") return this.d.reconciler.refuseReplay(obj, `it is not dead-lettered (phase ${phase ?? "Pending"})`);
-    const result = await this.d.reconciler.replayAttempt(key, obj, { reason }, signal);
+    if (!validReason(reason)) return this.refuse(obj, reasonProblem(reason));
+    if (phase === "Discarded") return this.refuse(obj, `it is Discarded (${obj.status?.discard?.reason ?? "unknown reason"}) and is never replayed`);
+    if (phase !== "DeadLettered") return this.refuse(obj, `it is not dead-lettered (phase ${phase ?? "Pending"})`);
+    const result = await this.attempt(key, obj, { reason }, signal);
     if (result.outcome === "parked") return; // woken when a request slot frees
     this.d.metrics.dlqOperations.inc({ operation: "replay" });
-    if (result.outcome === "skipped") {
-      return this.d.reconciler.refuseReplay(obj, result.detail ?? "it cannot be replayed now");
-    }
+    if (result.outcome === "skipped") return this.refuse(obj, result.detail ?? "it cannot be replayed now");
     await this.removeAnnotation(DELIVERIES, obj.metadata.namespace!, obj.metadata.name, ANNOTATIONS.replay);
+  }
+
+  /** Removes a replay annotation that cannot be honoured, with a Warning Event. */
+  private async refuse(obj: DeliveryObject, why: string): Promise<void> {
+    const reason = obj.metadata.annotations?.[ANNOTATIONS.replay] ?? "";
+    this.d.events.record(deliveryRef(obj), "Warning", "ReplayRefused", `replay "${reason.slice(0, 200)}" refused: ${why}`);
+    await this.removeAnnotation(DELIVERIES, obj.metadata.namespace!, obj.metadata.name, ANNOTATIONS.replay);
+  }
+
+  /**
+   * One attempt on a dead letter, outside the retry schedule. A replay is an operator's explicit
+   * request: it bypasses backoff, breaker and health, but not the request slots: it waits
+   * (parked, woken when one frees) like any attempt.
+   */
+  private async attempt(key: string, obj: DeliveryObject, replay: { reason: string; requestId?: string }, signal: AbortSignal): Promise<{ outcome: "succeeded" | "failed" | "skipped" | "parked"; detail?: string }> {
+    const parsed = this.d.caches.deliverySpec(obj);
+    if (!parsed.ok) return { outcome: "skipped", detail: parsed.message };
+    const namespace = obj.metadata.namespace!;
+    const subKey = subscriptionKey(namespace, parsed.spec.subscriptionRef.name);
+    const subObj = this.d.caches.subscription(subKey);
+    const view = this.d.caches.subscriptionView(subObj);
+    if (view.kind !== "ok" || !subObj) return { outcome: "skipped", detail: view.kind === "missing" ? "its subscription does not exist" : "its subscription is invalid" };
+    const policy = view.policy;
+    if (policy.paused) return { outcome: "skipped", detail: "its subscription is paused; replay it after resuming the subscription" };
+    if (!matchesEventType(policy.eventTypes, parsed.spec.eventType)) return { outcome: "skipped", detail: `its subscription does not list event type ${parsed.spec.eventType}; add the type first` };
+    let keys: Buffer[] = [];
+    if (policy.secretRef) {
+      const lookup = await this.d.secrets.keys(namespace, policy.secretRef);
+      if (lookup.kind !== "ok") return { outcome: "skipped", detail: lookup.message };
+      keys = lookup.keys;
+    }
+    const ep = this.d.endpoints.ensure(subKey, subObj.metadata.uid, subObj.status, policy, this.now());
+    const slot = this.d.endpoints.slotFor(ep, policy.maxInFlight, key);
+    if (slot !== "free") {
+      this.d.endpoints.park(ep, key, slot);
+      return { outcome: "parked" };
+    }
+    const written = await this.d.executor.run(
+      { key, endpoint: ep, policy, commit: { breaker: ep.breaker, health: ep.health, bucket: ep.bucket }, probe: false, viaReplay: true, keys, message: (s) => loadRequestBody(this.d.client, obj, s), signal },
+      async (attempt) => {
+        const compute = (status: DeliveryObject["status"]) => applyAttempt({ status, generation: obj.metadata.generation, now: this.now(), attempt, policy, random: Math.random, replay });
+        const w = await this.d.outcomes.writeOrKeep(key, obj, compute, { subKey, replay: true });
+        if (w?.final) this.d.finals.record(w.obj, w.final, subKey, true);
+        return w;
+      },
+    );
+    return { outcome: written?.obj.status?.phase === "Succeeded" ? "succeeded" : "failed" };
   }
 
   /**
@@ -127,7 +199,7 @@ export class Replayer {
   async bulk(sub: SubscriptionObject, _signal: AbortSignal): Promise<Result | void> {
     if (this.stopping) return;
     const signal = this.abort.signal;
-    const subKey = `${sub.metadata.namespace}/${sub.metadata.name}`;
+    const subKey = objectKey(sub.metadata);
     const annotation = sub.metadata.annotations?.[ANNOTATIONS.replayDeadLetters];
     const persisted = sub.status?.lastReplay;
     const inProgress = persisted && !persisted.finishedAt && persisted.id ? persisted : undefined;
@@ -215,15 +287,7 @@ export class Replayer {
   private async run(subKey: string, state: SubscriptionReplayStatus, signal: AbortSignal): Promise<void> {
     const id = state.id!;
     const concurrency = state.concurrency ?? REPLAY_CONCURRENCY.default;
-    // The batch in flight at a crash: count what it did, redo what it did not.
-    const redo: string[] = [];
-    for (const key of state.inFlight ?? []) {
-      const obj = await this.d.reconciler.fetch(key);
-      const r = obj?.status?.lastReplay;
-      if (obj && r?.requestId === id && r.result) this.count(state, r.result === "Deduped" ? "deduped" : r.result === "Succeeded" ? "succeeded" : "failed");
-      else if (obj?.status?.phase === "DeadLettered") redo.push(key);
-    }
-    state.inFlight = [];
+    const redo = await this.recount(state);
     const done = new Set<string>();
     for (;;) {
       if (signal.aborted || this.stopping) throw new Error("operator stopping");
@@ -234,17 +298,9 @@ export class Replayer {
       }
       const candidates = [...redo.splice(0), ...this.d.terminal.deadLettersOf(subKey)].filter((k) => !done.has(k));
       if (candidates.length === 0) break;
-      // Fetch until a batch is full of dead letters this replay has not handled yet.
-      const batch: DeliveryObject[] = [];
-      for (const key of candidates) {
-        if (batch.length >= concurrency) break;
-        done.add(key);
-        const obj = await this.d.reconciler.fetch(key);
-        if (!obj || obj.status?.phase !== "DeadLettered" || obj.status?.lastReplay?.requestId === id) continue;
-        batch.push(obj);
-      }
+      const batch = await this.nextBatch(candidates, done, id, concurrency);
       if (batch.length === 0) continue;
-      state.inFlight = batch.map((o) => `${o.metadata.namespace}/${o.metadata.name}`);
+      state.inFlight = batch.map((o) => objectKey(o.metadata));
       await this.writeProgressByKey(subKey, state);
       const pending = this.pendingTwins(subKey);
       const results = await Promise.all(batch.map((obj) => this.replayOne(obj, state, pending)));
@@ -264,6 +320,31 @@ export class Replayer {
         `bulk replay "${state.reason}": attempted ${state.attempted}, succeeded ${state.succeeded}, failed ${state.failed}, deduped ${state.deduped}`,
       );
     }
+  }
+
+  /** The batch in flight at a crash: counts what it did; returns what it did not (to redo). */
+  private async recount(state: SubscriptionReplayStatus): Promise<string[]> {
+    const redo: string[] = [];
+    for (const key of state.inFlight ?? []) {
+      const obj = await this.d.outcomes.fetch(key);
+      const r = obj?.status?.lastReplay;
+      if (obj && r?.requestId === state.id && r?.result) this.count(state, r.result === "Deduped" ? "deduped" : r.result === "Succeeded" ? "succeeded" : "failed");
+      else if (obj?.status?.phase === "DeadLettered") redo.push(key);
+    }
+    state.inFlight = [];
+    return redo;
+  }
+
+  /** Reads candidates until a batch is full of dead letters this replay has not handled yet. */
+  private async nextBatch(candidates: string[], done: Set<string>, id: string, concurrency: number): Promise<DeliveryObject[]> {
+    const batch: DeliveryObject[] = [];
+    for (const key of candidates) {
+      if (batch.length >= concurrency) break;
+      done.add(key);
+      const obj = await this.d.outcomes.fetch(key);
+      if (obj && obj.status?.phase === "DeadLettered" && obj.status.lastReplay?.requestId !== id) batch.push(obj);
+    }
+    return batch;
   }
 
   private count(state: SubscriptionReplayStatus, r: "succeeded" | "failed" | "deduped" | "skipped"): void {
@@ -286,10 +367,10 @@ export class Replayer {
   }
 
   private async replayOne(obj: DeliveryObject, state: SubscriptionReplayStatus, pending: Set<string>): Promise<ReplayResult> {
-    const key = `${obj.metadata.namespace}/${obj.metadata.name}`;
+    const key = objectKey(obj.metadata);
     const replay = { reason: state.reason, requestId: state.id! };
     if (pending.has(payloadKey(obj))) {
-      await this.d.reconciler.writeOutcome(key, obj, (s) => ({
+      await this.d.outcomes.write(key, obj, (s) => ({
         status: { ...(s ?? {}), lastReplay: { ...replay, at: toRfc3339(this.now()), result: "Deduped" } },
       }));
       this.d.events.record(deliveryRef(obj), "Normal", "ReplayDeduped", `not replayed: an equal delivery (same event id and payload) is pending`);
@@ -317,14 +398,10 @@ export class Replayer {
     const lastReplay = { ...cleared, ...state, ...(state.finishedAt ? {} : { finishedAt: null }) };
     const updated = await this.d.statusWriter.patchStatus(SUBSCRIPTIONS, sub.metadata.namespace!, sub.metadata.name, { lastReplay });
     // The patch went in without a precondition; the cache catches up through the watch.
-    this.d.expectations.expect(`${sub.metadata.namespace}/${sub.metadata.name}`, updated.metadata.resourceVersion);
+    this.d.expectations.expect(objectKey(sub.metadata), updated.metadata.resourceVersion);
   }
 
-  private async removeAnnotation(type: typeof DELIVERIES, namespace: string, name: string, ...keys: string[]): Promise<void> {
-    try {
-      await this.d.statusWriter.patchMetadata(type, namespace, name, { annotations: Object.fromEntries(keys.map((k) => [k, null])) });
-    } catch (err) {
-      if (!(err instanceof ApiError && err.isNotFound)) throw err;
-    }
+  private async removeAnnotation(type: ResourceType, namespace: string, name: string, ...keys: string[]): Promise<void> {
+    await ignoreNotFound(this.d.statusWriter.patchMetadata(type, namespace, name, { annotations: Object.fromEntries(keys.map((k) => [k, null])) }));
   }
 }

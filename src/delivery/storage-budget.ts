@@ -12,7 +12,7 @@
 import type { Logger } from "pino";
 import { API_VERSION, SUBSCRIPTION } from "../api/names.js";
 import type { EventSink } from "../kube/events.js";
-import { objectKey } from "../kube/reflector.js";
+import { objectKey } from "../kube/types.js";
 import type { Metrics, StoredPhase } from "../observability/metrics.js";
 import type { Caches } from "./caches.js";
 import type { TerminalPhase, TerminalRecord } from "./terminal-index.js";

@@ -3,22 +3,21 @@
 // delivery counts. Called at a bounded rate (see Manager.endpointChanged), at once on breaker
 // and health transitions. Writes only when something changed.
 import type { Logger } from "pino";
-import { ANNOTATIONS, API_VERSION, REPLAY_REASON_MAX_LENGTH, REPLAY_REASON_MIN_LENGTH, SUBSCRIPTION } from "../api/names.js";
+import { ANNOTATIONS, REPLAY_REASON_MAX_LENGTH, REPLAY_REASON_MIN_LENGTH } from "../api/names.js";
 import type { SubscriptionStatus } from "../api/subscription.js";
 import * as breaker from "../core/breaker.js";
 import { conditionDiffers, getCondition, setCondition, type ConditionInput } from "../core/conditions.js";
 import * as health from "../core/health.js";
-import type { PolicyDefaults } from "../core/policy.js";
-import { resolvePolicy } from "../core/policy.js";
-import { ApiError } from "../kube/client.js";
+import { ApiError, ignoreNotFound } from "../kube/client.js";
 import type { EventSink } from "../kube/events.js";
 import { createMergePatch } from "../kube/merge-patch.js";
 import type { StatusWriter } from "../kube/status-writer.js";
-import type { ObjectRef } from "../kube/types.js";
+import { splitKey } from "../kube/types.js";
 import type { Metrics } from "../observability/metrics.js";
 import type { Result } from "../runtime/controller.js";
 import type { Expectations } from "../runtime/expectations.js";
-import { SUBSCRIPTIONS, type Caches, type SubscriptionObject } from "./caches.js";
+import type { Caches } from "./caches.js";
+import { SUBSCRIPTIONS, subscriptionRef, type SubscriptionObject } from "./objects.js";
 import type { EndpointRegistry } from "./endpoints.js";
 import type { Credentials } from "./credentials.js";
 import type { SecretCache } from "./secrets.js";
@@ -39,16 +38,11 @@ export interface SubscriptionReconcilerDeps {
   metrics: Metrics;
   deadLetters: DeadLetterCounts;
   log: Logger;
-  defaults: PolicyDefaults;
   /** Bulk replay: handles the replay-dead-letters annotation; returns when to look again. */
   bulkReplay?: (sub: SubscriptionObject, signal: AbortSignal) => Promise<Result | void>;
   /** Reads a subscription from the API server (the last rollup of a drain cannot wait for the cache). */
   read?: (key: string) => Promise<SubscriptionObject | undefined>;
   now?: () => number;
-}
-
-export function subscriptionRef(sub: SubscriptionObject): ObjectRef {
-  return { apiVersion: API_VERSION, kind: SUBSCRIPTION.kind, namespace: sub.metadata.namespace!, name: sub.metadata.name, uid: sub.metadata.uid, resourceVersion: sub.metadata.resourceVersion };
 }
 
 export class SubscriptionReconciler {
@@ -59,14 +53,18 @@ export class SubscriptionReconciler {
   }
 
   async reconcile(key: string, signal: AbortSignal): Promise<Result | void> {
-    const [namespace, name] = key.split("/") as [string, string];
+    const { namespace, name } = splitKey(key);
     const sub = this.d.caches.subscription(key);
     if (!sub) {
       this.d.endpoints.remove(key);
       this.d.metrics.forgetSubscription(namespace, name);
       return;
     }
-    if (this.d.expectations.check(key, sub.metadata.resourceVersion) === "wait") return;
+    if (this.d.expectations.check(key, sub.metadata.resourceVersion) === "wait") {
+      // The watch (or a relist) brings our write and queues the key; at the latest, it expires.
+      this.d.log.debug({ subscription: key, resourceVersion: sub.metadata.resourceVersion }, "waiting for the cache to show our last status write");
+      return { requeueAfter: this.d.expectations.untilExpiry(key) };
+    }
     const replayResult = this.d.bulkReplay ? await this.d.bulkReplay(sub, signal) : undefined;
     const reset = await this.resetRequest(sub);
     await this.rollUp(key, sub, reset);
@@ -102,14 +100,16 @@ export class SubscriptionReconciler {
   }
 
   private async removeResetAnnotation(sub: SubscriptionObject): Promise<void> {
-    try {
-      await this.d.statusWriter.patchMetadata(SUBSCRIPTIONS, sub.metadata.namespace!, sub.metadata.name, { annotations: { [ANNOTATIONS.resetEndpoint]: null } });
-    } catch (err) {
-      if (!(err instanceof ApiError && err.isNotFound)) throw err;
-    }
+    await ignoreNotFound(this.d.statusWriter.patchMetadata(SUBSCRIPTIONS, sub.metadata.namespace!, sub.metadata.name, { annotations: { [ANNOTATIONS.resetEndpoint]: null } }));
   }
 
-  /** The status rollup alone (no replay handling): used to flush at shutdown. */
+  /** Writes the rolled-up status of every subscription whose endpoint changed since its last write. */
+  async flushDirty(budgetMs: number): Promise<void> {
+    const deadline = AbortSignal.timeout(budgetMs);
+    const dirty = [...this.d.endpoints.all()].filter((ep) => ep.dirty || ep.succeededDelta || ep.discardedDelta);
+    await Promise.allSettled(dirty.map((ep) => this.rollUpOnly(ep.key, deadline)));
+  }
+
   /**
    * The last rollup of a leadership term (drain): the cached copy may be behind (the next leader
    * writes too), so a conflict reads the subscription again instead of losing the counts.
@@ -126,43 +126,35 @@ export class SubscriptionReconciler {
     }
   }
 
+  /** Ready: the spec is usable, its Secret can sign (or nothing is signed) and its receiver credentials can be read. */
+  private async readyCondition(namespace: string, sub: SubscriptionObject): Promise<ConditionInput> {
+    const parsed = this.d.caches.subscriptionSpec(sub);
+    if (!parsed.ok) return { type: "Ready", status: "False", reason: "InvalidSpec", message: parsed.message };
+    const accepted = (detail: string): ConditionInput =>
+      parsed.spec.paused ? { type: "Ready", status: "True", reason: "Paused", message: "accepted; paused: deliveries are held" } : { type: "Ready", status: "True", reason: "Ready", message: `accepted; ${detail}` };
+    const policy = this.d.caches.policy(sub);
+    const lookup = policy?.secretRef ? await this.d.secrets.keys(namespace, policy.secretRef) : undefined;
+    if (lookup && lookup.kind !== "ok") return { type: "Ready", status: "False", reason: lookup.reason ?? "SecretNotFound", message: `${lookup.message}; deliveries wait until ${lookup.reason ? "it is fixed" : "it exists"}` };
+    // The receiver's credentials (headersFrom, tls, oauth2): the message names the field and the Secret.
+    const creds = policy ? await this.d.credentials.resolve(namespace, policy) : undefined;
+    if (creds?.kind === "missing") return { type: "Ready", status: "False", reason: creds.reason, message: `${creds.message}; deliveries wait until it is fixed` };
+    if (!lookup) return accepted("requests are not signed (no secretRef)");
+    return accepted(`signing with ${lookup.keys.length} key${lookup.keys.length > 1 ? "s (rotation)" : ""}`);
+  }
+
   private async rollUp(key: string, sub: SubscriptionObject, resetReason?: string): Promise<void> {
-    const [namespace, name] = key.split("/") as [string, string];
+    const { namespace, name } = splitKey(key);
     const now = this.now();
     const generation = sub.metadata.generation;
     const prev: SubscriptionStatus = sub.status ?? {};
-    const parsed = this.d.caches.subscriptionSpec(sub);
-
-    let ready: ConditionInput;
-    if (!parsed.ok) {
-      ready = { type: "Ready", status: "False", reason: "InvalidSpec", message: parsed.message };
-    } else if (parsed.spec.secretRef) {
-      const lookup = await this.d.secrets.keys(namespace, { name: parsed.spec.secretRef.name, key: parsed.spec.secretRef.key, ...(parsed.spec.secretRef.previousKey ? { previousKey: parsed.spec.secretRef.previousKey } : {}), scheme: parsed.spec.signature.scheme });
-      ready =
-        lookup.kind === "ok" ?
-          { type: "Ready", status: "True", reason: parsed.spec.paused ? "Paused" : "Ready", message: parsed.spec.paused ? "accepted; paused: deliveries are held" : `accepted; signing with ${lookup.keys.length} key${lookup.keys.length > 1 ? "s (rotation)" : ""}` }
-        : { type: "Ready", status: "False", reason: lookup.reason ?? "SecretNotFound", message: `${lookup.message}; deliveries wait until ${lookup.reason ? "it is fixed" : "it exists"}` };
-    } else {
-      ready = { type: "Ready", status: "True", reason: parsed.spec.paused ? "Paused" : "Ready", message: parsed.spec.paused ? "accepted; paused: deliveries are held" : "accepted; requests are not signed (no secretRef)" };
-    }
-
-    const policy = parsed.ok ? resolvePolicy(parsed.spec, this.d.defaults) : undefined;
-    if (policy && ready.status === "True") {
-      // The receiver's credentials (headersFrom, tls, oauth2): the message names the field and the Secret.
-      const creds = await this.d.credentials.resolve(namespace, policy);
-      if (creds.kind === "missing") ready = { type: "Ready", status: "False", reason: creds.reason, message: `${creds.message}; deliveries wait until it is fixed` };
-    }
+    const ready = await this.readyCondition(namespace, sub);
+    const policy = this.d.caches.policy(sub);
     if (!this.d.endpoints.get(key)) this.d.metrics.initSubscription(namespace, name);
     const ep = this.d.endpoints.ensure(key, sub.metadata.uid, sub.status, policy, now);
     const lastReset = resetReason === undefined ? undefined : { reason: resetReason, at: new Date(now).toISOString(), breaker: ep.breaker.state, health: ep.health.state };
-    if (resetReason !== undefined) this.d.endpoints.reset(ep, this.d.caches.deliveriesOf(key));
+    if (resetReason !== undefined) this.d.endpoints.reset(ep);
     const hs = health.toStatus(ep.health);
-    const endpointHealthy: ConditionInput =
-      ep.health.totalAttempts === 0 && !prev.health ? { type: "EndpointHealthy", status: "Unknown", reason: "NoAttempts", message: "no delivery attempted yet" }
-      : ep.health.state === "Healthy" ? { type: "EndpointHealthy", status: "True", reason: "Healthy", message: "the endpoint answers" }
-      : ep.health.state === "Degraded" ? { type: "EndpointHealthy", status: "False", reason: "Degraded", message: `${ep.health.consecutiveFailures} consecutive failures` }
-      : { type: "EndpointHealthy", status: "False", reason: ep.health.disabledReason === "Gone" ? "Gone" : "Disabled", message: `disabled${ep.health.disabledReason === "Gone" ? " after 410 Gone" : ` after ${ep.health.consecutiveFailures} consecutive failures`}; next probe at ${hs.nextProbeAt ?? "soon"}` };
-
+    const endpointHealthy = endpointHealthyCondition(ep.health, hs, prev.health !== undefined);
     const succeededDelta = ep.succeededDelta;
     const discardedDelta = ep.discardedDelta;
     const deadLettered = this.d.deadLetters.deadLetterCount(key);
@@ -184,7 +176,7 @@ export class SubscriptionReconciler {
     };
     this.d.metrics.setSubscriptionGauges(namespace, name, {
       breaker: breaker.breakerGaugeValue(ep.breaker.state),
-      health: ep.health.state === "Healthy" ? 0 : ep.health.state === "Degraded" ? 1 : 2,
+      health: health.healthGaugeValue(ep.health.state),
       deadLetters: deadLettered,
     });
     this.d.metrics.setSubscriptionNumbers(namespace, name, {
@@ -200,6 +192,7 @@ export class SubscriptionReconciler {
     const patch = createMergePatch(prev, next);
     ep.dirty = false;
     ep.urgent = false;
+    if (this.d.log.isLevelEnabled("debug")) this.d.log.debug({ subscription: key, changed: patch !== undefined, deliveries: next.deliveries }, "rolled up");
     if (patch === undefined) return;
     try {
       const updated = await this.d.statusWriter.patchStatus(SUBSCRIPTIONS, namespace, name, patch, sub.metadata.resourceVersion);
@@ -215,4 +208,13 @@ export class SubscriptionReconciler {
       this.d.events.record(subscriptionRef(sub), ready.status === "True" ? "Normal" : "Warning", ready.reason, ready.message ?? ready.reason);
     }
   }
+}
+
+/** EndpointHealthy: what the endpoint's health says, with the next probe while it is Disabled. */
+function endpointHealthyCondition(h: health.HealthState, hs: health.HealthStatus, hadHealth: boolean): ConditionInput {
+  if (h.totalAttempts === 0 && !hadHealth) return { type: "EndpointHealthy", status: "Unknown", reason: "NoAttempts", message: "no delivery attempted yet" };
+  if (h.state === "Healthy") return { type: "EndpointHealthy", status: "True", reason: "Healthy", message: "the endpoint answers" };
+  if (h.state === "Degraded") return { type: "EndpointHealthy", status: "False", reason: "Degraded", message: `${h.consecutiveFailures} consecutive failures` };
+  const gone = h.disabledReason === "Gone";
+  return { type: "EndpointHealthy", status: "False", reason: gone ? "Gone" : "Disabled", message: `disabled${gone ? " after 410 Gone" : ` after ${h.consecutiveFailures} consecutive failures`}; next probe at ${hs.nextProbeAt ?? "soon"}` };
 }

@@ -1,24 +1,26 @@
 // The index of finished deliveries (Succeeded, DeadLettered, Discarded), fed by a watch that
 // asks the API server for Table rows with metadata-only objects (PartialObjectMetadata): per
 // delivery we keep its name, subscription, phase, finish time and whether a replay was asked
-// for, never its payload. It serves the dead-letter counts, oldest-first eviction at
-// deadLetter.maxEntries, retention (deleting finished deliveries after their TTL) and notices a
-// replay annotation on a finished delivery at once. See docs/adr/0003-terminal-index.md.
-// The storage budget across all finished deliveries (WEBHOOK_MAX_FINISHED_DELIVERIES) is counted
-// and enforced from here, by storage-budget.ts.
+// for, never its payload. It serves the dead-letter counts and oldest-first eviction at
+// deadLetter.maxEntries, and notices a replay annotation on a finished delivery at once. What
+// it sees it hands on: retention.ts (deletes after the TTL), sweep.ts (the periodic list of
+// Succeeded and Discarded deliveries), storage-budget.ts (WEBHOOK_MAX_FINISHED_DELIVERIES).
+// See docs/adr/0003-terminal-index-from-table-rows.md.
 import type { Logger } from "pino";
 import { INT_VARS } from "../config/config.js";
-import { ANNOTATIONS, API_VERSION, SUBSCRIPTION } from "../api/names.js";
+import { ANNOTATIONS } from "../api/names.js";
 import { fromRfc3339 } from "../core/rfc3339.js";
-import { resolvePolicy, type PolicyDefaults } from "../core/policy.js";
-import { ACCEPT, ApiError, type KubeClient } from "../kube/client.js";
+import type { KubeClient } from "../kube/client.js";
 import type { EventSink } from "../kube/events.js";
-import { objectKey, Reflector, type RawItem } from "../kube/reflector.js";
-import { collectionPath, objectPath, type ObjectMeta } from "../kube/types.js";
+import { Reflector, type RawItem } from "../kube/reflector.js";
+import { collectionPath, objectKey, type ObjectMeta } from "../kube/types.js";
 import type { Metrics } from "../observability/metrics.js";
-import { TimerHeap } from "../runtime/timer-heap.js";
-import { DELIVERIES, TERMINAL_DELIVERIES_SELECTOR, type Caches, type SubscriptionObject } from "./caches.js";
-import { StorageBudget, type SweepTally } from "./storage-budget.js";
+import { TERMINAL_DELIVERIES_SELECTOR, type Caches } from "./caches.js";
+import { FinishedDeletes, type DeleteReason } from "./finished-deletes.js";
+import { DELIVERIES, subscriptionKey, subscriptionRef } from "./objects.js";
+import { Retention } from "./retention.js";
+import { StorageBudget } from "./storage-budget.js";
+import { Sweeper } from "./sweep.js";
 
 export type TerminalPhase = "Succeeded" | "DeadLettered" | "Discarded";
 
@@ -40,13 +42,8 @@ function intern(s: string): string {
   return s;
 }
 
-/** Retention and eviction deletes run at most this many at once, beside the delivery writes. */
-const MAX_CONCURRENT_DELETES = 8;
 /** A new leader sweeps the finished deliveries shortly after it starts, not in its first breath. */
 const FIRST_SWEEP_DELAY_MS = 5_000;
-const SWEEP_PAGE_SIZE = 200;
-
-const DEFAULT_RETENTION = { succeededMs: 3_600_000, deadLetteredMs: 720 * 3_600_000 };
 
 export interface TerminalIndexDeps {
   client: KubeClient;
@@ -55,7 +52,6 @@ export interface TerminalIndexDeps {
   events: EventSink;
   metrics: Metrics;
   log: Logger;
-  defaults: PolicyDefaults;
   isLeader: () => boolean;
   /** A replay annotation appeared on a finished delivery. */
   onReplayRequested: (key: string) => void;
@@ -76,23 +72,19 @@ export class TerminalIndex {
   /** Succeeded and Discarded: seen as they pass, kept only while their retention is near. */
   private readonly finishedReflectors: Reflector<TerminalRecord>[] = [];
   private readonly deadLetters = new Map<string, Map<string, TerminalRecord>>();
-  private readonly retention: TimerHeap<string>;
-  /** Succeeded/Discarded deliveries whose retention ends within the sweep window. */
-  private readonly dueSoon = new Map<string, TerminalRecord>();
   /** Succeeded/Discarded deliveries annotated for replay (to be refused). */
   private readonly replayAsked = new Set<string>();
   private readonly evicting = new Set<string>();
   private readonly now: () => number;
-  private sweepTimer: NodeJS.Timeout | undefined;
-  /** Deliveries being deleted (or waiting for a delete slot): never deleted twice. */
-  private readonly deletingKeys = new Set<string>();
-  private sweeping: Promise<void> | undefined;
-  /** A sweep was asked for while one ran: the next starts at once. */
-  private sweepAgain = false;
+  private readonly deletes: FinishedDeletes;
+  private readonly retention: Retention;
+  private readonly sweeper: Sweeper;
   readonly budget: StorageBudget;
 
   constructor(private readonly d: TerminalIndexDeps) {
     this.now = d.now ?? Date.now;
+    this.deletes = new FinishedDeletes({ client: d.client, log: d.log, retryAt: (key, at) => this.retention.retryAt(key, at), now: this.now });
+    this.retention = new Retention({ caches: d.caches, deletes: this.deletes, isLeader: d.isLeader, deadLetter: (key) => this.get(key), now: this.now });
     this.budget = new StorageBudget({
       max: d.maxFinishedDeliveries ?? INT_VARS.maxFinishedDeliveries.default,
       caches: d.caches,
@@ -102,14 +94,39 @@ export class TerminalIndex {
       isLeader: d.isLeader,
       deadLetterCount: () => this.deadLetterReflectors.reduce((n, r) => n + r.store.size, 0),
       oldestDeadLetters: (n, skip) => this.oldestDeadLetters(n, skip),
-      deleteDelivery: (rec) => this.deleteDelivery(rec, "budget"),
-      requestSweep: () => this.sweepSoon(),
+      deleteDelivery: (rec) => this.deletes.delete(rec, "budget"),
+      requestSweep: () => this.sweeper.soon(),
       now: this.now,
     });
-    this.retention = new TimerHeap<string>((key) => void this.expire(key), this.now);
+    this.sweeper = new Sweeper({
+      client: d.client,
+      namespaces: d.namespaces,
+      fieldSelector: FINISHED_NOT_DEAD_LETTERED_SELECTOR,
+      isLeader: d.isLeader,
+      log: d.log,
+      windowMs: () => this.retention.sweepWindowMs(),
+      visit: () => {
+        const tally = this.budget.sweepStarted();
+        return {
+          row: (item) => {
+            const rec = this.toRecord(item);
+            if (!rec) return false;
+            this.passing(rec);
+            tally.see(rec);
+            return true;
+          },
+          // Counts only from a sweep that saw everything.
+          done: (complete) => {
+            if (complete) this.budget.sweepFinished(tally);
+            return { dueSoon: this.retention.dueSoonCount };
+          },
+        };
+      },
+      now: this.now,
+    });
     for (const ns of d.namespaces.length ? d.namespaces : [""]) {
       const scope = ns || "all-namespaces";
-      const common = { client: d.client, path: collectionPath(DELIVERIES, ns || undefined), representation: "table" as const, transform: toRecord, log: d.log };
+      const common = { client: d.client, path: collectionPath(DELIVERIES, ns || undefined), representation: "table" as const, transform: (item: RawItem) => this.toRecord(item), log: d.log };
       this.deadLetterReflectors.push(
         new Reflector<TerminalRecord>({
           ...common,
@@ -153,11 +170,8 @@ export class TerminalIndex {
   }
 
   async stop(): Promise<void> {
-    clearTimeout(this.sweepTimer);
-    this.sweepTimer = undefined;
     this.retention.stop();
-    await Promise.all(this.reflectors.map((r) => r.stop()));
-    await this.sweeping;
+    await Promise.all([...this.reflectors.map((r) => r.stop()), this.sweeper.stop()]);
   }
 
   waitForSync(signal?: AbortSignal): Promise<unknown> {
@@ -184,7 +198,7 @@ export class TerminalIndex {
 
   /** Records held in memory: the dead letters, and what is due for deletion soon. */
   get size(): number {
-    return this.deadLetterReflectors.reduce((n, r) => n + r.store.size, 0) + this.dueSoon.size;
+    return this.deadLetterReflectors.reduce((n, r) => n + r.store.size, 0) + this.retention.dueSoonCount;
   }
 
   deadLetterCount(subKey: string): number {
@@ -207,9 +221,9 @@ export class TerminalIndex {
 
   /** After gaining leadership: enforce capacity and retention for everything indexed, and sweep. */
   resync(): void {
-    for (const r of this.deadLetterReflectors) for (const rec of r.store.values()) this.scheduleRetention(rec);
+    for (const r of this.deadLetterReflectors) for (const rec of r.store.values()) this.retention.schedule(rec);
     for (const subKey of this.deadLetters.keys()) void this.enforceCapacity(subKey);
-    this.scheduleSweep(FIRST_SWEEP_DELAY_MS);
+    this.sweeper.schedule(FIRST_SWEEP_DELAY_MS);
     this.budget.changed();
   }
 
@@ -224,7 +238,7 @@ export class TerminalIndex {
   private upsert(old: TerminalRecord | undefined, rec: TerminalRecord): void {
     const key = objectKey(rec.metadata);
     if (old && old.subscription !== rec.subscription) this.unindex(key, old);
-    const subKey = `${rec.metadata.namespace}/${rec.subscription}`;
+    const subKey = subscriptionKey(rec.metadata.namespace ?? "", rec.subscription);
     let m = this.deadLetters.get(subKey);
     if (!m) this.deadLetters.set(subKey, (m = new Map<string, TerminalRecord>()));
     const isNew = !m.has(key);
@@ -234,13 +248,13 @@ export class TerminalIndex {
       void this.enforceCapacity(subKey);
       this.budget.changed();
     }
-    this.scheduleRetention(rec);
+    this.retention.schedule(rec);
     if (rec.metadata.annotations?.[ANNOTATIONS.replay] !== undefined) this.d.onReplayRequested(key);
   }
 
   private remove(rec: TerminalRecord): void {
     const key = objectKey(rec.metadata);
-    if (!this.dueSoon.has(key)) this.retention.cancel(key);
+    this.retention.unschedule(key);
     this.unindex(key, rec);
     this.budget.removed(rec);
   }
@@ -252,23 +266,18 @@ export class TerminalIndex {
       this.replayAsked.add(key);
       this.d.onReplayRequested(key);
     } else this.replayAsked.delete(key);
-    const due = rec.finishedAt + this.retentionOf(rec);
-    if (due - this.now() <= this.sweepWindowMs()) {
-      this.dueSoon.set(key, rec);
-      this.retention.cancel(key);
-      this.retention.schedule(key, due);
-    } else if (this.dueSoon.delete(key)) this.retention.cancel(key);
-    this.scheduleSweep();
+    this.retention.passing(rec);
+    this.sweeper.schedule();
   }
 
   private gone(rec: TerminalRecord): void {
     const key = objectKey(rec.metadata);
     this.replayAsked.delete(key);
-    if (this.dueSoon.delete(key)) this.retention.cancel(key);
+    this.retention.gone(key);
   }
 
   private unindex(key: string, rec: TerminalRecord): void {
-    const subKey = `${rec.metadata.namespace}/${rec.subscription}`;
+    const subKey = subscriptionKey(rec.metadata.namespace ?? "", rec.subscription);
     const m = this.deadLetters.get(subKey);
     if (m?.delete(key)) {
       if (m.size === 0) this.deadLetters.delete(subKey);
@@ -276,136 +285,12 @@ export class TerminalIndex {
     }
   }
 
-  /** Retention per subscription object version (durations parsed once, not per record). */
-  private readonly retentions = new WeakMap<object, { succeededMs: number; deadLetteredMs: number }>();
-
-  private retentionsOf(sub: SubscriptionObject | undefined): { succeededMs: number; deadLetteredMs: number } {
-    if (!sub) return DEFAULT_RETENTION;
-    let r = this.retentions.get(sub);
-    if (!r) {
-      const parsed = this.d.caches.subscriptionSpec(sub);
-      r = parsed.ok ? resolvePolicy(parsed.spec, this.d.defaults).retention : DEFAULT_RETENTION;
-      this.retentions.set(sub, r);
-    }
-    return r;
-  }
-
-  private retentionOf(rec: TerminalRecord): number {
-    const r = this.retentionsOf(this.d.caches.subscription(`${rec.metadata.namespace}/${rec.subscription}`));
-    return rec.phase === "Succeeded" ? r.succeededMs : r.deadLetteredMs;
-  }
-
-  /**
-   * How far ahead Succeeded and Discarded deliveries are remembered: a quarter of the shortest
-   * retention in use, between 10 s and 10 min. The periodic sweep (a paginated list) finds the
-   * others when their time comes, so memory does not grow with the number of finished ones.
-   */
-  private sweepWindowMs(): number {
-    const now = this.now();
-    if (this.window && now - this.window.at < 1_000) return this.window.ms;
-    const ms = this.computeSweepWindowMs();
-    this.window = { at: now, ms };
-    return ms;
-  }
-  private window: { at: number; ms: number } | undefined;
-
-  private computeSweepWindowMs(): number {
-    let shortest = Math.min(DEFAULT_RETENTION.succeededMs, DEFAULT_RETENTION.deadLetteredMs);
-    for (const sub of this.d.caches.subscriptions.values()) {
-      const r = this.retentionsOf(sub);
-      shortest = Math.min(shortest, r.succeededMs, r.deadLetteredMs);
-    }
-    return Math.min(600_000, Math.max(10_000, Math.floor(shortest / 4)));
-  }
-
-  /** A sweep as soon as possible (the storage budget needs the next oldest). */
-  private sweepSoon(): void {
-    if (this.sweeping) this.sweepAgain = true;
-    else this.scheduleSweep(0);
-  }
-
-  /** Arms the next sweep (leader only; the first one soon after taking over). */
-  private scheduleSweep(inMs?: number): void {
-    if (!this.d.isLeader()) return;
-    if (this.sweepTimer && inMs === undefined) return;
-    clearTimeout(this.sweepTimer);
-    this.sweepTimer = setTimeout(() => {
-      this.sweepTimer = undefined;
-      this.sweeping = this.sweep().finally(() => {
-        this.sweeping = undefined;
-        const again = this.sweepAgain;
-        this.sweepAgain = false;
-        this.scheduleSweep(again ? 0 : this.sweepWindowMs());
-      });
-    }, inMs ?? this.sweepWindowMs());
-    this.sweepTimer.unref();
-  }
-
-  /** Lists Succeeded and Discarded deliveries page by page (Table rows), handling each. */
-  private async sweep(): Promise<void> {
-    if (!this.d.isLeader()) return;
-    const started = this.now();
-    let seen = 0;
-    const tally: SweepTally = this.budget.sweepStarted();
-    let complete = true;
-    for (const ns of this.d.namespaces.length ? this.d.namespaces : [""]) {
-      let continueToken: string | undefined;
-      try {
-        do {
-          const page = await this.d.client.request<{ metadata?: { continue?: string }; rows?: Array<{ cells?: unknown[]; object?: { metadata?: ObjectMeta } }>; columnDefinitions?: Array<{ name: string }> }>({
-            method: "GET",
-            path: collectionPath(DELIVERIES, ns || undefined),
-            accept: ACCEPT.table,
-            query: { limit: SWEEP_PAGE_SIZE, continue: continueToken, fieldSelector: FINISHED_NOT_DEAD_LETTERED_SELECTOR, includeObject: "Metadata" },
-            timeoutMs: 60_000,
-          });
-          const columns = (page.columnDefinitions ?? []).map((c) => c.name);
-          for (const row of page.rows ?? []) {
-            const cells: Record<string, unknown> = {};
-            columns.forEach((name, i) => (cells[name] = row.cells?.[i]));
-            const rec = toRecord({ metadata: row.object?.metadata ?? ({} as ObjectMeta), cells });
-            if (rec) {
-              seen++;
-              this.passing(rec);
-              tally.see(rec);
-            }
-          }
-          continueToken = page.metadata?.continue || undefined;
-        } while (continueToken && this.d.isLeader());
-        if (continueToken) complete = false;
-      } catch (err) {
-        complete = false;
-        this.d.log.warn({ err: (err as Error).message }, "sweep of finished deliveries failed; the next one retries");
-      }
-    }
-    // Counts only from a sweep that saw everything.
-    if (complete) this.budget.sweepFinished(tally);
-    this.d.log.info({ seen, dueSoon: this.dueSoon.size, durationMs: this.now() - started, nextInMs: this.sweepWindowMs() }, "swept finished deliveries");
-  }
-
-  private scheduleRetention(rec: TerminalRecord): void {
-    const key = objectKey(rec.metadata);
-    this.retention.cancel(key);
-    this.retention.schedule(key, rec.finishedAt + this.retentionOf(rec));
-  }
-
-  private async expire(key: string): Promise<void> {
-    const rec = this.get(key) ?? this.dueSoon.get(key);
-    if (!rec) return;
-    const due = rec.finishedAt + this.retentionOf(rec);
-    if (due > this.now()) return this.retention.schedule(key, due); // retention was raised meanwhile
-    if (!this.d.isLeader()) return; // the leader deletes; resync() reschedules on takeover
-    if (await this.deleteDelivery(rec, "retention")) this.dueSoon.delete(key);
-  }
-
   /** Deletes the oldest dead letters above the subscription's deadLetter.maxEntries. */
   private async enforceCapacity(subKey: string): Promise<void> {
     if (!this.d.isLeader()) return;
     const sub = this.d.caches.subscription(subKey);
-    if (!sub) return;
-    const parsed = this.d.caches.subscriptionSpec(sub);
-    if (!parsed.ok) return;
-    const max = parsed.spec.deadLetter.maxEntries;
+    const max = this.d.caches.policy(sub)?.deadLetter.maxEntries;
+    if (!sub || max === undefined) return;
     const keys = this.deadLettersOf(subKey).filter((k) => !this.evicting.has(k));
     const excess = keys.length - max;
     if (excess <= 0) return;
@@ -414,10 +299,10 @@ export class TerminalIndex {
       if (!rec) continue;
       this.evicting.add(key);
       try {
-        if (await this.deleteDelivery(rec, "overflow")) {
+        if (await this.deletes.delete(rec, "overflow" satisfies DeleteReason)) {
           this.d.metrics.dlqOperations.inc({ operation: "drop_overflow" });
           this.d.events.record(
-            { apiVersion: API_VERSION, kind: SUBSCRIPTION.kind, namespace: sub.metadata.namespace!, name: sub.metadata.name, uid: sub.metadata.uid },
+            { ...subscriptionRef(sub), resourceVersion: undefined },
             "Warning",
             "DeadLetterDropped",
             `dead letter ${rec.metadata.name} deleted: the subscription holds deadLetter.maxEntries=${max} dead letters and this was the oldest`,
@@ -429,51 +314,15 @@ export class TerminalIndex {
     }
   }
 
-  private deleting = 0;
-  private readonly deleteWaiters: Array<() => void> = [];
-
-  private async deleteDelivery(rec: TerminalRecord, why: "retention" | "overflow" | "budget"): Promise<boolean> {
-    const key = objectKey(rec.metadata);
-    if (this.deletingKeys.has(key)) return false;
-    this.deletingKeys.add(key);
-    try {
-      if (this.deleting >= MAX_CONCURRENT_DELETES) await new Promise<void>((r) => this.deleteWaiters.push(r));
-      this.deleting++;
-      try {
-        return await this.deleteNow(rec, why);
-      } finally {
-        this.deleting--;
-        this.deleteWaiters.shift()?.();
-      }
-    } finally {
-      this.deletingKeys.delete(key);
-    }
-  }
-
-  private async deleteNow(rec: TerminalRecord, why: "retention" | "overflow" | "budget"): Promise<boolean> {
-    try {
-      await this.d.client.request({
-        method: "DELETE",
-        path: objectPath(DELIVERIES, rec.metadata.namespace, rec.metadata.name),
-        accept: ACCEPT.objectMetadata,
-        // Only the version we indexed: a delivery annotated for replay meanwhile is kept.
-        body: { kind: "DeleteOptions", apiVersion: "v1", preconditions: { resourceVersion: rec.metadata.resourceVersion } },
-      });
-      this.d.log.debug({ delivery: objectKey(rec.metadata), why }, "deleted finished delivery");
-      return true;
-    } catch (err) {
-      if (err instanceof ApiError && (err.isNotFound || err.status === 409)) return false;
-      this.d.log.warn({ delivery: objectKey(rec.metadata), why, err: (err as Error).message }, "could not delete finished delivery");
-      // Try again later.
-      this.retention.schedule(objectKey(rec.metadata), this.now() + 30_000);
-      return false;
-    }
+  /** A Table row as a record; undefined when its phase is not final. */
+  private toRecord(item: RawItem): TerminalRecord | undefined {
+    return toRecord(item, this.now);
   }
 }
 
 const PHASES: Record<string, TerminalPhase> = { Succeeded: "Succeeded", DeadLettered: "DeadLettered", Discarded: "Discarded" };
 
-function toRecord(item: RawItem): TerminalRecord | undefined {
+function toRecord(item: RawItem, now: () => number): TerminalRecord | undefined {
   const cells = item.cells ?? {};
   const phase = PHASES[String(cells["Phase"])];
   if (!phase) return undefined;
@@ -486,6 +335,6 @@ function toRecord(item: RawItem): TerminalRecord | undefined {
     metadata,
     subscription: intern(typeof cells["Subscription"] === "string" ? cells["Subscription"] : ""),
     phase,
-    finishedAt: finished ?? fromRfc3339(m.creationTimestamp) ?? Date.now(),
+    finishedAt: finished ?? fromRfc3339(m.creationTimestamp) ?? now(),
   };
 }

@@ -46,6 +46,16 @@ export class ApiError extends Error {
   }
 }
 
+/** The answer of a request, or undefined when the object does not exist (404). */
+export async function ignoreNotFound<T>(request: Promise<T>): Promise<T | undefined> {
+  try {
+    return await request;
+  } catch (err) {
+    if (err instanceof ApiError && err.isNotFound) return undefined;
+    throw err;
+  }
+}
+
 export const ACCEPT = {
   json: "application/json",
   /** For lists. */

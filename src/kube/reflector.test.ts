@@ -30,6 +30,37 @@ afterEach(async () => {
 });
 
 describe("Reflector", () => {
+  it("tells the handler when each list started: no later than the API server got its first page request", async () => {
+    const listRequests: number[] = [];
+    server = createServer((req, res) => {
+      const url = new URL(req.url ?? "/", "http://x");
+      res.writeHead(200, { "content-type": "application/json" });
+      if (url.searchParams.get("watch")) return; // held open
+      listRequests.push(Date.now());
+      setTimeout(() => res.end(JSON.stringify({ kind: "ConfigMapList", metadata: { resourceVersion: "5" }, items: [] })), 100);
+    });
+    const client = await clientFor(server);
+    const listed: number[] = [];
+    const reflector = new Reflector({
+      client,
+      name: "configmaps",
+      path: "/api/v1/namespaces/a/configmaps",
+      transform: (item) => item,
+      handler: { add: () => undefined, update: () => undefined, delete: () => undefined, listed: (at) => listed.push(at) },
+      log: createLogger({ level: "silent" }),
+    });
+    const before = Date.now();
+    reflector.start();
+    try {
+      await vi.waitFor(() => expect(listed).toHaveLength(1), { timeout: 10_000, interval: 10 });
+      expect(listed[0]).toBeGreaterThanOrEqual(before);
+      expect(listed[0]).toBeLessThanOrEqual(listRequests[0]!);
+    } finally {
+      await reflector.stop();
+      await client.destroy();
+    }
+  });
+
   it("treats a watch closed at once with no events as a failure (backed off), not as a normal end", async () => {
     let watches = 0;
     server = createServer((req, res) => {

@@ -5,7 +5,7 @@
 import type { Logger } from "pino";
 import { ACCEPT, ApiError, type KubeClient } from "./client.js";
 import { LineSplitter } from "./lines.js";
-import type { ObjectMeta } from "./types.js";
+import { objectKey, type ObjectMeta } from "./types.js";
 
 export type Representation = "json" | "metadata" | "table";
 
@@ -21,8 +21,11 @@ export interface ReflectorHandler<T> {
   add(obj: T): void;
   update(old: T, obj: T): void;
   delete(obj: T): void;
-  /** After every successful list (the first one means the store is synced). */
-  listed?(): void;
+  /**
+   * After every successful list (the first one means the store is synced). `startedAt` (epoch
+   * ms) is when its first page was asked for: the store now shows every write answered before.
+   */
+  listed?(startedAt: number): void;
 }
 
 export interface ReflectorOptions<T> {
@@ -69,9 +72,7 @@ interface WatchEvent {
 
 export class GoneError extends Error {}
 
-export function objectKey(meta: Pick<ObjectMeta, "namespace" | "name">): string {
-  return meta.namespace ? `${meta.namespace}/${meta.name}` : meta.name;
-}
+
 
 export class Reflector<T extends { metadata: Pick<ObjectMeta, "name" | "namespace" | "resourceVersion"> }> {
   readonly store = new Map<string, T>();
@@ -149,6 +150,7 @@ export class Reflector<T extends { metadata: Pick<ObjectMeta, "name" | "namespac
   }
 
   private async list(signal: AbortSignal): Promise<void> {
+    const startedAt = Date.now();
     const seen = new Map<string, T>();
     let continueToken: string | undefined;
     let rv: string | undefined;
@@ -189,7 +191,18 @@ export class Reflector<T extends { metadata: Pick<ObjectMeta, "name" | "namespac
       continueToken = page.metadata?.continue || undefined;
     } while (continueToken);
 
-    // Replace the store, telling the handler what changed since the last list.
+    this.replaceStore(seen);
+    this.resourceVersion = rv;
+    this.opts.handler.listed?.(startedAt);
+    if (!this.synced) {
+      this.synced = true;
+      for (const w of this.syncWaiters.splice(0)) w();
+    }
+    this.recovered();
+  }
+
+  /** Replaces the store with a list's objects, telling the handler what changed since the last list. */
+  private replaceStore(seen: Map<string, T>): void {
     for (const [key, old] of this.store) {
       if (!seen.has(key)) {
         this.store.delete(key);
@@ -202,13 +215,6 @@ export class Reflector<T extends { metadata: Pick<ObjectMeta, "name" | "namespac
       if (!old) this.opts.handler.add(obj);
       else if (old.metadata.resourceVersion !== obj.metadata.resourceVersion) this.opts.handler.update(old, obj);
     }
-    this.resourceVersion = rv;
-    this.opts.handler.listed?.();
-    if (!this.synced) {
-      this.synced = true;
-      for (const w of this.syncWaiters.splice(0)) w();
-    }
-    this.recovered();
   }
 
   /** The object of a watch event, or for Table watches its one row (undefined if it has none). */
@@ -221,9 +227,7 @@ export class Reflector<T extends { metadata: Pick<ObjectMeta, "name" | "namespac
   }
 
   private fromRow(row: TableRow): RawItem {
-    const cells: Record<string, unknown> = {};
-    this.columns.forEach((name, i) => (cells[name] = row.cells?.[i]));
-    return { metadata: row.object?.metadata ?? ({} as ObjectMeta), cells };
+    return rowItem(this.columns, row);
   }
 
   private async watch(outer: AbortSignal): Promise<void> {
@@ -324,9 +328,17 @@ export class Reflector<T extends { metadata: Pick<ObjectMeta, "name" | "namespac
   }
 }
 
-interface TableRow {
+/** One row of a Table answer (`as=Table`, `includeObject=Metadata`). */
+export interface TableRow {
   cells?: unknown[];
   object?: { metadata?: ObjectMeta };
+}
+
+/** A Table row as `transform` receives it: the row's metadata and its cells by column name. */
+export function rowItem(columns: readonly string[], row: TableRow): RawItem {
+  const cells: Record<string, unknown> = {};
+  columns.forEach((name, i) => (cells[name] = row.cells?.[i]));
+  return { metadata: row.object?.metadata ?? ({} as ObjectMeta), cells };
 }
 
 export function sleep(ms: number, signal?: AbortSignal): Promise<void> {

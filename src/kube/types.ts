@@ -22,6 +22,17 @@ export interface KubeObject<Spec = unknown, Status = unknown> {
   status?: Status;
 }
 
+/** The work-queue key of a namespaced object: "namespace/name" (or "name" when cluster-scoped). */
+export function objectKey(meta: Pick<ObjectMeta, "namespace" | "name">): string {
+  return meta.namespace ? `${meta.namespace}/${meta.name}` : meta.name;
+}
+
+/** The namespace and name of an "namespace/name" key. */
+export function splitKey(key: string): { namespace: string; name: string } {
+  const slash = key.indexOf("/");
+  return slash < 0 ? { namespace: "", name: key } : { namespace: key.slice(0, slash), name: key.slice(slash + 1) };
+}
+
 export interface ObjectRef {
   apiVersion: string;
   kind: string;

@@ -62,3 +62,12 @@ export function closeServer(server: Server): Promise<void> {
     server.closeAllConnections?.();
   });
 }
+
+/** An HTTP server as a manager runnable: listens on `port` (0 picks one) and reports the port. */
+export function serverRunnable(name: string, server: Server, port: number, onListening: (port: number) => void): { name: string; start(): Promise<void>; stop(): Promise<void> } {
+  return {
+    name,
+    start: async () => onListening(await listen(server, port)),
+    stop: () => closeServer(server),
+  };
+}

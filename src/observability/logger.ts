@@ -24,11 +24,16 @@ export type { Logger };
 
 /**
  * The shutdown log lines users alert and grep on (`msg` of a JSON line), in the order they
- * appear. The composition root writes them; docs/api.md lists them, and a unit test checks the
- * composition root still does.
+ * appear. src/delivery/drain.ts writes them; docs/api.md lists them, and a unit test checks
+ * drain.ts still does.
  */
 export const DRAIN_LOG_LINES = [
-  { msg: "webhook_deliveries_drained", level: "info", fields: "drained, durationMs", when: "every in-flight delivery finished within WEBHOOK_DRAIN_TIMEOUT_MS" },
+  { msg: "webhook_deliveries_drained", level: "info", fields: "drained, durationMs", when: "every in-flight delivery finished within WEBHOOK_DRAIN_TIMEOUT_MS (the only drain line on this path)" },
   { msg: "webhook_drain_timeout", level: "warn", fields: "inFlightAtStart, interrupted, drainTimeoutMs, action", when: "the drain timeout hit; the remaining attempts were aborted" },
-  { msg: "webhook_drain_flushed", level: "info", fields: "interrupted, recordedAs (when interrupted > 0), durationMs", when: "always last: aborted attempts were recorded as interrupted (due at once for the next leader) or DeadLettered (reason Drain), per WEBHOOK_DRAIN_TIMEOUT_ACTION" },
+  {
+    msg: "webhook_drain_flushed_to_dlq",
+    level: "warn",
+    fields: "requeued, deadLettered, durationMs",
+    when: "after webhook_drain_timeout, once the aborted attempts are recorded: requeued as interrupted (due at once for the next leader) or DeadLettered (reason Drain), per WEBHOOK_DRAIN_TIMEOUT_ACTION",
+  },
 ] as const;

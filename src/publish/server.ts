@@ -4,15 +4,20 @@
 // SubjectAccessReview for `create webhookdeliveries.hookline.dev` in that namespace); only then
 // are the deliveries created, with the operator's identity. Matching reads the operator's
 // subscription cache. Bodies are streamed against a limit, never buffered past it. Tokens and
-// payloads are never logged. See docs/publishing.md for the API reference.
+// payloads are never logged. See docs/publishing.md for the API reference. In stream mode (a
+// `stream` publisher given) the event becomes one JetStream message instead of deliveries, with
+// the same checks before it and the same answers (docs/stream-mode.md).
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { Logger } from "pino";
 import { MAX_PAYLOAD_BYTES } from "../api/names.js";
 import { ApiError, type KubeClient } from "../kube/client.js";
+import { StreamUnavailableError } from "../stream/jetstream.js";
+import { traceContextProblem, type TraceContext } from "../stream/message.js";
 import { objectPath, CORE } from "../kube/types.js";
 import { Reviewer, TtlCache, type ReviewerOptions } from "./auth.js";
 import { BacklogFullError, IdempotencyConflictError, PayloadTooLargeError, PublishFailedError, PublishInputError } from "./errors.js";
 import { publish, type SubscriptionLike } from "./fanout.js";
+import { publishToStream, type StreamPublisher } from "./stream.js";
 
 export interface PublishServerOptions {
   /** The operator's client: it runs the reviews and creates the deliveries. */
@@ -30,6 +35,14 @@ export interface PublishServerOptions {
   maxBodyBytes?: number;
   /** Pending deliveries of a subscription (the operator's cache), for spec.maxPending; when absent, listed. */
   pendingOf?: (namespace: string, subscription: string) => number;
+  /**
+   * Stream mode: publish each event as one JetStream message here (a StreamConnection from
+   * HOOKLINE_NATS_URL) instead of creating deliveries. Authentication, authorization, the
+   * namespace checks and the event's validation are the same; `subscriptions` and
+   * `pendingOf` are not used. A W3C `traceparent` (and `tracestate`) request header travels
+   * with the event.
+   */
+  stream?: StreamPublisher;
 }
 
 export const EVENTS_PATH = /^\/v1\/namespaces\/([^/]+)\/events\/?$/;
@@ -161,6 +174,8 @@ function publishErrorReply(err: unknown): Reply | undefined {
   if (err instanceof BacklogFullError) {
     return refuse(429, err.message, { id: err.result.id, deliveries: err.result.deliveries, full: err.full }, { "retry-after": String(err.retryAfterSeconds) });
   }
+  // Stream mode: JetStream not reachable or not acknowledging. The same request again is safe.
+  if (err instanceof StreamUnavailableError) return refuse(503, err.message, { reason: err.reason }, { "retry-after": "1" });
   if (err instanceof PublishFailedError) {
     // Deliveries already created stay; the same request again creates only the missing ones.
     const transient = err.failures.some((f) => f.status === undefined || f.status === 429 || f.status >= 500);
@@ -168,6 +183,15 @@ function publishErrorReply(err: unknown): Reply | undefined {
     return refuse(transient ? 503 : 500, err.message, { id: err.result.id, deliveries: err.result.deliveries, failures }, transient ? { "retry-after": "1" } : undefined);
   }
   return undefined;
+}
+
+/** The request's W3C trace context; an invalid one is ignored, as the W3C specification asks of receivers. */
+function traceContextOf(req: IncomingMessage): TraceContext | undefined {
+  const traceparent = req.headers.traceparent;
+  if (typeof traceparent !== "string") return undefined;
+  const tracestate = req.headers.tracestate;
+  const trace: TraceContext = { traceparent: traceparent.trim(), ...(typeof tracestate === "string" && tracestate.trim() !== "" ? { tracestate: tracestate.trim() } : {}) };
+  return traceContextProblem(trace) ? undefined : trace;
 }
 
 export function publishServer(opts: PublishServerOptions): Server {
@@ -218,6 +242,18 @@ export function publishServer(opts: PublishServerOptions): Server {
     if (!read.ok) return { ...tooLarge(limit), caller };
     const parsed = parseBody(read.body, namespace);
     if (!parsed.ok) return { ...parsed.reply, caller };
+    if (opts.stream) {
+      try {
+        const traceContext = traceContextOf(req);
+        const result = await publishToStream(opts.stream, parsed.input, traceContext ? { traceContext } : {});
+        log.info({ namespace, type: result.type, id: result.id, caller, stream: result.stream, seq: result.seq, duplicate: result.result === "duplicate" }, "event published");
+        return { status: 202, body: result as unknown as Record<string, unknown>, caller };
+      } catch (err) {
+        const reply = publishErrorReply(err);
+        if (!reply) throw err;
+        return { ...reply, caller };
+      }
+    }
     try {
       const pendingOf = opts.pendingOf;
       const result = await publish(client, parsed.input, { ...(opts.subscriptions ? { subscriptions: opts.subscriptions } : {}), ...(pendingOf ? { pendingCount: (ns: string, sub: string) => pendingOf(ns, sub) } : {}) });

@@ -60,4 +60,37 @@ describe("Expectations", () => {
     e.expect("ns/a", "1");
     expect(e.check("ns/b", "0")).toBe("ok");
   });
+
+  it("a relist that started after the write meets its expectation, and names the keys that waited", () => {
+    let now = 1_000;
+    const e = new Expectations(60_000, () => now);
+    e.expect("ns/a", "7"); // written at 1000, the watch then missed it
+    now = 1_500;
+    e.expect("ns/b", "9"); // written at 1500
+    expect(e.check("ns/a", "5")).toBe("wait"); // a reconcile waited for ns/a
+    // A relist that started at 1200 shows ns/a's write (or newer); not ns/b's.
+    expect(e.relisted(1_200)).toEqual(["ns/a"]);
+    expect(e.check("ns/a", "12")).toBe("ok"); // "12": a newer version, the relist skipped "7"
+    expect(e.check("ns/b", "8")).toBe("wait");
+    expect(e.relisted(1_600)).toEqual(["ns/b"]);
+    expect(e.size).toBe(0);
+  });
+
+  it("a relist meets expectations nobody waited for without naming them", () => {
+    const e = new Expectations(60_000, () => 10);
+    e.expect("ns/a", "7");
+    expect(e.relisted(20)).toEqual([]);
+    expect(e.check("ns/a", "3")).toBe("ok");
+  });
+
+  it("untilExpiry: when a waiting reconcile looks again at the latest", () => {
+    let now = 0;
+    const e = new Expectations(1_000, () => now);
+    expect(e.untilExpiry("ns/a")).toBe(0);
+    e.expect("ns/a", "7");
+    now = 400;
+    expect(e.untilExpiry("ns/a")).toBe(600);
+    now = 2_000;
+    expect(e.untilExpiry("ns/a")).toBe(0);
+  });
 });

@@ -64,6 +64,31 @@ export class Expectations {
     return "wait";
   }
 
+  /**
+   * How long until `key`'s expectation expires (0 when it has none): a reconcile that waits for
+   * the cache looks again then at the latest, whether or not the watch brings the version.
+   */
+  untilExpiry(key: string): number {
+    const p = this.pending.get(key);
+    return p ? Math.max(0, p.at + this.ttlMs - this.now()) : 0;
+  }
+
+  /**
+   * A list that started at `startedAt` replaced the cache: it shows every write answered before
+   * it started, or something newer (a relist after a watch gap skips versions, so the version a
+   * write returned may never be delivered). Those expectations are met; returns the keys whose
+   * reconcile waited for one (queue them again).
+   */
+  relisted(startedAt: number): string[] {
+    const waited: string[] = [];
+    for (const [key, p] of this.pending) {
+      if (p.at >= startedAt) continue;
+      this.pending.delete(key);
+      if (p.deferred) waited.push(key);
+    }
+    return waited;
+  }
+
   forget(key: string): void {
     this.pending.delete(key);
     this.seen.delete(key);

@@ -1,5 +1,5 @@
 // Typed access to Hookline's resources from tests, through kubectl (what users use).
-import { kubectl, kubectlOk } from "./cluster.js";
+import { kubectl, kubectlOk, waitFor } from "./cluster.js";
 
 export interface Obj {
   metadata: { name: string; namespace: string; uid: string; resourceVersion: string; annotations?: Record<string, string>; generation?: number };
@@ -53,4 +53,16 @@ export function secret(namespace: string, name: string, data: Record<string, str
 export async function events(namespace: string, name?: string): Promise<Array<{ reason: string; message: string; type: string; involvedObject: { name: string; kind: string } }>> {
   const items = (JSON.parse(await kubectlOk(["get", "events", "-n", namespace, "-o", "json"])) as { items: any[] }).items;
   return items.filter((e) => !name || e.involvedObject?.name === name);
+}
+
+/** Waits until every named delivery is in `phase`; returns them. */
+export async function waitForPhase(namespace: string, names: string | string[], phase: string, timeoutMs = 30_000): Promise<Obj[]> {
+  const list = Array.isArray(names) ? names : [names];
+  return waitFor(
+    async () => {
+      const objs = await Promise.all(list.map((n) => getObj("whdel", namespace, n)));
+      return objs.every((o) => o?.status?.phase === phase) ? (objs as Obj[]) : undefined;
+    },
+    { description: `${list.length === 1 ? list[0] : `${list.length} deliveries`} ${phase}`, timeoutMs },
+  );
 }

@@ -321,6 +321,38 @@ describe("receiver credentials", () => {
     });
   });
 
+  it("a replay whose header Secret went missing sends nothing and is tried again; it goes out once the Secret is back", async () => {
+    let fixed = false;
+    const flaky = await Receiver.start(() => (fixed ? 200 : 500));
+    try {
+      await apply([secret(ns, "tenant-replay", { token: "replay-token-1" }), subscription(ns, "replayed", { url: flaky.url("/replayed"), headersFrom: [{ name: "X-Token", secretKeyRef: { name: "tenant-replay", key: "token" } }], retry: once, circuitBreaker: { failureThreshold: 100 } })]);
+      const name = await deliver("replayed");
+      await until(name, "DeadLettered");
+      await kubectlOk(["delete", "secret", "tenant-replay", "-n", ns]);
+      // Until the operator's Secret cache has seen it gone (each label change rolls the subscription up).
+      let touch = 0;
+      await waitFor(async () => {
+        await kubectlOk(["label", "--overwrite", "whsub", "replayed", "-n", ns, `touch=${++touch}`]);
+        return cond(await getObj("whsub", ns, "replayed"), "Ready")?.reason === "SecretNotFound";
+      }, { description: "the subscription Ready=False for the deleted Secret", intervalMs: 500 });
+      fixed = true;
+      const before = flaky.requests.length;
+      await kubectlOk(["annotate", "whdel", name, "-n", ns, "hookline.dev/replay=secret restored, INC-9"]);
+      await waitFor(() => op.logs.some((l) => l.includes("reconcile failed, retrying") && l.includes("spec.headersFrom[0].secretKeyRef: Secret tenant-replay not found")), { description: "the replay refused for the missing Secret (and retried)" });
+      expect(flaky.requests.length).toBe(before);
+      const held = (await getObj("whdel", ns, name))!;
+      expect(held.status!.phase).toBe("DeadLettered");
+      expect(held.metadata.annotations?.["hookline.dev/replay"]).toBe("secret restored, INC-9");
+
+      await apply(secret(ns, "tenant-replay", { token: "replay-token-2" }));
+      const d = await until(name, "Succeeded", 60_000);
+      expect(d.status!.lastReplay.reason).toBe("secret restored, INC-9");
+      expect(flaky.requests.slice(before).map((r) => r.headers["x-token"])).toEqual(["replay-token-2"]);
+    } finally {
+      await flaky.close();
+    }
+  });
+
   it("only the keys subscriptions reference are kept from a Secret", async () => {
     const kc = new KubeConfig();
     kc.loadFromFile(inject("kubeconfig"));

@@ -54,8 +54,9 @@ describe("drain on SIGTERM", () => {
     expect(r.requests).toHaveLength(20);
     const drained = op.lines.find((l) => l.msg === "webhook_deliveries_drained");
     expect(drained).toMatchObject({ drained: 20 });
-    expect(op.lines.some((l) => l.msg === "webhook_drain_flushed")).toBe(true);
+    // The clean path says drained and nothing else: no timeout, nothing named "flushed".
     expect(op.lines.some((l) => l.msg === "webhook_drain_timeout")).toBe(false);
+    expect(op.lines.filter((l) => typeof l.msg === "string" && /flushed/.test(l.msg))).toEqual([]);
   });
 
   for (const action of ["requeue", "dead-letter"] as const) {
@@ -74,7 +75,11 @@ describe("drain on SIGTERM", () => {
       expect(exit.tookMs).toBeGreaterThanOrEqual(1_900);
       const timeoutLine = op.lines.find((l) => l.msg === "webhook_drain_timeout");
       expect(timeoutLine).toMatchObject({ interrupted: 5, action });
-      expect(op.lines.some((l) => l.msg === "webhook_drain_flushed")).toBe(true);
+      // Then, once the interrupted attempts are recorded, the counts (the specification's order).
+      const flushed = op.lines.findIndex((l) => l.msg === "webhook_drain_flushed_to_dlq");
+      expect(flushed).toBeGreaterThan(op.lines.indexOf(timeoutLine!));
+      expect(op.lines[flushed]).toMatchObject(action === "dead-letter" ? { requeued: 0, deadLettered: 5 } : { requeued: 5, deadLettered: 0 });
+      expect(op.lines.some((l) => l.msg === "webhook_deliveries_drained")).toBe(false);
       for (const n of names) {
         const d = await getObj("whdel", ns, n);
         expect(d?.status?.lastAttempt?.outcome).toBe("Interrupted");

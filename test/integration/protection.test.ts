@@ -1,33 +1,21 @@
 // Endpoint protection: circuit breaker, endpoint health, rate and concurrency limits, isolation.
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { createNamespace, deleteNamespace, waitFor } from "../helpers/cluster.js";
-import { apply, delivery, events, getObj, subscription } from "../helpers/kube.js";
-import { startOperator, type TestOperator } from "../helpers/operator.js";
+import { operatorFixture } from "../helpers/fixture.js";
+import { apply, delivery, events, getObj, subscription, waitForPhase } from "../helpers/kube.js";
+import { startOperator } from "../helpers/operator.js";
 import { Receiver } from "../helpers/receiver.js";
 
 const sub = async (ns: string, name: string) => (await getObj("whsub", ns, name))?.status;
 const del = async (ns: string, name: string) => (await getObj("whdel", ns, name))?.status;
-const allPhase = (ns: string, names: string[], phase: string, timeoutMs = 30_000) =>
-  waitFor(async () => (await Promise.all(names.map((n) => del(ns, n)))).every((s) => s?.phase === phase), { description: `${names.length} deliveries ${phase}`, timeoutMs });
 
 describe("circuit breaker", () => {
-  let ns: string;
-  let op: TestOperator;
-  const receivers: Receiver[] = [];
-  beforeAll(async () => {
-    ns = await createNamespace("breaker");
-    op = await startOperator({ namespaces: [ns] });
-  });
-  afterAll(async () => {
-    await op?.stop();
-    await Promise.all(receivers.map((r) => r.close()));
-    await deleteNamespace(ns);
-  });
+  const f = operatorFixture("breaker");
 
   it("opens after failureThreshold failures, sends nothing during the cooldown, one probe after it, and delivers everything once closed", async () => {
+    const { ns, op } = f;
     let healthy = false;
-    const r = await Receiver.start(() => (healthy ? 200 : 500));
-    receivers.push(r);
+    const r = await f.receiver(() => (healthy ? 200 : 500));
     const names = ["b0", "b1", "b2", "b3", "b4"];
     await apply([
       subscription(ns, "flappy", {
@@ -66,7 +54,7 @@ describe("circuit breaker", () => {
     for (const n of names) expect((await del(ns, n))?.phase).not.toBe("DeadLettered");
 
     healthy = true;
-    await allPhase(ns, names, "Succeeded");
+    await waitForPhase(ns, names, "Succeeded");
     await waitFor(async () => (await sub(ns, "flappy"))?.breaker?.state === "Closed", { description: "breaker Closed" });
     expect(await op.metric("webhook_breaker_state", { subscription: "flappy" })).toBe(0);
     const reasons = (await events(ns, "flappy")).map((e) => e.reason);
@@ -74,8 +62,8 @@ describe("circuit breaker", () => {
   });
 
   it("with whenOpen: DeadLetter, dead-letters with reason BreakerOpen and sends nothing", async () => {
-    const r = await Receiver.start(() => 500);
-    receivers.push(r);
+    const { ns, op } = f;
+    const r = await f.receiver(() => 500);
     await apply([
       subscription(ns, "strict", { url: r.url(), retry: { maxAttempts: 1 }, circuitBreaker: { failureThreshold: 2, cooldown: "60s", whenOpen: "DeadLetter" } }),
       delivery(ns, "s0", "strict"),
@@ -108,7 +96,7 @@ describe("circuit breaker and a new URL", () => {
       await apply([subscription(ns, "moved", spec(bad.url())), delivery(ns, "m0", "moved"), delivery(ns, "m1", "moved")]);
       await waitFor(async () => (await sub(ns, "moved"))?.breaker?.state === "Open", { description: "breaker Open" });
       await apply(subscription(ns, "moved", spec(good.url())));
-      await allPhase(ns, ["m0", "m1"], "Succeeded", 10_000);
+      await waitForPhase(ns, ["m0", "m1"], "Succeeded", 10_000);
       expect(good.requests).toHaveLength(2);
       await waitFor(async () => (await sub(ns, "moved"))?.breaker?.state === "Closed", { description: "breaker Closed for the new URL" });
     } finally {
@@ -142,7 +130,7 @@ describe("circuit breaker across a restart", () => {
       // The new operator resumed Open: the next request (the probe) waits for nextProbeAt.
       await r.waitForRequests(seen + 1, 15_000);
       expect(r.requests[seen]!.at).toBeGreaterThanOrEqual(Date.parse(opened.breaker.nextProbeAt) - 50);
-      await allPhase(ns, ["x0"], "Succeeded");
+      await waitForPhase(ns, ["x0"], "Succeeded");
       expect((await sub(ns, "sticky"))?.breaker?.state).not.toBe("Open");
     } finally {
       await op.stop();
@@ -153,23 +141,12 @@ describe("circuit breaker across a restart", () => {
 });
 
 describe("endpoint health", () => {
-  let ns: string;
-  let op: TestOperator;
-  const receivers: Receiver[] = [];
-  beforeAll(async () => {
-    ns = await createNamespace("health");
-    op = await startOperator({ namespaces: [ns], env: { WEBHOOK_HEALTH_PROBE_INTERVAL_MS: "1000" } });
-  });
-  afterAll(async () => {
-    await op?.stop();
-    await Promise.all(receivers.map((r) => r.close()));
-    await deleteNamespace(ns);
-  });
+  const f = operatorFixture("health", { env: { WEBHOOK_HEALTH_PROBE_INTERVAL_MS: "1000" } });
 
   it("is Degraded at 3 and Disabled at 10 consecutive failures, probed while Disabled, Healthy again on success", async () => {
+    const { ns } = f;
     let healthy = false;
-    const r = await Receiver.start(() => (healthy ? 200 : 503));
-    receivers.push(r);
+    const r = await f.receiver(() => (healthy ? 200 : 503));
     await apply([
       subscription(ns, "sick", { url: r.url(), retry: { maxAttempts: 50, initialBackoff: "20ms", maxBackoff: "50ms" }, circuitBreaker: { failureThreshold: 100 } }),
       delivery(ns, "h0", "sick"),
@@ -187,7 +164,7 @@ describe("endpoint health", () => {
     await r.waitForRequests(before + 1, 5_000);
     expect(r.requests[before]!.at - r.requests[before - 1]!.at).toBeGreaterThanOrEqual(900);
     healthy = true;
-    await allPhase(ns, ["h0"], "Succeeded");
+    await waitForPhase(ns, ["h0"], "Succeeded");
     const recovered = await waitFor(async () => {
       const s = await sub(ns, "sick");
       return s?.health?.state === "Healthy" ? s : undefined;
@@ -198,8 +175,8 @@ describe("endpoint health", () => {
   });
 
   it("is Disabled at once by 410 Gone, and later deliveries wait", async () => {
-    const r = await Receiver.start(Receiver.sequence([410], 200));
-    receivers.push(r);
+    const { ns } = f;
+    const r = await f.receiver(Receiver.sequence([410], 200));
     await apply([subscription(ns, "goner", { url: r.url() }), delivery(ns, "g0", "goner")]);
     const s = await waitFor(async () => {
       const st = await sub(ns, "goner");
@@ -210,31 +187,20 @@ describe("endpoint health", () => {
     expect((await del(ns, "g0"))?.deadLetter?.reason).toBe("Gone");
     // The endpoint answers again: the next delivery waits for the probe, then goes through.
     await apply(delivery(ns, "g1", "goner"));
-    await allPhase(ns, ["g1"], "Succeeded", 10_000);
+    await waitForPhase(ns, ["g1"], "Succeeded", 10_000);
     expect(r.requests[1]!.at - r.requests[0]!.at).toBeGreaterThanOrEqual(900);
   });
 });
 
 describe("rate and concurrency limits", () => {
-  let ns: string;
-  let op: TestOperator;
-  const receivers: Receiver[] = [];
-  beforeAll(async () => {
-    ns = await createNamespace("limits");
-    op = await startOperator({ namespaces: [ns] });
-  });
-  afterAll(async () => {
-    await op?.stop();
-    await Promise.all(receivers.map((r) => r.close()));
-    await deleteNamespace(ns);
-  });
+  const f = operatorFixture("limits");
 
   it("rateLimit.perSecond 5: no one-second window sees more than the bucket allows", async () => {
-    const r = await Receiver.start(() => 200);
-    receivers.push(r);
+    const { ns } = f;
+    const r = await f.receiver(() => 200);
     const names = Array.from({ length: 20 }, (_, i) => `r${i}`);
     await apply([subscription(ns, "rated", { url: r.url(), rateLimit: { perSecond: 5 } }), ...names.map((n) => delivery(ns, n, "rated"))]);
-    await allPhase(ns, names, "Succeeded");
+    await waitForPhase(ns, names, "Succeeded");
     const times = r.requests.map((q) => q.at).sort((a, b) => a - b);
     let worst = 0;
     for (let i = 0; i < times.length; i++) worst = Math.max(worst, times.filter((t) => t >= times[i]! && t < times[i]! + 1000).length);
@@ -244,11 +210,11 @@ describe("rate and concurrency limits", () => {
   });
 
   it("maxInFlight 2 with a slow receiver: never more than 2 concurrent requests", async () => {
-    const r = await Receiver.start(() => ({ status: 200, delayMs: 200 }));
-    receivers.push(r);
+    const { ns } = f;
+    const r = await f.receiver(() => ({ status: 200, delayMs: 200 }));
     const names = Array.from({ length: 8 }, (_, i) => `c${i}`);
     await apply([subscription(ns, "narrow", { url: r.url(), maxInFlight: 2 }), ...names.map((n) => delivery(ns, n, "narrow"))]);
-    await allPhase(ns, names, "Succeeded");
+    await waitForPhase(ns, names, "Succeeded");
     expect(r.requests).toHaveLength(8);
     expect(r.maxConcurrent).toBe(2);
   });
@@ -266,7 +232,7 @@ describe("isolation", () => {
       await hanging.waitForRequests(10);
       const goodNames = Array.from({ length: 20 }, (_, i) => `good-${i}`);
       await apply([subscription(ns, "fine", { url: healthy.url() }), ...goodNames.map((n) => delivery(ns, n, "fine"))]);
-      await allPhase(ns, goodNames, "Succeeded", 20_000);
+      await waitForPhase(ns, goodNames, "Succeeded", 20_000);
       // Measured before the hanging requests time out (a closing socket can overlap the next one).
       const hangingConcurrency = hanging.maxConcurrent;
       const firstTimeout = hanging.requests[0]!.at + 5_000;

@@ -1,8 +1,9 @@
 // Dead letters and replay, driven with kubectl as an operator on call would.
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { createNamespace, deleteNamespace, kubectlOk, waitFor } from "../helpers/cluster.js";
 import { apply, create, delivery, events, getObj, listObjs, subscription } from "../helpers/kube.js";
-import { startOperator, type TestOperator } from "../helpers/operator.js";
+import { operatorFixture } from "../helpers/fixture.js";
+import { startOperator } from "../helpers/operator.js";
 import { Receiver } from "../helpers/receiver.js";
 
 const del = async (ns: string, name: string) => getObj("whdel", ns, name);
@@ -20,23 +21,12 @@ const env = { WEBHOOK_HEALTH_PROBE_INTERVAL_MS: "1000" };
 const failFast = { retry: { maxAttempts: 1 }, circuitBreaker: { failureThreshold: 100 } };
 
 describe("replay", () => {
-  let ns: string;
-  let op: TestOperator;
-  const receivers: Receiver[] = [];
-  beforeAll(async () => {
-    ns = await createNamespace("replay");
-    op = await startOperator({ namespaces: [ns], statusIntervalMs: 500, env });
-  });
-  afterAll(async () => {
-    await op?.stop();
-    await Promise.all(receivers.map((r) => r.close()));
-    await deleteNamespace(ns);
-  });
+  const f = operatorFixture("replay", { statusIntervalMs: 500, env });
 
   it("replays one dead letter with kubectl, then the rest in bulk, never more than the concurrency at once", async () => {
+    const { ns, op } = f;
     let fixed = false;
-    const r = await Receiver.start(() => (fixed ? { status: 200, delayMs: 100 } : 500));
-    receivers.push(r);
+    const r = await f.receiver(() => (fixed ? { status: 200, delayMs: 100 } : 500));
     const names = Array.from({ length: 12 }, (_, i) => `dl-${String(i).padStart(2, "0")}`);
     await apply([subscription(ns, "outage", { url: r.url(), ...failFast }), ...names.map((n) => delivery(ns, n, "outage"))]);
     for (const n of names) await phase(ns, n, "DeadLettered");
@@ -73,8 +63,8 @@ describe("replay", () => {
   });
 
   it("refuses a short reason, a pending delivery and a Discarded one, with Warning Events and no change", async () => {
-    const r = await Receiver.start(() => 500);
-    receivers.push(r);
+    const { ns } = f;
+    const r = await f.receiver(() => 500);
     await apply([
       subscription(ns, "refusals", { url: r.url(), ...failFast }),
       subscription(ns, "slowpoke", { url: r.url(), retry: { maxAttempts: 5, initialBackoff: "1h", maxBackoff: "2h" }, circuitBreaker: { failureThreshold: 100 } }),
@@ -105,8 +95,8 @@ describe("replay", () => {
   });
 
   it("counts a dead letter whose twin (same event id and payload) is pending as deduped, and does not send it", async () => {
-    const r = await Receiver.start(() => 500);
-    receivers.push(r);
+    const { ns } = f;
+    const r = await f.receiver(() => 500);
     // failureThreshold 1: the first failure opens the breaker (Defer), so the twin stays pending.
     await apply([
       subscription(ns, "twins", { url: r.url(), retry: { maxAttempts: 1 }, circuitBreaker: { failureThreshold: 2, cooldown: "300s" } }),
@@ -131,8 +121,8 @@ describe("replay", () => {
   });
 
   it("discards a dead letter as Poison after maxReplays failed replays and never replays it again", async () => {
-    const r = await Receiver.start(() => 500);
-    receivers.push(r);
+    const { ns, op } = f;
+    const r = await f.receiver(() => 500);
     await apply([subscription(ns, "poison", { url: r.url(), ...failFast, deadLetter: { maxReplays: 2 } }), delivery(ns, "toxic", "poison")]);
     await phase(ns, "toxic", "DeadLettered");
     await annotate(ns, "whdel", "toxic", "hookline.dev/replay=first try again");
@@ -153,8 +143,8 @@ describe("replay", () => {
   });
 
   it("keeps the newest maxEntries dead letters, deleting the oldest with an Event", async () => {
-    const r = await Receiver.start(() => 500);
-    receivers.push(r);
+    const { ns, op } = f;
+    const r = await f.receiver(() => 500);
     await apply(subscription(ns, "small-dlq", { url: r.url(), ...failFast, deadLetter: { maxEntries: 5 } }));
     const names = Array.from({ length: 7 }, (_, i) => `ovf-${i}`);
     for (const n of names) {
@@ -170,8 +160,8 @@ describe("replay", () => {
   });
 
   it("refuses a second bulk replay while one runs, and a concurrency that is not a number", async () => {
-    const r = await Receiver.start(() => ({ status: 500, delayMs: 300 }));
-    receivers.push(r);
+    const { ns } = f;
+    const r = await f.receiver(() => ({ status: 500, delayMs: 300 }));
     await apply([subscription(ns, "busy", { url: r.url(), ...failFast }), ...["q0", "q1", "q2", "q3"].map((n) => delivery(ns, n, "busy"))]);
     for (const n of ["q0", "q1", "q2", "q3"]) await phase(ns, n, "DeadLettered");
     await annotate(ns, "whsub", "busy", "hookline.dev/replay-dead-letters=first bulk run", "hookline.dev/replay-concurrency=1");

@@ -10,7 +10,7 @@ import { deliveryStatusSchema } from "../../src/api/delivery.js";
 import { API_VERSION } from "../../src/api/names.js";
 import { STATUS_FITTERS } from "../../src/api/status-limits.js";
 import { subscriptionStatusSchema } from "../../src/api/subscription.js";
-import { DELIVERIES, SUBSCRIPTIONS } from "../../src/delivery/caches.js";
+import { DELIVERIES, SUBSCRIPTIONS } from "../../src/delivery/objects.js";
 import { ApiError, KubeClient } from "../../src/kube/client.js";
 import { EventRecorder } from "../../src/kube/events.js";
 import { StatusWriter } from "../../src/kube/status-writer.js";

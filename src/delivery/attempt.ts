@@ -1,0 +1,113 @@
+// The attempt executor: the one place a webhook request is made. Given what to send, the
+// subscription's policy, its endpoint and the admission plan() granted, it takes the endpoint's
+// slots, builds and signs the request, sends it, classifies the answer, records it in the
+// metrics and on the endpoint (breaker, health), and hands the result to the transport, which
+// records it (a status write in CR mode). It knows nothing of where the work came from.
+import { attemptStatusLabel, classify } from "../core/classify.js";
+import type { AttemptResult } from "../core/outcome.js";
+import type { EndpointCommit } from "../core/plan.js";
+import type { Policy } from "../core/policy.js";
+import type { Metrics } from "../observability/metrics.js";
+import type { Credentials, ResolvedCredentials } from "./credentials.js"; // [receiver-credentials]
+import type { Endpoint, EndpointRegistry } from "./endpoints.js";
+import { splitKey } from "../kube/types.js";
+import { subscriptionLabels } from "./objects.js";
+import { buildRequest, type RequestBody } from "./request.js";
+import type { SendResult } from "./sender.js";
+
+export interface AttemptSpec {
+  /** The work's key (a delivery's "namespace/name"): slots and parking go by it. */
+  key: string;
+  endpoint: Endpoint;
+  policy: Policy;
+  /** The endpoint state the attempt was admitted with (a probe granted, a token taken). */
+  commit: EndpointCommit;
+  /** This attempt is the breaker's (or a Disabled endpoint's) single trial. */
+  probe: boolean;
+  /** An operator's replay: its result speaks for the endpoint whatever the breaker's state. */
+  viaReplay: boolean;
+  /** Signing keys, the current one first. */
+  keys: Buffer[];
+  /** [receiver-credentials] Resolved before planning; when absent (a replay) they are read now. */
+  credentials?: ResolvedCredentials | undefined;
+  /** What to send; undefined when there is nothing to send any more (the delivery is gone). */
+  message: (signal: AbortSignal) => Promise<RequestBody | undefined>;
+  /** Aborted by a shutdown: the attempt ends as interrupted. */
+  signal: AbortSignal;
+}
+
+export interface AttemptExecutorDeps {
+  endpoints: EndpointRegistry;
+  /** [receiver-credentials] Sends through the Sender with the Secret headers, TLS identity, proxy and OAuth2 token (one refresh and re-send on a 401). */
+  credentials: Pick<Credentials, "resolve" | "send">;
+  metrics: Metrics;
+  userAgent: string;
+  now?: () => number;
+}
+
+export class AttemptExecutor {
+  private readonly now: () => number;
+
+  constructor(private readonly d: AttemptExecutorDeps) {
+    this.now = d.now ?? Date.now;
+  }
+
+  /**
+   * One attempt. `record` runs before the endpoint's slot is freed, so a crash leaves at most
+   * maxInFlight deliveries per endpoint whose outcome is unknown (re-sent with the same
+   * webhook-id; docs/adr/0004-send-first-record-after.md). Undefined when nothing was sent.
+   */
+  async run<T>(spec: AttemptSpec, record: (result: AttemptResult) => Promise<T>): Promise<T | undefined> {
+    const { endpoint: ep, policy, probe } = spec;
+    const { endpoints } = this.d;
+    endpoints.acquire(ep, spec.commit, spec.key);
+    try {
+      let message: RequestBody | undefined;
+      try {
+        message = await spec.message(spec.signal);
+      } finally {
+        // Nothing will be sent: a probe granted to this attempt is given back.
+        if (!message && probe) endpoints.report(ep, policy, "interrupted", { probe, viaReplay: spec.viaReplay });
+      }
+      if (!message) return undefined;
+      const startedAt = this.now();
+      // [receiver-credentials] sent through src/delivery/credentials.ts (which calls the Sender).
+      const credentials = spec.credentials ?? (await this.d.credentials.resolve(splitKey(spec.key).namespace, policy));
+      // A replay whose Secret went missing sends nothing and is tried again (a plan() waits instead).
+      if (credentials.kind === "missing") throw new Error(credentials.message);
+      const sent = await this.d.credentials.send(credentials, buildRequest({ message, policy, keys: spec.keys, userAgent: this.d.userAgent, startedAt, signal: spec.signal }));
+      const result = toAttemptResult(sent, startedAt);
+      this.count(ep.key, result);
+      endpoints.report(ep, policy, result.classification, { probe, viaReplay: spec.viaReplay });
+      return await record(result);
+    } finally {
+      endpoints.release(ep, policy.maxInFlight);
+    }
+  }
+
+  /** An attempt refused because the endpoint's breaker is open (whenOpen: DeadLetter). */
+  countBreakerOpen(subKey: string): void {
+    this.d.metrics.attempts.inc({ ...subscriptionLabels(subKey), status: "failure", reason: "circuit_open" });
+  }
+
+  /** One signal per real attempt in webhook_delivery_attempts_total (and its duration). */
+  private count(subKey: string, result: AttemptResult): void {
+    const labels = subscriptionLabels(subKey);
+    const c = result.classification;
+    if (c === "interrupted") {
+      this.d.metrics.attempts.inc({ ...labels, status: "failure", reason: "interrupted" });
+      return;
+    }
+    this.d.metrics.attempts.inc({ ...labels, status: attemptStatusLabel(c), reason: c.reason });
+    this.d.metrics.attemptDuration.observe(labels, result.durationMs / 1000);
+  }
+}
+
+/** What the sender answered, classified. */
+export function toAttemptResult(sent: SendResult, startedAt: number): AttemptResult {
+  if (sent.kind === "response") {
+    return { startedAt, durationMs: sent.durationMs, responseStatus: sent.status, ...(sent.retryAfter ? { retryAfter: sent.retryAfter } : {}), classification: classify({ kind: "response", status: sent.status }) };
+  }
+  if (sent.interrupted) return { startedAt, durationMs: sent.durationMs, error: sent.message, classification: "interrupted" };
+  return { startedAt, durationMs: sent.durationMs, error: sent.message, classification: classify({ kind: "error", code: sent.code, name: sent.code }) };
+}

@@ -1,0 +1,67 @@
+// What a breaker or health transition tells the world: a Kubernetes Event on the subscription,
+// the per-subscription gauges and a log line; and an endpoint whose counters moved has its
+// subscription's status rolled up (at once for a transition). The registry decides when a
+// transition happens (endpoints.ts); this says it.
+import type { Logger } from "pino";
+import * as breaker from "../core/breaker.js";
+import * as health from "../core/health.js";
+import type { EventSink } from "../kube/events.js";
+import type { Metrics } from "../observability/metrics.js";
+import type { Caches } from "./caches.js";
+import type { Endpoint, EndpointObserver } from "./endpoints.js";
+import { subscriptionLabels, subscriptionRef } from "./objects.js";
+
+export interface EndpointTransitionsDeps {
+  caches: Caches;
+  events: EventSink;
+  metrics: Metrics;
+  log: Logger;
+  /** The subscription's status should be rolled up (`urgent`: now, else at the bounded rate). */
+  rollUp: (subKey: string, urgent: boolean) => void;
+  now?: () => number;
+}
+
+export class EndpointTransitions implements EndpointObserver {
+  private readonly now: () => number;
+
+  constructor(private readonly d: EndpointTransitionsDeps) {
+    this.now = d.now ?? Date.now;
+  }
+
+  breakerMoved(ep: Endpoint, t: breaker.BreakerTransition): void {
+    const { namespace, subscription } = subscriptionLabels(ep.key);
+    this.d.metrics.setSubscriptionGauges(namespace, subscription, { breaker: breaker.breakerGaugeValue(t.to) });
+    const detail =
+      t.to === "Open" ? `after ${ep.breaker.consecutiveFailures} consecutive failures; next probe at ${new Date(ep.breaker.nextProbeAt ?? this.now()).toISOString()}`
+      : t.to === "HalfOpen" ? "cooldown over: one probe request goes through"
+      : "the probe succeeded: deliveries flow again";
+    this.event(ep.key, t.to === "Closed" ? "Normal" : "Warning", `Breaker${t.to}`, `circuit breaker ${t.from} -> ${t.to}: ${detail}`);
+    this.d.log.info({ subscription: ep.key, from: t.from, to: t.to }, "breaker transition");
+  }
+
+  healthMoved(ep: Endpoint, t: health.HealthTransition): void {
+    const { namespace, subscription } = subscriptionLabels(ep.key);
+    this.d.metrics.setSubscriptionGauges(namespace, subscription, { health: health.healthGaugeValue(t.to) });
+    const why =
+      t.to === "Disabled" ?
+        ep.health.disabledReason === "Gone" ?
+          "the endpoint answered 410 Gone; deliveries wait and the endpoint is probed periodically"
+        : `${ep.health.consecutiveFailures} consecutive failures; deliveries wait and the endpoint is probed periodically`
+      : t.to === "Degraded" ? `${ep.health.consecutiveFailures} consecutive failures`
+      : "an attempt succeeded";
+    this.event(ep.key, t.to === "Healthy" ? "Normal" : "Warning", `Endpoint${t.to}`, `endpoint ${t.from} -> ${t.to}: ${why}`);
+  }
+
+  changed(subKey: string, urgent: boolean): void {
+    this.d.rollUp(subKey, urgent);
+  }
+
+  deliveriesOf(subKey: string): Iterable<string> {
+    return this.d.caches.deliveriesOf(subKey);
+  }
+
+  private event(subKey: string, type: "Normal" | "Warning", reason: string, message: string): void {
+    const sub = this.d.caches.subscription(subKey);
+    if (sub) this.d.events.record({ ...subscriptionRef(sub), resourceVersion: undefined }, type, reason, message);
+  }
+}

@@ -1,0 +1,152 @@
+// The operator-wide request slots (WEBHOOK_MAX_IN_FLIGHT), shared fairly between namespaces:
+// each namespace with work gets globalMax / (namespaces with work), idle shares are lent, and a
+// freed slot is held for a delivery of the namespace furthest below its share, woken for it.
+
+/**
+ * One namespace's use of the global slots: requests in flight, deliveries parked for a slot,
+ * and deliveries woken for a freed slot that have not yet taken it (each holds a claim on one).
+ */
+interface Tenant {
+  inFlight: number;
+  readonly parked: Set<string>;
+  readonly woken: Set<string>;
+}
+
+export const namespaceOf = (key: string): string => key.slice(0, key.indexOf("/"));
+
+export class GlobalSlots {
+  private inFlightNow = 0;
+  /** Namespaces with work (in flight, parked or woken), in the order they got it. */
+  private readonly tenants = new Map<string, Tenant>();
+  /** Woken deliveries across namespaces: free slots held for them until they decide. */
+  private claims = 0;
+  /** The namespace woken last, for round-robin among namespaces equally far below their share. */
+  private lastWoken: string | undefined;
+
+  constructor(
+    private readonly globalMax: number,
+    private readonly wake: (deliveryKey: string) => void,
+    private readonly onInFlight?: (n: number) => void,
+  ) {}
+
+  get inFlight(): number {
+    return this.inFlightNow;
+  }
+
+  /**
+   * The fair-share rule: a delivery woken for a freed slot takes the slot held for it. Otherwise
+   * a slot must be free and not held for a woken delivery; a namespace below its share may take
+   * it; one at or above its share only when no namespace below its share has deliveries parked
+   * (idle shares are lent).
+   */
+  mayTake(namespace: string, deliveryKey: string | undefined): boolean {
+    const t = this.tenants.get(namespace);
+    if (t && deliveryKey !== undefined && t.woken.has(deliveryKey)) return true;
+    if (this.inFlightNow + this.claims >= this.globalMax) return false;
+    const share = this.share(t ? 0 : 1);
+    if ((t?.inFlight ?? 0) < share) return true;
+    for (const [name, o] of this.tenants) if (name !== namespace && o.parked.size > 0 && o.inFlight < share) return false;
+    return true;
+  }
+
+  /** Parks a delivery until a global slot is free for its namespace. */
+  park(namespace: string, deliveryKey: string): void {
+    const t = this.tenant(namespace);
+    this.unclaim(t, deliveryKey);
+    t.parked.add(deliveryKey);
+    // Parked beside a free slot held back for a namespace below its share: wake that namespace.
+    this.wakeNext();
+  }
+
+  take(namespace: string, deliveryKey?: string): void {
+    const t = this.tenant(namespace);
+    if (deliveryKey !== undefined) this.unclaim(t, deliveryKey);
+    t.inFlight++;
+    this.inFlightNow++;
+    this.onInFlight?.(this.inFlightNow);
+  }
+
+  release(namespace: string): void {
+    const t = this.tenants.get(namespace);
+    if (t) {
+      t.inFlight = Math.max(0, t.inFlight - 1);
+      this.tidy(namespace, t);
+    }
+    this.inFlightNow = Math.max(0, this.inFlightNow - 1);
+    this.onInFlight?.(this.inFlightNow);
+  }
+
+  /** A delivery's reconcile ended: a slot held for it and not taken goes to the next waiter. */
+  settle(deliveryKey: string): void {
+    const namespace = namespaceOf(deliveryKey);
+    const t = this.tenants.get(namespace);
+    if (!t || !this.unclaim(t, deliveryKey)) return;
+    this.tidy(namespace, t);
+    this.wakeNext();
+  }
+
+  /** One delivery per free (unheld) global slot, each from the namespace furthest below its share. */
+  wakeNext(): void {
+    while (this.inFlightNow + this.claims < this.globalMax) {
+      const name = this.furthestBelowShare();
+      if (name === undefined) return;
+      const t = this.tenants.get(name)!;
+      const key = t.parked.values().next().value!;
+      t.parked.delete(key);
+      t.woken.add(key);
+      this.claims++;
+      this.lastWoken = name;
+      this.wake(key);
+    }
+  }
+
+  /** Each namespace with work gets globalMax / (namespaces with work), at least 1. */
+  private share(extraTenants: number): number {
+    return Math.max(1, Math.floor(this.globalMax / (this.tenants.size + extraTenants)));
+  }
+
+  private tenant(namespace: string): Tenant {
+    let t = this.tenants.get(namespace);
+    if (!t) {
+      t = { inFlight: 0, parked: new Set(), woken: new Set() };
+      this.tenants.set(namespace, t);
+    }
+    return t;
+  }
+
+  /** A namespace with nothing in flight, parked or woken no longer counts for the shares. */
+  private tidy(namespace: string, t: Tenant): void {
+    if (t.inFlight === 0 && t.parked.size === 0 && t.woken.size === 0) this.tenants.delete(namespace);
+  }
+
+  /** Drops the claim of a woken delivery (it took its slot, parked again or decided otherwise). */
+  private unclaim(t: Tenant | undefined, deliveryKey: string): boolean {
+    if (!t?.woken.delete(deliveryKey)) return false;
+    this.claims--;
+    return true;
+  }
+
+  /**
+   * The namespace with parked deliveries whose in-flight and woken deliveries fall furthest
+   * below its share; among equals, the first after the one woken last (round-robin).
+   */
+  private furthestBelowShare(): string | undefined {
+    const share = this.share(0);
+    let best: string | undefined;
+    let bestDeficit = -Infinity;
+    let bestAfterLast = false;
+    let afterLast = this.lastWoken === undefined || !this.tenants.has(this.lastWoken);
+    for (const [name, t] of this.tenants) {
+      if (t.parked.size > 0) {
+        const deficit = share - t.inFlight - t.woken.size;
+        if (deficit > bestDeficit || (deficit === bestDeficit && afterLast && !bestAfterLast)) {
+          best = name;
+          bestDeficit = deficit;
+          bestAfterLast = afterLast;
+        }
+      }
+      if (name === this.lastWoken) afterLast = true;
+    }
+    return best;
+  }
+}

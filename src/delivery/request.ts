@@ -1,0 +1,43 @@
+// One attempt's HTTP request: the subscription's static headers, the fixed ones, and the
+// signature headers of its scheme over this attempt's timestamp. The webhook id is the same on
+// every attempt and replay; the timestamp is this attempt's.
+import { signHmacSha256Hex, signStandardWebhooks } from "../core/signing.js";
+import type { Policy } from "../core/policy.js";
+import type { SendRequest } from "./sender.js";
+
+/** What is sent: the webhook id and the JSON body {"id","type","timestamp","data"}. */
+export interface RequestBody {
+  id: string;
+  body: string;
+}
+
+export interface RequestInput {
+  message: RequestBody;
+  policy: Policy;
+  /** Signing keys, the current one first (empty: unsigned). */
+  keys: Buffer[];
+  userAgent: string;
+  /** When this attempt starts, epoch ms (its webhook-timestamp). */
+  startedAt: number;
+  signal?: AbortSignal;
+}
+
+export function buildRequest({ message: { id, body }, policy, keys, userAgent, startedAt, signal }: RequestInput): SendRequest {
+  const timestampSeconds = Math.floor(startedAt / 1000);
+  const headers: Record<string, string> = {
+    ...policy.headers,
+    "content-type": "application/json",
+    "user-agent": userAgent,
+  };
+  if (keys.length) {
+    Object.assign(
+      headers,
+      policy.scheme === "StandardWebhooks" ? signStandardWebhooks({ id, timestampSeconds, body, secrets: keys }) : signHmacSha256Hex({ id, timestampSeconds, body, secret: keys[0]! }),
+    );
+  } else if (policy.scheme === "StandardWebhooks") {
+    Object.assign(headers, { "webhook-id": id, "webhook-timestamp": String(timestampSeconds) });
+  } else {
+    Object.assign(headers, { "x-webhook-id": id, "x-webhook-timestamp": String(timestampSeconds) });
+  }
+  return { url: policy.url, headers, body, timeoutMs: policy.timeoutMs, ...(signal ? { signal } : {}) };
+}
