@@ -5,11 +5,12 @@ import { KubeConfig } from "@kubernetes/client-node";
 import type { Logger } from "pino";
 import { GROUP, VERSION as API_GROUP_VERSION } from "../api/names.js";
 import { STATUS_FITTERS } from "../api/status-limits.js";
-import type { Config } from "../config/config.js";
+import { configWarnings, type Config } from "../config/config.js";
 import type { PolicyDefaults } from "../core/policy.js";
 import { AttemptExecutor } from "../delivery/attempt.js";
 import { Caches } from "../delivery/caches.js";
 import { DeliveryKeys } from "../delivery/delivery-keys.js";
+import { Credentials } from "../delivery/credentials.js";
 import { DeliveryReconciler } from "../delivery/delivery-reconciler.js";
 import { DrainLog } from "../delivery/drain.js";
 import { EndpointTransitions } from "../delivery/endpoint-transitions.js";
@@ -18,6 +19,7 @@ import { Finals, type OutcomeMeta } from "../delivery/finals.js";
 import { Handlers } from "../delivery/handlers.js";
 import { LeaderTerm } from "../delivery/leader-term.js";
 import { SUBSCRIPTIONS, type SubscriptionObject } from "../delivery/objects.js";
+import { OAuth2Client } from "../delivery/oauth2.js";
 import { OutcomeWriter } from "../delivery/outcome-writer.js";
 import { Replayer } from "../delivery/replay.js";
 import { SecretCache } from "../delivery/secrets.js";
@@ -105,6 +107,7 @@ export class Operator {
     const client = await KubeClient.create(kc, { observer, userAgent: USER_AGENT });
     this.apiHealth = apiHealth;
     log.info({ server: client.server, namespaces: config.watchNamespaces.length ? config.watchNamespaces : "all", allowedNetworks: config.allowedNetworksText || "public only" }, "hookline operator starting");
+    for (const w of configWarnings(config)) log.warn({ variable: w.variable, advice: w.message }, "configuration advice");
 
     const defaults: PolicyDefaults = { deliveryTimeoutMs: config.deliveryTimeoutMs, breaker: config.breaker };
     const deliveryExpectations = new Expectations();
@@ -112,8 +115,9 @@ export class Operator {
     // Every status string and list is cut to its schema's limit here, in the one writer.
     const statusWriter = new StatusWriter(client, STATUS_FITTERS);
     const events = new EventRecorder(client, log.child({ component: "events" }), { component: "hookline", host: config.leaderElection.identity });
-    const sender = new Sender({ allowedNetworks: config.allowedNetworks, connectionsPerOrigin: Math.min(1000, config.maxInFlight) });
-    const secrets = new SecretCache(client);
+    const sender = new Sender({ allowedNetworks: config.allowedNetworks, connectionsPerOrigin: Math.min(1000, config.maxInFlight), proxy: config.proxy });
+    const secrets = new SecretCache(client, { ttlMs: config.secretRefreshMs });
+    const credentials = new Credentials(secrets, sender, new OAuth2Client(sender, { userAgent: USER_AGENT }));
 
     // The leader term is built last; the parts built before it wake it through this reference.
     const term: { current?: LeaderTerm } = {};
@@ -154,7 +158,7 @@ export class Operator {
       onInFlight: (n) => metrics.inFlight.set(n),
       observer: new EndpointTransitions({ caches, events, metrics, log: log.child({ component: "endpoints" }), rollUp }),
     });
-    const executor = new AttemptExecutor({ endpoints, sender, metrics, userAgent: USER_AGENT });
+    const executor = new AttemptExecutor({ endpoints, credentials, metrics, userAgent: USER_AGENT });
     const outcomes = new OutcomeWriter<OutcomeMeta>({ client, statusWriter, expectations: deliveryExpectations, events, log: log.child({ controller: "delivery" }) });
     const finals = new Finals({ endpoints, events, metrics, rollUp: (subKey) => rollUp(subKey, false) });
     const deliveries = new DeliveryReconciler({
@@ -162,6 +166,7 @@ export class Operator {
       caches,
       endpoints,
       secrets,
+      credentials,
       executor,
       outcomes,
       finals,
@@ -191,6 +196,7 @@ export class Operator {
       caches,
       endpoints,
       secrets,
+      credentials,
       statusWriter,
       events,
       expectations: subscriptionExpectations,

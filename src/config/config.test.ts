@@ -131,6 +131,43 @@ describe("loadConfig", () => {
     expect(problems[0]).toContain("nats://hookline:***@nats:4222/x");
     expect(problems[0]).not.toContain("s3cret");
   });
+
+  it("WEBHOOK_SECRET_REFRESH_MS: 30 s by default, 1 s .. 10 min", () => {
+    expect(loadConfig({}).secretRefreshMs).toBe(30_000);
+    expect(loadConfig({ WEBHOOK_SECRET_REFRESH_MS: "1000" }).secretRefreshMs).toBe(1_000);
+    expect(problemsOf({ WEBHOOK_SECRET_REFRESH_MS: "999" }).join("\n")).toContain("WEBHOOK_SECRET_REFRESH_MS=\"999\" is invalid: must be an integer from 1000 to 600000");
+  });
+});
+
+describe("loadConfig: HTTPS_PROXY, HTTP_PROXY, NO_PROXY", () => {
+  it("none by default", () => {
+    const c = loadConfig({});
+    expect(c.proxy.httpsProxy).toBeUndefined();
+    expect(c.proxy.httpProxy).toBeUndefined();
+    expect(c.proxy.noProxy.all).toBe(false);
+    expect(c.proxyText).toBe("");
+  });
+
+  it("reads the uppercase names first, then the lowercase ones (as Go does)", () => {
+    const c = loadConfig({ HTTPS_PROXY: "http://upper:3128", https_proxy: "http://lower:3128", http_proxy: "proxy.infra:8080", no_proxy: ".svc,10.0.0.0/8" });
+    expect(c.proxy.httpsProxy?.host).toBe("upper:3128");
+    expect(c.proxy.httpProxy?.href).toBe("http://proxy.infra:8080/");
+    expect(c.proxy.noProxy.domains).toEqual([{ suffix: ".svc", matchHost: false, port: "" }]);
+    expect(c.proxy.noProxy.cidrs.map((x) => x.text)).toEqual(["10.0.0.0/8"]);
+  });
+
+  it("keeps credentials for the proxy but never prints them", () => {
+    const c = loadConfig({ HTTPS_PROXY: "http://egress:hunter2@proxy:3128", NO_PROXY: ".svc" });
+    expect(c.proxy.httpsProxy?.password).toBe("hunter2");
+    expect(c.proxyText).toBe("HTTPS_PROXY=http://***@proxy:3128 NO_PROXY=.svc");
+    const problems = problemsOf({ HTTPS_PROXY: "socks5://egress:hunter2@proxy:1080" });
+    expect(problems).toEqual(["HTTPS_PROXY is invalid: scheme socks5 is not supported (an HTTP CONNECT proxy: http:// or https://)"]);
+    expect(problems.join("")).not.toContain("hunter2");
+  });
+
+  it("a bad NO_PROXY entry is named", () => {
+    expect(problemsOf({ NO_PROXY: ".svc,10.0.0.0/40" }).join("\n")).toContain('NO_PROXY=".svc,10.0.0.0/40" is invalid');
+  });
 });
 
 describe("configWarnings: advice the operator logs at start", () => {

@@ -28,6 +28,26 @@ export interface Policy {
   deadLetter: { maxEntries: number; maxReplays: number };
   retention: { succeededMs: number; deadLetteredMs: number };
   paused: boolean;
+  /** Header values from Secrets (src/delivery/credentials.ts reads them). */
+  headersFrom: Array<{ name: string; secretKeyRef: SecretKeyRef }>;
+  tls: { clientCertificateSecretRef?: { name: string }; caBundleSecretRef?: SecretKeyRef } | undefined;
+  oauth2: OAuth2Policy | undefined;
+  /** spec.proxy.url; undefined: the operator's HTTPS_PROXY/HTTP_PROXY/NO_PROXY decide. */
+  proxyUrl: string | undefined;
+}
+
+export interface SecretKeyRef {
+  name: string;
+  key: string;
+}
+
+export interface OAuth2Policy {
+  tokenURL: string;
+  clientIdSecretRef: SecretKeyRef;
+  clientSecretSecretRef: SecretKeyRef;
+  scopes: string[];
+  audience: string | undefined;
+  clientAuthentication: "ClientSecretBasic" | "ClientSecretPost";
 }
 
 export function resolvePolicy(spec: SubscriptionSpec, defaults: PolicyDefaults): Policy {
@@ -59,6 +79,24 @@ export function resolvePolicy(spec: SubscriptionSpec, defaults: PolicyDefaults):
     deadLetter: { maxEntries: spec.deadLetter.maxEntries, maxReplays: spec.deadLetter.maxReplays },
     retention: retentionOf(spec.retention),
     paused: spec.paused,
+    headersFrom: (spec.headersFrom ?? []).map((h) => ({ name: h.name, secretKeyRef: { name: h.secretKeyRef.name, key: h.secretKeyRef.key } })),
+    tls: spec.tls
+      ? {
+          ...(spec.tls.clientCertificateSecretRef ? { clientCertificateSecretRef: { name: spec.tls.clientCertificateSecretRef.name } } : {}),
+          ...(spec.tls.caBundleSecretRef ? { caBundleSecretRef: { name: spec.tls.caBundleSecretRef.name, key: spec.tls.caBundleSecretRef.key } } : {}),
+        }
+      : undefined,
+    oauth2: spec.oauth2
+      ? {
+          tokenURL: spec.oauth2.tokenURL,
+          clientIdSecretRef: { ...spec.oauth2.clientIdSecretRef },
+          clientSecretSecretRef: { ...spec.oauth2.clientSecretSecretRef },
+          scopes: spec.oauth2.scopes ?? [],
+          audience: spec.oauth2.audience,
+          clientAuthentication: spec.oauth2.clientAuthentication,
+        }
+      : undefined,
+    proxyUrl: spec.proxy?.url,
   };
 }
 

@@ -16,6 +16,7 @@ import type { Result } from "../runtime/controller.js";
 import type { Expectations } from "../runtime/expectations.js";
 import type { AttemptExecutor } from "./attempt.js";
 import type { Caches } from "./caches.js";
+import { withCredentials, type Credentials, type ResolvedCredentials } from "./credentials.js"; // [receiver-credentials]
 import type { Endpoint, EndpointRegistry } from "./endpoints.js";
 import type { Finals, OutcomeMeta } from "./finals.js";
 import { deliveryRef, subscriptionKey, type DeliveryObject } from "./objects.js";
@@ -28,6 +29,8 @@ export interface DeliveryReconcilerDeps {
   caches: Caches;
   endpoints: EndpointRegistry;
   secrets: SecretCache;
+  /** [receiver-credentials] headersFrom, tls, oauth2 and proxy (src/delivery/credentials.ts). */
+  credentials: Credentials;
   executor: AttemptExecutor;
   outcomes: OutcomeWriter<OutcomeMeta>;
   finals: Finals;
@@ -51,6 +54,8 @@ interface Context {
   policy: Policy | undefined;
   endpoint: Endpoint | undefined;
   keys: Buffer[];
+  /** [receiver-credentials] what the executor sends with (resolved before plan()). */
+  creds: ResolvedCredentials | undefined;
   signal: AbortSignal;
   now: number;
 }
@@ -100,7 +105,11 @@ export class DeliveryReconciler {
     const policy = subscription.kind === "ok" ? subscription.policy : undefined;
     const status = obj.status ?? {};
     const nextAttemptAt = fromRfc3339(status.nextAttemptAt);
-    const { secret, keys } = await this.signingKeys(namespace, policy, nextAttemptAt === undefined || nextAttemptAt <= this.now());
+    const due = nextAttemptAt === undefined || nextAttemptAt <= this.now();
+    const signing = await this.signingKeys(namespace, policy, due);
+    // [receiver-credentials] read with the signing Secret; a missing or unusable one makes the delivery wait the same way.
+    const creds = await this.d.credentials.resolveDue(namespace, due ? policy : undefined);
+    const { secret, keys } = { secret: withCredentials(signing.secret, creds), keys: signing.keys };
 
     // From here to the executor taking the endpoint's slots there is no await: the endpoint
     // state plan() reads (a probe granted, a token taken, a free slot) is committed in the same
@@ -116,7 +125,7 @@ export class DeliveryReconciler {
     });
     if (this.d.log.isLevelEnabled("debug")) this.d.log.debug({ delivery: key, action: action.type, ...("why" in action ? { why: action.why } : {}), ...("at" in action ? { inMs: action.at - now } : {}) }, "planned");
     if (action.type !== "Attempt" && action.type !== "Park") this.d.endpoints.kick(endpoint, policy?.maxInFlight ?? 0);
-    return this.act(action, { key, obj, subKey, policy, endpoint, keys, signal, now });
+    return this.act(action, { key, obj, subKey, policy, endpoint, keys, creds, signal, now }); // [receiver-credentials] creds
   }
 
   /** The signing keys, looked up only when an attempt may follow (due, not paused). */
@@ -186,7 +195,7 @@ export class DeliveryReconciler {
     const { key, obj, subKey } = c;
     const policy = c.policy!;
     const written = await this.d.executor.run(
-      { key, endpoint: c.endpoint!, policy, commit: action.commit, probe: action.probe, viaReplay: false, keys: c.keys, message: (signal) => loadRequestBody(this.d.client, obj, signal), signal: c.signal },
+      { key, endpoint: c.endpoint!, policy, commit: action.commit, probe: action.probe, viaReplay: false, keys: c.keys, credentials: c.creds, message: (signal) => loadRequestBody(this.d.client, obj, signal), signal: c.signal }, // [receiver-credentials] credentials
       (result) => this.recordAttempt(key, obj, policy, result, subKey),
     );
     return written ? this.afterOutcome(written) : undefined;

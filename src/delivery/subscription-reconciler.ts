@@ -20,6 +20,7 @@ import type { Expectations } from "../runtime/expectations.js";
 import type { Caches } from "./caches.js";
 import { SUBSCRIPTIONS, subscriptionRef, type SubscriptionObject } from "./objects.js";
 import type { EndpointRegistry } from "./endpoints.js";
+import type { Credentials } from "./credentials.js";
 import type { SecretCache } from "./secrets.js";
 
 export interface DeadLetterCounts {
@@ -30,6 +31,8 @@ export interface SubscriptionReconcilerDeps {
   caches: Caches;
   endpoints: EndpointRegistry;
   secrets: SecretCache;
+  /** Checks the Secrets of headersFrom, tls and oauth2 for the Ready condition. */
+  credentials: Credentials;
   statusWriter: StatusWriter;
   events: EventSink;
   expectations: Expectations;
@@ -124,17 +127,20 @@ export class SubscriptionReconciler {
     }
   }
 
-  /** Ready: the spec is usable and its Secret can sign (or nothing is signed). */
+  /** Ready: the spec is usable, its Secret can sign (or nothing is signed) and its receiver credentials can be read. */
   private async readyCondition(namespace: string, sub: SubscriptionObject): Promise<ConditionInput> {
     const parsed = this.d.caches.subscriptionSpec(sub);
     if (!parsed.ok) return { type: "Ready", status: "False", reason: "InvalidSpec", message: parsed.message };
     const accepted = (detail: string): ConditionInput =>
       parsed.spec.paused ? { type: "Ready", status: "True", reason: "Paused", message: "accepted; paused: deliveries are held" } : { type: "Ready", status: "True", reason: "Ready", message: `accepted; ${detail}` };
-    const ref = this.d.caches.policy(sub)?.secretRef;
-    if (!ref) return accepted("requests are not signed (no secretRef)");
-    const lookup = await this.d.secrets.keys(namespace, ref);
-    if (lookup.kind === "ok") return accepted(`signing with ${lookup.keys.length} key${lookup.keys.length > 1 ? "s (rotation)" : ""}`);
-    return { type: "Ready", status: "False", reason: lookup.reason ?? "SecretNotFound", message: `${lookup.message}; deliveries wait until ${lookup.reason ? "it is fixed" : "it exists"}` };
+    const policy = this.d.caches.policy(sub);
+    const lookup = policy?.secretRef ? await this.d.secrets.keys(namespace, policy.secretRef) : undefined;
+    if (lookup && lookup.kind !== "ok") return { type: "Ready", status: "False", reason: lookup.reason ?? "SecretNotFound", message: `${lookup.message}; deliveries wait until ${lookup.reason ? "it is fixed" : "it exists"}` };
+    // The receiver's credentials (headersFrom, tls, oauth2): the message names the field and the Secret.
+    const creds = policy ? await this.d.credentials.resolve(namespace, policy) : undefined;
+    if (creds?.kind === "missing") return { type: "Ready", status: "False", reason: creds.reason, message: `${creds.message}; deliveries wait until it is fixed` };
+    if (!lookup) return accepted("requests are not signed (no secretRef)");
+    return accepted(`signing with ${lookup.keys.length} key${lookup.keys.length > 1 ? "s (rotation)" : ""}`);
   }
 
   private async rollUp(key: string, sub: SubscriptionObject, resetReason?: string): Promise<void> {

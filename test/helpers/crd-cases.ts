@@ -103,6 +103,158 @@ const HEADER_CASES: InvalidSpecCase[] = [
   headerCase("value with non-ASCII (Zoë, U+0100)", { "X-Name": "Zoë \u0100" }, `header "X-Name": ${VALUE_WHY}`, VALUE_RULE),
 ];
 
+const ref = (name = "tenant-token", key = "token"): JsonObject => ({ name, key });
+const from = (name: string, secretKeyRef: JsonObject = ref()): JsonObject => ({ name, secretKeyRef });
+const OAUTH2: JsonObject = { tokenURL: "https://auth.example.com/oauth/token", clientIdSecretRef: ref("oauth", "client-id"), clientSecretSecretRef: ref("oauth", "client-secret") };
+
+/** The receiver-credential fields (headersFrom, tls, oauth2, proxy): the operator's zod refuses them too. */
+export const CREDENTIAL_CASES: InvalidSpecCase[] = [
+  {
+    name: 'headersFrom name "X Token" (not an HTTP token)',
+    kind: "subscription",
+    spec: sub({ headersFrom: [from("X Token")] }),
+    field: "spec.headersFrom[0].name",
+    message: "should match '^[A-Za-z0-9!#$%&'*+.^_`|~-]+$'",
+    enforcedBy: { path: at("spec.headersFrom[].name"), keyword: "pattern" },
+  },
+  {
+    name: "headersFrom Webhook-Signature (reserved: Hookline sets it)",
+    kind: "subscription",
+    spec: sub({ headersFrom: [from("X-Ok"), from("Webhook-Signature")] }),
+    field: "spec.headersFrom[1].name",
+    message: 'header "Webhook-Signature" may not be set: Hookline sets it',
+    enforcedBy: { path: at("spec.headersFrom[].name"), rule: RESERVED_RULE },
+  },
+  {
+    name: "headersFrom Proxy-Authorization (the HTTP client owns it)",
+    kind: "subscription",
+    spec: sub({ headersFrom: [from("Proxy-Authorization")] }),
+    field: "spec.headersFrom[0].name",
+    message: 'header "Proxy-Authorization" may not be set: it controls the connection or the message framing',
+    enforcedBy: { path: at("spec.headersFrom[].name"), rule: CONNECTION_RULE },
+  },
+  {
+    name: "headersFrom Host (the HTTP client owns it)",
+    kind: "subscription",
+    spec: sub({ headersFrom: [from("Host")] }),
+    field: "spec.headersFrom[0].name",
+    message: 'header "Host" may not be set: it controls the connection or the message framing',
+    enforcedBy: { path: at("spec.headersFrom[].name"), rule: CONNECTION_RULE },
+  },
+  {
+    name: "headersFrom the same header twice (case-insensitive)",
+    kind: "subscription",
+    spec: sub({ headersFrom: [from("X-Token"), from("x-token", ref("other", "token"))] }),
+    field: "spec.headersFrom",
+    message: "headersFrom names must be unique (case-insensitive)",
+    enforcedBy: { path: at("spec.headersFrom"), rule: "self.filter(o, o.name.lowerAscii() == h.name.lowerAscii()).size() == 1" },
+  },
+  {
+    name: "headersFrom secretKeyRef.key \"a/b\"",
+    kind: "subscription",
+    spec: sub({ headersFrom: [from("X-Token", ref("tenant-token", "a/b"))] }),
+    field: "spec.headersFrom[0].secretKeyRef.key",
+    message: "should match '^[-._a-zA-Z0-9]+$'",
+    enforcedBy: { path: at("spec.headersFrom[].secretKeyRef.key"), keyword: "pattern" },
+  },
+  {
+    name: "a header in both headers and headersFrom",
+    kind: "subscription",
+    spec: sub({ headers: { "X-Tenant": "acme" }, headersFrom: [from("x-tenant")] }),
+    field: "spec.headersFrom",
+    message: "a header may be set in headers or in headersFrom, not both",
+    enforcedBy: { path: at("spec"), rule: "self.headersFrom.all(h, !self.headers.exists(" },
+  },
+  {
+    name: "oauth2 with Authorization in headers",
+    kind: "subscription",
+    spec: sub({ oauth2: OAUTH2, headers: { Authorization: "Bearer static" } }),
+    field: "spec.oauth2",
+    message: "with oauth2, Hookline sets the Authorization header",
+    enforcedBy: { path: at("spec"), rule: "h.name.lowerAscii() == 'authorization'" },
+  },
+  {
+    name: "oauth2 with authorization in headersFrom",
+    kind: "subscription",
+    spec: sub({ oauth2: OAUTH2, headersFrom: [from("authorization")] }),
+    field: "spec.oauth2",
+    message: "with oauth2, Hookline sets the Authorization header",
+    enforcedBy: { path: at("spec"), rule: "h.name.lowerAscii() == 'authorization'" },
+  },
+  {
+    name: "oauth2.tokenURL ftp://auth.example.com",
+    kind: "subscription",
+    spec: sub({ oauth2: { ...OAUTH2, tokenURL: "ftp://auth.example.com/token" } }),
+    field: "spec.oauth2.tokenURL",
+    message: "tokenURL must be an absolute http:// or https:// URL with a host",
+    enforcedBy: { path: at("spec.oauth2.tokenURL"), rule: "getScheme()" },
+  },
+  {
+    name: "oauth2 without clientSecretSecretRef",
+    kind: "subscription",
+    spec: sub({ oauth2: { tokenURL: "https://auth.example.com/oauth/token", clientIdSecretRef: ref("oauth", "client-id") } }),
+    field: "spec.oauth2.clientSecretSecretRef",
+    message: "Required value",
+    enforcedBy: { path: at("spec.oauth2"), required: "clientSecretSecretRef" },
+  },
+  {
+    name: 'oauth2.scopes entry "read write" (a space)',
+    kind: "subscription",
+    spec: sub({ oauth2: { ...OAUTH2, scopes: ["webhooks", "read write"] } }),
+    field: "spec.oauth2.scopes[1]",
+    message: "should match",
+    enforcedBy: { path: at("spec.oauth2.scopes[]"), keyword: "pattern" },
+  },
+  {
+    name: "oauth2.clientAuthentication Digest",
+    kind: "subscription",
+    spec: sub({ oauth2: { ...OAUTH2, clientAuthentication: "Digest" } }),
+    field: "spec.oauth2.clientAuthentication",
+    message: 'supported values: "ClientSecretBasic", "ClientSecretPost"',
+    enforcedBy: { path: at("spec.oauth2.clientAuthentication"), keyword: "enum" },
+  },
+  {
+    name: "tls with an http:// url",
+    kind: "subscription",
+    spec: { url: "http://hooks.example.com/orders", tls: { caBundleSecretRef: { name: "receiver-ca" } } },
+    field: "spec.tls",
+    message: "tls applies to https endpoints: the url must be https://",
+    enforcedBy: { path: at("spec"), rule: "url(self.url).getScheme() == 'https'" },
+  },
+  {
+    name: "tls with neither a client certificate nor a CA bundle",
+    kind: "subscription",
+    spec: sub({ tls: {} }),
+    field: "spec.tls",
+    message: "tls needs clientCertificateSecretRef, caBundleSecretRef or both",
+    enforcedBy: { path: at("spec.tls"), rule: "has(self.clientCertificateSecretRef)" },
+  },
+  {
+    name: 'tls.clientCertificateSecretRef.name "Client_Cert"',
+    kind: "subscription",
+    spec: sub({ tls: { clientCertificateSecretRef: { name: "Client_Cert" } } }),
+    field: "spec.tls.clientCertificateSecretRef.name",
+    message: `should match '${nameRule}'`,
+    enforcedBy: { path: at("spec.tls.clientCertificateSecretRef.name"), keyword: "pattern" },
+  },
+  {
+    name: "proxy.url socks5://proxy:1080",
+    kind: "subscription",
+    spec: sub({ proxy: { url: "socks5://proxy.example.com:1080" } }),
+    field: "spec.proxy.url",
+    message: "proxy url must be an absolute http:// or https:// URL with a host",
+    enforcedBy: { path: at("spec.proxy.url"), rule: "getScheme()" },
+  },
+  {
+    name: "proxy.url with credentials",
+    kind: "subscription",
+    spec: sub({ proxy: { url: "http://egress:hunter2@proxy.example.com:3128" } }),
+    field: "spec.proxy.url",
+    message: "proxy url may not hold credentials (user:password@)",
+    enforcedBy: { path: at("spec.proxy.url"), rule: "[^/?#]*@" },
+  },
+];
+
 /** Headers the API server accepts: ordinary names, values with tabs, spaces and printable ASCII. */
 export const VALID_HEADERS: Record<string, string> = {
   "X-Tenant": "acme-42",
@@ -342,6 +494,7 @@ export const INVALID_SPEC_CASES: InvalidSpecCase[] = [
     enforcedBy: { path: at("spec.url"), rule: "getScheme()" },
   },
   ...HEADER_CASES,
+  ...CREDENTIAL_CASES,
   {
     name: 'headers name "X Tenant" (not an HTTP token)',
     kind: "subscription",

@@ -36,6 +36,9 @@ describe("ConfigurationAdvice: breaker cooldown shorter than the largest retry d
   it("the operator default (10 s) below the default retry's 17.6 s: a start-up warning naming the variable", () => {
     expect(configWarnings(loadConfig(env))).toEqual([expect.objectContaining({ variable: "WEBHOOK_CB_TIMEOUT_MS", message: expect.stringContaining("WEBHOOK_CB_TIMEOUT_MS=10000 is shorter than the largest delay of the default retry policy, 17600 ms") })]);
     expect(configWarnings(loadConfig({}))).toEqual([]);
+    // And the operator running with it logged it at start.
+    const line = op.logs.map((l) => JSON.parse(l) as Record<string, unknown>).find((l) => l.msg === "configuration advice");
+    expect(line).toMatchObject({ level: "warn", variable: "WEBHOOK_CB_TIMEOUT_MS", advice: expect.stringContaining("17600 ms") });
   });
 
   it("True with a Warning Event for an own cooldown and for the inherited default, Ready stays True; False (NoAdvice) when they agree; kubectl wait works on it", async () => {
