@@ -8,6 +8,7 @@ import { STATUS_FITTERS } from "../api/status-limits.js";
 import { configWarnings, type Config } from "../config/config.js";
 import type { PolicyDefaults } from "../core/policy.js";
 import { AttemptExecutor } from "../delivery/attempt.js";
+import { Backlog } from "../delivery/backlog.js";
 import { Caches } from "../delivery/caches.js";
 import { DeliveryKeys } from "../delivery/delivery-keys.js";
 import { Credentials } from "../delivery/credentials.js";
@@ -26,6 +27,7 @@ import { SecretCache } from "../delivery/secrets.js";
 import { Sender } from "../delivery/sender.js";
 import { SubscriptionReconciler } from "../delivery/subscription-reconciler.js";
 import { TerminalIndex } from "../delivery/terminal-index.js";
+import { WaitReports } from "../delivery/waits.js";
 import { ApiHealth } from "../kube/api-health.js";
 import { ApiError, ignoreNotFound, KubeClient } from "../kube/client.js";
 import { EventRecorder } from "../kube/events.js";
@@ -121,6 +123,7 @@ export class Operator {
 
     // The leader term is built last; the parts built before it wake it through this reference.
     const term: { current?: LeaderTerm } = {};
+    const backlog = new Backlog((key) => term.current?.addDelivery(key));
     const handlers: Handlers = new Handlers({
       queues: () => (term.current?.leading ? term.current : undefined),
       deliveriesOf: (subKey) => caches.deliveriesOf(subKey),
@@ -128,6 +131,7 @@ export class Operator {
         const ep = endpoints.get(subKey);
         if (ep) endpoints.wakeEndpoint(ep);
       },
+      deliveryLeft: (subKey, key) => backlog.left(subKey, key, caches.policy(caches.subscription(subKey))?.maxPending),
       deliveryExpectations,
       subscriptionExpectations,
       statusIntervalMs: this.opts.statusIntervalMs ?? SUBSCRIPTION_STATUS_INTERVAL_MS,
@@ -168,6 +172,8 @@ export class Operator {
       secrets,
       credentials,
       executor,
+      waits: new WaitReports({ outcomes, events, log: log.child({ controller: "delivery" }) }),
+      backlog,
       outcomes,
       finals,
       events,
@@ -215,6 +221,7 @@ export class Operator {
       subscriptions,
       replayRequests: () => terminal.replayRequests(),
       onStart: () => {
+        backlog.reset();
         replayer.restart();
         terminal.resync();
       },
