@@ -146,16 +146,18 @@ export class DeliveryReconciler {
     switch (action.type) {
       case "Nothing":
         return;
-      case "WaitUntil":
-        await this.d.waits.endpointHold(action, c.key, c.obj, c.policy, c.now);
-        return { requeueAfter: Math.max(0, action.at - c.now) };
-      case "Park":
+      case "WaitUntil": {
+        const report = await this.d.waits.endpointHold(action, c.key, c.obj, c.policy, c.now, c.subKey);
+        return { requeueAfter: Math.min(Math.max(0, action.at - c.now), report ?? Infinity) };
+      }
+      case "Park": {
         // Parked before the report is written: a slot freed meanwhile wakes it (no idle slot).
         this.d.endpoints.park(c.endpoint!, c.key, action.why);
-        await this.d.waits.endpointHold(action, c.key, c.obj, c.policy, c.now);
-        return;
+        const report = await this.d.waits.endpointHold(action, c.key, c.obj, c.policy, c.now, c.subKey);
+        return report === undefined ? undefined : { requeueAfter: report };
+      }
       case "Wait":
-        return this.d.waits.userFix(action, c.key, c.obj);
+        return this.d.waits.userFix(action, c.key, c.obj, c.subKey);
       case "DeadLetter":
         if (action.reason === "BreakerOpen") this.d.executor.countBreakerOpen(c.subKey);
         await this.finish(c.key, c.obj, deadLetter(c.obj.status, c.obj.metadata.generation, this.now(), action.reason, action.message), c.subKey);
