@@ -18,6 +18,11 @@ export interface DeliveryView {
   payloadBytes: number;
   /** Why the payload cannot be sent at all (e.g. nested too deep), if it cannot. */
   payloadInvalid?: string;
+  /**
+   * A dead letter that stream mode created and whose status it has not written yet (annotation
+   * hookline.dev/stream-message): its attempts were made from the stream, never here.
+   */
+  fromStream?: boolean;
 }
 
 export type SubscriptionView =
@@ -68,6 +73,9 @@ export interface PlanInput {
 
 export function plan({ now, delivery, subscription, secret, endpoint }: PlanInput): Action {
   if (delivery.phase === "Succeeded" || delivery.phase === "DeadLettered" || delivery.phase === "Discarded") return { type: "Nothing" };
+  // Created by stream mode to record a final outcome; its status write follows (or, after a
+  // crash, the message's redelivery writes it). Attempting it would send the event again.
+  if (delivery.fromStream && delivery.phase === undefined) return { type: "Nothing" };
 
   if (delivery.payloadInvalid !== undefined) return { type: "Discard", reason: "InvalidPayload", message: delivery.payloadInvalid };
   if (delivery.payloadBytes > MAX_PAYLOAD_BYTES) {
@@ -102,8 +110,12 @@ export function plan({ now, delivery, subscription, secret, endpoint }: PlanInpu
   return admit(now, policy, endpoint);
 }
 
-/** The endpoint gates, in order: health, breaker, global slots, endpoint slots, rate. */
-function admit(now: number, policy: Policy, ep: EndpointView): Action {
+/**
+ * The endpoint gates, in order: health, breaker, global slots, endpoint slots, rate. Pure: the
+ * Attempt it returns carries the state to commit; stream mode also asks it, without
+ * committing, whether to fetch more messages.
+ */
+export function admit(now: number, policy: Policy, ep: EndpointView): Action {
   const breakerCfg = policy.breaker;
   const h = health.admit(ep.health, now, { degradedAfter: health.HEALTH_DEGRADED_AFTER, disabledAfter: health.HEALTH_DISABLED_AFTER, probeIntervalMs: ep.healthProbeIntervalMs });
   if (h.decision === "wait") return { type: "WaitUntil", at: h.waitUntil ?? now + ep.healthProbeIntervalMs, why: "disabled" };

@@ -3,9 +3,10 @@
 // record what it waits for, dead-letter, discard, or attempt it through the executor and write
 // the outcome in one status patch.
 import type { Logger } from "pino";
+import { ANNOTATIONS } from "../api/names.js";
 import { conditionDiffers, getCondition } from "../core/conditions.js";
 import { applyAttempt, deadLetter, discard, SUCCEEDED, waiting, type AttemptResult, type OutcomeResult } from "../core/outcome.js";
-import { plan, type Action, type SecretView } from "../core/plan.js";
+import { plan, type Action } from "../core/plan.js";
 import type { Policy } from "../core/policy.js";
 import { fromRfc3339 } from "../core/rfc3339.js";
 import { endpointWait } from "../core/waiting.js";
@@ -21,7 +22,7 @@ import type { Finals, OutcomeMeta } from "./finals.js";
 import { deliveryRef, subscriptionKey, type DeliveryObject } from "./objects.js";
 import type { OutcomeWriter, Written } from "./outcome-writer.js";
 import { loadRequestBody, payloadView } from "./payload.js";
-import type { SecretCache } from "./secrets.js";
+import { signingKeys, type SecretCache } from "./secrets.js";
 
 export interface DeliveryReconcilerDeps {
   client: KubeClient;
@@ -100,7 +101,7 @@ export class DeliveryReconciler {
     const policy = subscription.kind === "ok" ? subscription.policy : undefined;
     const status = obj.status ?? {};
     const nextAttemptAt = fromRfc3339(status.nextAttemptAt);
-    const { secret, keys } = await this.signingKeys(namespace, policy, nextAttemptAt === undefined || nextAttemptAt <= this.now());
+    const { secret, keys } = await signingKeys(this.d.secrets, namespace, policy, nextAttemptAt === undefined || nextAttemptAt <= this.now());
 
     // From here to the executor taking the endpoint's slots there is no await: the endpoint
     // state plan() reads (a probe granted, a token taken, a free slot) is committed in the same
@@ -109,7 +110,7 @@ export class DeliveryReconciler {
     const endpoint = policy && subObj ? this.d.endpoints.ensure(subKey, subObj.metadata.uid, subObj.status, policy, now) : undefined;
     const action = plan({
       now,
-      delivery: { phase: status.phase, attempts: status.attempts ?? 0, nextAttemptAt, eventType: parsed.spec.eventType, ...payloadView(obj) },
+      delivery: { phase: status.phase, attempts: status.attempts ?? 0, nextAttemptAt, eventType: parsed.spec.eventType, ...payloadView(obj), fromStream: obj.metadata.annotations?.[ANNOTATIONS.streamMessage] !== undefined },
       subscription,
       secret,
       endpoint: endpoint ? this.d.endpoints.view(endpoint, key) : undefined,
@@ -117,13 +118,6 @@ export class DeliveryReconciler {
     if (this.d.log.isLevelEnabled("debug")) this.d.log.debug({ delivery: key, action: action.type, ...("why" in action ? { why: action.why } : {}), ...("at" in action ? { inMs: action.at - now } : {}) }, "planned");
     if (action.type !== "Attempt" && action.type !== "Park") this.d.endpoints.kick(endpoint, policy?.maxInFlight ?? 0);
     return this.act(action, { key, obj, subKey, policy, endpoint, keys, signal, now });
-  }
-
-  /** The signing keys, looked up only when an attempt may follow (due, not paused). */
-  private async signingKeys(namespace: string, policy: Policy | undefined, due: boolean): Promise<{ secret: SecretView; keys: Buffer[] }> {
-    if (!policy?.secretRef || !due || policy.paused) return { secret: { kind: "none" }, keys: [] };
-    const lookup = await this.d.secrets.keys(namespace, policy.secretRef);
-    return lookup.kind === "ok" ? { secret: { kind: "ok" }, keys: lookup.keys } : { secret: lookup, keys: [] };
   }
 
   private async act(action: Action, c: Context): Promise<Result | void> {

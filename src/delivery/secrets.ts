@@ -3,6 +3,8 @@
 // handed to the signer: not in logs, status, Events or metrics.
 import { ApiError, type KubeClient } from "../kube/client.js";
 import { objectPath, CORE } from "../kube/types.js";
+import type { SecretView } from "../core/plan.js";
+import type { Policy } from "../core/policy.js";
 import { SecretNotVerifiableError, signingKey, type SignatureScheme } from "../core/signing.js";
 
 export type SecretLookup =
@@ -76,4 +78,14 @@ export class SecretCache {
       throw err;
     }
   }
+}
+
+/**
+ * The signing keys for plan(), looked up only when an attempt may follow (`due`, not paused):
+ * a delivery waiting for its backoff or a paused subscription costs no Secret read.
+ */
+export async function signingKeys(secrets: Pick<SecretCache, "keys">, namespace: string, policy: Policy | undefined, due: boolean): Promise<{ secret: SecretView; keys: Buffer[] }> {
+  if (!policy?.secretRef || !due || policy.paused) return { secret: { kind: "none" }, keys: [] };
+  const lookup = await secrets.keys(namespace, policy.secretRef);
+  return lookup.kind === "ok" ? { secret: { kind: "ok" }, keys: lookup.keys } : { secret: lookup, keys: [] };
 }

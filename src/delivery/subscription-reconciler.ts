@@ -37,6 +37,8 @@ export interface SubscriptionReconcilerDeps {
   log: Logger;
   /** Bulk replay: handles the replay-dead-letters annotation; returns when to look again. */
   bulkReplay?: (sub: SubscriptionObject, signal: AbortSignal) => Promise<Result | void>;
+  /** Stream mode: the subscription's events in its JetStream consumer not acknowledged yet (part of deliveries.pending). */
+  streamPending?: (key: string) => number;
   /** Reads a subscription from the API server (the last rollup of a drain cannot wait for the cache). */
   read?: (key: string) => Promise<SubscriptionObject | undefined>;
   now?: () => number;
@@ -161,7 +163,7 @@ export class SubscriptionReconciler {
       breaker: breaker.toStatus(ep.breaker),
       health: hs,
       deliveries: {
-        pending: this.d.caches.deliveriesOf(key).size,
+        pending: this.d.caches.deliveriesOf(key).size + (this.d.streamPending?.(key) ?? 0),
         succeeded: (prev.deliveries?.succeeded ?? 0) + succeededDelta,
         deadLettered,
         discarded: (prev.deliveries?.discarded ?? 0) + discardedDelta,
