@@ -1,0 +1,157 @@
+// Stream mode's delivery end to end: a real nats-server, the real API server, the real operator
+// (HOOKLINE_NATS_URL set) and real receivers. Events are published to JetStream; the operator
+// consumes them through the same executor as CR mode, acknowledges what is delivered, retries
+// with negative acknowledgements, and makes dead letters custom resources that replay as usual.
+import type { JetStreamManager } from "@nats-io/jetstream";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { MAX_PAYLOAD_BYTES } from "../../src/api/names.js";
+import { deliveryName } from "../../src/publish/naming.js";
+import { STREAM_NAME, type StreamConnection } from "../../src/stream/jetstream.js";
+import { createNamespace, deleteNamespace, kubectlOk, waitFor } from "../helpers/cluster.js";
+import { apply, getObj, listObjs, secret, subscription, TEST_SECRET, waitForPhase } from "../helpers/kube.js";
+import { connectStream, startNats, type TestNats } from "../helpers/nats.js";
+import { startOperator, type TestOperator } from "../helpers/operator.js";
+import { Receiver } from "../helpers/receiver.js";
+import { dataBytes, publishEvent, waitForConsumer, waitForDrained } from "../helpers/stream.js";
+
+const fastRetry = (maxAttempts: number) => ({ maxAttempts, initialBackoff: "200ms", multiplier: 2, maxBackoff: "5s", jitterPercent: 0 });
+// Hostile but valid: non-ASCII of every width, control and separator characters.
+const HOSTILE = { note: "déjà vu — 日本語 — 😀𝄞 \u0000\u2028\u2029 \"quoted\" \\ end", nested: [[["x"]]], n: 1.5e-7, "2": "integer-like key", z: -0 };
+// Exactly the largest serialized size (each "😀" is 4 bytes, "é" 2, the quotes 2).
+const LARGEST = `${"😀".repeat(Math.floor((MAX_PAYLOAD_BYTES - 2) / 4))}é`;
+
+describe("stream mode: delivery from JetStream", () => {
+  let nats: TestNats;
+  let conn: StreamConnection;
+  let jsm: JetStreamManager;
+  let ns: string;
+  let op: TestOperator;
+  const receivers: Receiver[] = [];
+  const receiver = async (script: Parameters<typeof Receiver.start>[0]) => {
+    const r = await Receiver.start(script);
+    receivers.push(r);
+    return r;
+  };
+
+  beforeAll(async () => {
+    nats = await startNats("delivery");
+    conn = await connectStream(nats.url);
+    await conn.ensureStream();
+    jsm = await conn.jetstreamManager();
+    ns = await createNamespace("stream-delivery");
+    await apply(secret(ns, "signing"));
+    op = await startOperator({ namespaces: [ns], statusIntervalMs: 500, env: { HOOKLINE_NATS_URL: nats.url, WEBHOOK_HEALTH_PROBE_INTERVAL_MS: "60000" } });
+  });
+  afterAll(async () => {
+    await op?.stop();
+    await conn?.close();
+    await nats?.close();
+    await Promise.all(receivers.map((r) => r.close()));
+    if (ns) await deleteNamespace(ns);
+  });
+
+  it("the three customers: acme 503, 503, 200 with the policy's backoff; globex 410 dead-lettered Gone and Disabled; initech exhausted with its history, then replayed with kubectl", async () => {
+    const acme = await receiver(Receiver.sequence([503, 503], 200));
+    const globex = await receiver(() => 410);
+    let initechFixed = false;
+    const initech = await receiver(() => (initechFixed ? 200 : 500));
+    await apply([
+      subscription(ns, "acme", { url: acme.url(), eventTypes: ["order.paid"], secretRef: { name: "signing" }, retry: fastRetry(6) }),
+      subscription(ns, "globex", { url: globex.url(), eventTypes: ["order.*"], secretRef: { name: "signing" }, retry: fastRetry(6) }),
+      subscription(ns, "initech", { url: initech.url(), secretRef: { name: "signing" }, retry: fastRetry(4), circuitBreaker: { failureThreshold: 100 } }),
+    ]);
+    for (const s of ["acme", "globex", "initech"]) await waitForConsumer(jsm, ns, s);
+
+    const published = await publishEvent(conn, ns, "order.paid", "evt-1001", { order: 1001, amount: { currency: "EUR", value: 4200 } });
+    expect(published.result).toBe("published");
+
+    // acme: delivered on the third attempt, the gaps the policy's (200 ms, then 400 ms).
+    await acme.waitForRequests(3);
+    await waitForDrained(jsm, ns, "acme");
+    expect(acme.requests).toHaveLength(3);
+    const gaps = acme.requests.slice(1).map((r, i) => r.at - acme.requests[i]!.at);
+    expect(gaps[0]).toBeGreaterThanOrEqual(195);
+    expect(gaps[1]).toBeGreaterThanOrEqual(395);
+    gaps.forEach((g, i) => expect(g).toBeLessThan(200 * 2 ** i + 1_500));
+    expect(await getObj("whdel", ns, deliveryName("evt-1001", "acme"))).toBeUndefined();
+    await waitFor(async () => (await op.metric("webhook_deliveries_finished_total", { subscription: "acme", phase: "Succeeded" })) === 1, { description: "acme counted delivered" });
+    expect(await op.metric("webhook_delivery_attempts_total", { subscription: "acme", status: "failure", reason: "http_5xx" })).toBe(2);
+    await waitFor(async () => (await getObj("whsub", ns, "acme"))?.status?.deliveries?.succeeded === 1, { description: "acme's status counts the delivery" });
+
+    // globex: 410 Gone dead-letters at once as a custom resource and disables the endpoint.
+    const [g] = await waitForPhase(ns, deliveryName("evt-1001", "globex"), "DeadLettered");
+    expect(globex.requests).toHaveLength(1);
+    expect(g!.status!.deadLetter.reason).toBe("Gone");
+    expect(g!.spec).toMatchObject({ subscriptionRef: { name: "globex" }, eventType: "order.paid", eventId: "evt-1001", payload: { order: 1001, amount: { currency: "EUR", value: 4200 } } });
+    expect(g!.metadata.annotations?.["hookline.dev/stream-message"]).toBe(`${STREAM_NAME}/${published.seq}`);
+    await waitFor(async () => (await getObj("whsub", ns, "globex"))?.status?.health?.state === "Disabled", { description: "globex Disabled" });
+    expect((await getObj("whsub", ns, "globex"))!.status!.health.reason).toBe("Gone");
+
+    // initech: all four attempts fail; the dead letter has the whole history, as CR mode writes it.
+    const [dead] = await waitForPhase(ns, deliveryName("evt-1001", "initech"), "DeadLettered", 30_000);
+    expect(initech.requests).toHaveLength(4);
+    expect(dead!.status).toMatchObject({ phase: "DeadLettered", attempts: 4, deadLetter: { reason: "Exhausted" }, observedGeneration: 1 });
+    expect(dead!.status!.history.map((a: any) => [a.number, a.responseStatus, a.outcome])).toEqual([
+      [1, 500, "Failed"],
+      [2, 500, "Failed"],
+      [3, 500, "Failed"],
+      [4, 500, "Failed"],
+    ]);
+    expect(dead!.status!.conditions.find((c: any) => c.type === "Succeeded")).toMatchObject({ status: "False", reason: "Exhausted" });
+    const deadLetters = await kubectlOk(["get", "whdel", "-n", ns, "--field-selector", "status.phase=DeadLettered", "-o", "name"]);
+    expect(deadLetters.trim().split("\n").sort()).toEqual([`webhookdelivery.hookline.dev/${deliveryName("evt-1001", "globex")}`, `webhookdelivery.hookline.dev/${deliveryName("evt-1001", "initech")}`]);
+    for (const s of ["acme", "globex", "initech"]) await waitForDrained(jsm, ns, s);
+    // Interest retention: every subscription acknowledged it, so the stream no longer holds it.
+    await waitFor(async () => (await jsm.streams.info(STREAM_NAME)).state.messages === 0, { description: "the stream emptied" });
+
+    // Every request: the event id as webhook-id, a valid signature, the body as CR mode builds it.
+    for (const r of [acme, globex, initech]) {
+      for (const req of r.requests) {
+        expect(req.headers["webhook-id"]).toBe("evt-1001");
+        expect(() => Receiver.verify(req, TEST_SECRET)).not.toThrow();
+        expect(JSON.parse(req.body)).toEqual({ id: "evt-1001", type: "order.paid", timestamp: expect.any(String), data: { order: 1001, amount: { currency: "EUR", value: 4200 } } });
+      }
+    }
+    const timestamp = JSON.parse(initech.requests[0]!.body).timestamp as string;
+
+    // The dead letter replays like any other, with kubectl; the webhook id and timestamp stay the event's.
+    initechFixed = true;
+    await kubectlOk(["annotate", "whdel", deliveryName("evt-1001", "initech"), "-n", ns, "hookline.dev/replay=endpoint fixed, INC-42"]);
+    const [replayed] = await waitForPhase(ns, deliveryName("evt-1001", "initech"), "Succeeded");
+    expect(replayed!.status!.lastReplay).toMatchObject({ reason: "endpoint fixed, INC-42" });
+    expect(initech.requests).toHaveLength(5);
+    expect(initech.requests[4]!.headers["webhook-id"]).toBe("evt-1001");
+    expect(() => Receiver.verify(initech.requests[4]!, TEST_SECRET)).not.toThrow();
+    expect(JSON.parse(initech.requests[4]!.body)).toMatchObject({ id: "evt-1001", timestamp, data: { order: 1001 } });
+  });
+
+  it("sends the published bytes exactly (non-ASCII, the largest payload), signed, with one webhook-id across attempts", async () => {
+    // The first attempt of each event fails: the second must carry the same webhook-id and bytes.
+    const seen = new Set<string>();
+    const r = await receiver((req) => {
+      const id = String(req.headers["webhook-id"]);
+      if (seen.has(id)) return 200;
+      seen.add(id);
+      return 500;
+    });
+    await apply(subscription(ns, "exact", { url: r.url(), eventTypes: ["exact.*"], secretRef: { name: "signing" }, retry: fastRetry(3) }));
+    await waitForConsumer(jsm, ns, "exact");
+    await publishEvent(conn, ns, "exact.hostile", "evt-hostile", HOSTILE);
+    await publishEvent(conn, ns, "exact.largest", "evt-largest", LARGEST);
+    await r.waitForRequests(4);
+    await waitForDrained(jsm, ns, "exact");
+    expect(r.requests).toHaveLength(4);
+    const byId = (id: string) => r.requests.filter((q) => q.headers["webhook-id"] === id);
+    for (const [id, data] of [["evt-hostile", HOSTILE], ["evt-largest", LARGEST]] as const) {
+      const attempts = byId(id);
+      expect(attempts, id).toHaveLength(2);
+      for (const req of attempts) {
+        expect(dataBytes(req.bytes).equals(Buffer.from(JSON.stringify(data), "utf8")), `${id}: data bytes as published`).toBe(true);
+        expect(() => Receiver.verify(req, TEST_SECRET)).not.toThrow();
+        expect(JSON.parse(req.body).id).toBe(id);
+      }
+    }
+    expect(dataBytes(byId("evt-largest")[0]!.bytes).length).toBe(MAX_PAYLOAD_BYTES);
+    expect(await listObjs("whdel", ns, ["-l", "hookline.dev/subscription=exact"])).toHaveLength(0);
+  });
+});
