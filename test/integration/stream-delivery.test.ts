@@ -6,6 +6,7 @@ import type { JetStreamManager } from "@nats-io/jetstream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { MAX_PAYLOAD_BYTES } from "../../src/api/names.js";
 import { deliveryName } from "../../src/publish/naming.js";
+import { listConsumers } from "../../src/stream/consumers.js";
 import { STREAM_NAME, type StreamConnection } from "../../src/stream/jetstream.js";
 import { createNamespace, deleteNamespace, kubectlOk, waitFor } from "../helpers/cluster.js";
 import { apply, getObj, listObjs, secret, subscription, TEST_SECRET, waitForPhase } from "../helpers/kube.js";
@@ -153,5 +154,59 @@ describe("stream mode: delivery from JetStream", () => {
     }
     expect(dataBytes(byId("evt-largest")[0]!.bytes).length).toBe(MAX_PAYLOAD_BYTES);
     expect(await listObjs("whdel", ns, ["-l", "hookline.dev/subscription=exact"])).toHaveLength(0);
+  });
+
+  it("a paused subscription holds what is published meanwhile (nothing fetched) and delivers it on resume", async () => {
+    const held = await receiver(() => 200);
+    const canary = await receiver(() => 200);
+    await apply([
+      subscription(ns, "held", { url: held.url(), eventTypes: ["held.*"], paused: true }),
+      subscription(ns, "canary", { url: canary.url(), eventTypes: ["canary.*"] }),
+    ]);
+    await waitForConsumer(jsm, ns, "held");
+    await waitForConsumer(jsm, ns, "canary");
+    await waitFor(async () => (await getObj("whsub", ns, "held"))?.status?.conditions?.some((c: any) => c.type === "Ready" && c.reason === "Paused"), { description: "held seen paused" });
+    for (let i = 1; i <= 5; i++) await publishEvent(conn, ns, "held.order", `evt-held-${i}`, { i });
+    // Published after the held events: once it is delivered, the operator has had its chance to fetch them.
+    await publishEvent(conn, ns, "canary.ping", "evt-canary", {});
+    await canary.waitForRequests(1);
+    await waitForDrained(jsm, ns, "canary");
+    expect(held.requests).toHaveLength(0);
+    const c = (await listConsumers(jsm, STREAM_NAME)).find((x) => x.namespace === ns && x.name === "held")!;
+    expect([c.pending, c.ackPending]).toEqual([5, 0]);
+
+    await kubectlOk(["patch", "whsub", "held", "-n", ns, "--type=merge", "-p", '{"spec":{"paused":false}}']);
+    await held.waitForRequests(5);
+    await waitForDrained(jsm, ns, "held");
+    expect(held.requests.map((q) => q.headers["webhook-id"]).sort()).toEqual(["evt-held-1", "evt-held-2", "evt-held-3", "evt-held-4", "evt-held-5"]);
+  });
+
+  it("an Open breaker stops fetching: no request during a cooldown, one probe per cooldown, everything delivered once it closes", async () => {
+    const COOLDOWN_MS = 2_000;
+    // Two failures open the breaker; the first probe fails too; then the endpoint recovers.
+    const r = await receiver((req) => (req.n <= 3 ? 503 : 200));
+    await apply(subscription(ns, "flaky", { url: r.url(), eventTypes: ["flaky.*"], maxInFlight: 1, retry: { maxAttempts: 20, initialBackoff: "100ms", jitterPercent: 0 }, circuitBreaker: { failureThreshold: 2, cooldown: "2s" } }));
+    await waitForConsumer(jsm, ns, "flaky");
+    await publishEvent(conn, ns, "flaky.order", "evt-flaky-0", { n: 0 });
+    await r.waitForRequests(2);
+    await waitFor(async () => (await getObj("whsub", ns, "flaky"))?.status?.breaker?.state === "Open", { description: "flaky's breaker Open" });
+    // Published while Open: held in the stream, not attempted.
+    for (let i = 1; i <= 4; i++) await publishEvent(conn, ns, "flaky.order", `evt-flaky-${i}`, { n: i });
+    // The first probe failed: Open again. In the whole cooldown before it, none of the four was
+    // even fetched (a replica that fetched would have handed them back, no longer undelivered).
+    await r.waitForRequests(3);
+    const during = (await listConsumers(jsm, STREAM_NAME)).find((x) => x.namespace === ns && x.name === "flaky")!;
+    expect(during.pending).toBe(4);
+    await r.waitForRequests(8, 20_000);
+    await waitForDrained(jsm, ns, "flaky");
+    expect(r.requests).toHaveLength(8);
+    const [, second, probe1, probe2] = r.requests.map((q) => q.at);
+    // The breaker opened at the second request: nothing until its cooldown passed, then one probe
+    // (which failed and opened it again), then nothing for another cooldown.
+    expect(probe1! - second!).toBeGreaterThanOrEqual(COOLDOWN_MS - 20);
+    expect(probe2! - probe1!).toBeGreaterThanOrEqual(COOLDOWN_MS - 20);
+    expect(r.requests.slice(0, 4).every((q) => q.headers["webhook-id"] === "evt-flaky-0")).toBe(true);
+    expect(new Set(r.requests.slice(3).map((q) => q.headers["webhook-id"]))).toEqual(new Set(["evt-flaky-0", "evt-flaky-1", "evt-flaky-2", "evt-flaky-3", "evt-flaky-4"]));
+    await waitFor(async () => (await getObj("whsub", ns, "flaky"))?.status?.breaker?.state === "Closed", { description: "flaky's breaker Closed" });
   });
 });

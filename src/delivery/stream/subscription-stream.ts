@@ -113,6 +113,7 @@ export class SubscriptionStream {
   private holdUntil = 0;
   private lastKeepAlive = 0;
   private waitingLogged = false;
+  private bound = false;
   private readonly now: () => number;
   private readonly random: () => number;
   private readonly log: Logger;
@@ -129,7 +130,6 @@ export class SubscriptionStream {
   }
 
   start(): void {
-    this.log.info("stream consumer started");
     void this.run();
   }
 
@@ -207,6 +207,8 @@ export class SubscriptionStream {
       const c = await this.w.js.consumers.get(this.w.streamName, this.sub.consumer);
       if (!this.fetching) return;
       this.consumer = c;
+      if (!this.bound) this.log.info("stream consumer started");
+      this.bound = true;
       this.waitingLogged = false;
     } catch (err) {
       if (!this.waitingLogged) this.log.info({ err: (err as Error).message }, "stream consumer: waiting for the leader to make the JetStream consumer");
