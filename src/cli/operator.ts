@@ -183,6 +183,7 @@ export class Operator {
       wake: (key) => (stream.delivery?.owns(key) ? stream.delivery.wake(key) : term.current?.addDelivery(key)),
       onInFlight: (n) => metrics.inFlight.set(n),
       observer: shared ?? transitions,
+      ...(shared ? { replicas: () => shared.replicas() } : {}),
     });
     const executor = new AttemptExecutor({ endpoints, sender, metrics, userAgent: USER_AGENT, ...(shared ? { probes: shared } : {}) });
     const outcomes = new OutcomeWriter<OutcomeMeta>({ client, statusWriter, expectations: deliveryExpectations, events, log: log.child({ controller: "delivery" }) });

@@ -416,6 +416,20 @@ describe("plan: rate limit", () => {
   });
 });
 
+describe("plan: rate limit shared by replicas (stream mode)", () => {
+  it("each of R replicas admits from its share: with 2, a burst of 4 lets 2 through here", () => {
+    const policy = policyOf({ rateLimit: { perSecond: 4, burst: 4 } });
+    let bucket: EndpointView["bucket"];
+    const admitted: boolean[] = [];
+    for (let i = 0; i < 4; i++) {
+      const a = plan(input({ subscription: { kind: "ok", policy }, endpoint: { bucket, replicas: 2 } }));
+      admitted.push(a.type === "Attempt");
+      if (a.type === "Attempt") bucket = a.commit.bucket;
+    }
+    expect(admitted).toEqual([true, true, false, false]);
+  });
+});
+
 describe("plan: precedence, one row per gate with every later gate also failing", () => {
   const everythingWrong = { health: disabled(NOW + 3_000), breaker: open(NOW + 4_000), globalSlot: false, inFlight: 10, bucket: { tokens: 0, updatedAt: NOW } };
   const table: Array<[string, PlanInput, Partial<Action>]> = [

@@ -6,7 +6,7 @@ import * as breaker from "./breaker.js";
 import * as health from "./health.js";
 import { matchesEventType, type Policy } from "./policy.js";
 import { attemptsLeft } from "./retry.js";
-import { take, type TokenBucket } from "./token-bucket.js";
+import { share, take, type TokenBucket } from "./token-bucket.js";
 
 export type WaitReason = "SubscriptionNotFound" | "InvalidSubscription" | "SecretNotFound" | "Paused";
 
@@ -41,6 +41,8 @@ export interface EndpointView {
   /** A global slot (WEBHOOK_MAX_IN_FLIGHT, shared fairly between namespaces) may be taken now. */
   globalSlot: boolean;
   healthProbeIntervalMs: number;
+  /** Replicas delivering to this endpoint, each with its own bucket (stream mode): each takes its share of the rate. Default 1. */
+  replicas?: number;
 }
 
 export interface EndpointCommit {
@@ -133,7 +135,7 @@ export function admit(now: number, policy: Policy, ep: EndpointView): Action {
   if (ep.inFlight >= policy.maxInFlight) return { type: "Park", why: "endpoint" };
   let bucket = ep.bucket;
   if (policy.rateLimit) {
-    const t = take(bucket, now, policy.rateLimit);
+    const t = take(bucket, now, share(policy.rateLimit, ep.replicas ?? 1));
     if (!t.ok) return { type: "WaitUntil", at: now + t.retryInMs, why: "rate" };
     bucket = t.bucket;
   }

@@ -92,6 +92,8 @@ export interface EndpointRegistryOptions {
   wake: (deliveryKey: string) => void;
   onInFlight?: (n: number) => void;
   observer?: EndpointObserver;
+  /** Replicas delivering (stream mode: every replica, each with its own token buckets); default 1. */
+  replicas?: () => number;
   now?: () => number;
 }
 
@@ -184,6 +186,7 @@ export class EndpointRegistry {
       inFlight: ep.inFlight,
       globalSlot: this.slots.mayTake(namespaceOf(ep.key), deliveryKey),
       healthProbeIntervalMs: this.o.healthProbeIntervalMs,
+      replicas: this.o.replicas?.() ?? 1,
     };
   }
 

@@ -90,11 +90,12 @@ async function publishMany(ns: string, type: string, prefix: string, n: number):
 const attempts = async (p: OperatorProcess, labels: Record<string, string>) => sample(await p.metrics(), "webhook_delivery_attempts_total", labels);
 
 describe("stream mode with two replicas", () => {
-  it("both deliver: each 40-60 % of 200 events, no duplicate at the receiver", async () => {
+  it("both deliver: each 40-60 % of 200 events, no duplicate at the receiver; a rate limit holds for both together", async () => {
     const ns = await namespace("stream-share");
     const r = await receiver(() => ({ status: 200, delayMs: 20 }));
-    await apply(subscription(ns, "shared", { url: r.url(), maxInFlight: 10 }));
-    const [a, b] = await pair(ns, ["shared"]);
+    const limited = await receiver(() => 200);
+    await apply([subscription(ns, "shared", { url: r.url(), maxInFlight: 10 }), subscription(ns, "limited", { url: limited.url(), maxInFlight: 10, rateLimit: { perSecond: 10, burst: 2 } })]);
+    const [a, b] = await pair(ns, ["shared", "limited"]);
     const ids = await publishMany(ns, "order.paid", "evt", 200);
     await r.waitForRequests(200, 60_000);
     await waitForDrained(jsm, ns, "shared");
@@ -110,7 +111,15 @@ describe("stream mode with two replicas", () => {
     expect(byA).toBeLessThanOrEqual(120);
     expect(await listObjs("whdel", ns)).toHaveLength(0);
     // The leader rolls up what both delivered.
-    await waitFor(async () => (await listObjs("whsub", ns))[0]?.status?.deliveries?.succeeded === 200, { description: "status counts both replicas' deliveries", timeoutMs: 20_000 });
+    await waitFor(async () => (await listObjs("whsub", ns)).find((s) => s.metadata.name === "shared")?.status?.deliveries?.succeeded === 200, { description: "status counts both replicas' deliveries", timeoutMs: 20_000 });
+
+    // 10/s with a burst of 2, for the subscription: 30 events take about 3 s whoever sends them
+    // (each replica alone would allow the whole rate: twice as fast).
+    await publishMany(ns, "order.paid", "evt-limited", 30);
+    await limited.waitForRequests(30, 30_000);
+    const span = limited.requests[29]!.at - limited.requests[0]!.at;
+    expect(span).toBeGreaterThanOrEqual(2_500);
+    expect((await attempts(a, { subscription: "limited" })) * (await attempts(b, { subscription: "limited" }))).toBeGreaterThan(0);
   });
 
   it("the breaker opens on both through the shared state, and one probe goes per cooldown across the two", async () => {

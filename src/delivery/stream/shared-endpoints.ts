@@ -15,7 +15,9 @@
 //
 // Counts follow the same bucket (`counts.<uid>`): replicas that do not lead add what they
 // delivered and attempted, with compare-and-set, and the leader moves the sums into its
-// endpoint, from which the subscription rollup writes status as in CR mode.
+// endpoint, from which the subscription rollup writes status as in CR mode. And each replica
+// says it is there (`replica.<identity>`, every few seconds): a subscription's rate limit is
+// shared between the replicas seen (core/token-bucket.ts share).
 import { JetStreamApiError, StorageType, type JetStreamClient } from "@nats-io/jetstream";
 import { KvWatchInclude, Kvm, type KV, type KvEntry } from "@nats-io/kv";
 import type { Logger } from "pino";
@@ -29,6 +31,10 @@ import type { Endpoint, EndpointObserver, EndpointRegistry } from "../endpoints.
 export const ENDPOINTS_BUCKET = "hookline-endpoints";
 const RECORD = "endpoint";
 const COUNTS = "counts";
+const REPLICA = "replica";
+/** A replica says it is there this often, and counts as gone when not heard for REPLICA_TTL_MS. */
+const HEARTBEAT_MS = 5_000;
+const REPLICA_TTL_MS = 15_000;
 /** A probe claim lasts the attempt's timeout plus this. */
 const CLAIM_MARGIN_MS = 5_000;
 /** How often counts move between replicas and the leader. */
@@ -91,12 +97,17 @@ export class SharedEndpoints implements EndpointObserver, ProbeClaims {
   private countsTimer: NodeJS.Timeout | undefined;
   private wasLeader = false;
   private stopWatch: (() => void) | undefined;
+  private heartbeat: NodeJS.Timeout | undefined;
+  /** Other replicas, by identity: when this replica last heard of each (its own clock). */
+  private readonly replicasSeen = new Map<string, number>();
+  private readonly replicaKey: string;
   private readonly now: () => number;
   private readonly healthConfig: health.HealthConfig;
 
   constructor(private readonly d: SharedEndpointsDeps) {
     this.now = d.now ?? Date.now;
     this.healthConfig = health.healthConfig(d.healthProbeIntervalMs);
+    this.replicaKey = `${REPLICA}.${d.me.replace(/[^A-Za-z0-9_=.-]/g, "_")}`;
   }
 
   /** Opens (or makes) the bucket and starts watching it. */
@@ -111,11 +122,29 @@ export class SharedEndpoints implements EndpointObserver, ProbeClaims {
     void this.watch(kv);
     this.countsTimer = setInterval(() => void this.flushCounts(), COUNTS_INTERVAL_MS);
     this.countsTimer.unref();
+    const beat = () => void kv.put(this.replicaKey, JSON.stringify({ at: new Date(this.now()).toISOString() })).catch(() => undefined);
+    beat();
+    this.heartbeat = setInterval(beat, HEARTBEAT_MS);
+    this.heartbeat.unref();
   }
 
-  close(): void {
+  /** Replicas delivering now: this one and those heard of lately (1 before the bucket is open). */
+  replicas(): number {
+    if (!this.kv || this.closed) return 1;
+    const now = this.now();
+    let n = 1;
+    for (const at of this.replicasSeen.values()) if (now - at < REPLICA_TTL_MS) n++;
+    return n;
+  }
+
+  /** Stops watching; what this replica counted and did not share yet is shared first. */
+  async close(): Promise<void> {
+    await this.flushCounts();
     this.closed = true;
     clearInterval(this.countsTimer);
+    clearInterval(this.heartbeat);
+    // The others stop counting this replica at once (its share of rate limits goes to them).
+    await this.kv?.delete(this.replicaKey).catch(() => undefined);
     for (const t of this.expiries.values()) clearTimeout(t);
     this.expiries.clear();
     this.stopWatch?.();
@@ -124,7 +153,7 @@ export class SharedEndpoints implements EndpointObserver, ProbeClaims {
   private async watch(kv: KV): Promise<void> {
     while (!this.closed) {
       try {
-        const iter = await kv.watch({ key: `${RECORD}.>`, include: KvWatchInclude.LastValue });
+        const iter = await kv.watch({ key: [`${RECORD}.>`, `${REPLICA}.>`], include: KvWatchInclude.LastValue });
         this.stopWatch = () => iter.stop();
         if (this.closed) iter.stop();
         for await (const e of iter) this.onEntry(e);
@@ -136,6 +165,13 @@ export class SharedEndpoints implements EndpointObserver, ProbeClaims {
   }
 
   private onEntry(e: KvEntry): void {
+    if (e.key.startsWith(`${REPLICA}.`)) {
+      if (e.key === this.replicaKey) return;
+      // A replica that died without saying so left its last heartbeat: not counted once stale.
+      if (e.operation === "PUT" && this.now() - e.created.getTime() < REPLICA_TTL_MS) this.replicasSeen.set(e.key, this.now());
+      else this.replicasSeen.delete(e.key);
+      return;
+    }
     const uid = e.key.slice(RECORD.length + 1);
     if (e.operation !== "PUT") {
       this.known.delete(uid);

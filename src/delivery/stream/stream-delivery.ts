@@ -145,7 +145,7 @@ export class StreamDelivery implements LeaderRunnable {
     await until(() => streams.every((s) => s.idle), FETCH_EXPIRES_MS + 10_000);
     for (const s of streams) s.stop("shutdown");
     this.streams.clear();
-    this.d.shared.close();
+    await this.d.shared.close();
     this.work = undefined;
     this.lastDrain = { finishedInGrace, inFlight, interrupted };
   }
