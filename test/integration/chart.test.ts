@@ -268,6 +268,7 @@ describe("helm chart", () => {
   it("stream mode: HOOKLINE_NATS_URL from a Secret or as a plain URL, egress to NATS in the NetworkPolicy; absent by default", async () => {
     const { objects } = await render(variant("stream-values.yaml", "hl"));
     expect(env(find(objects, "Deployment")).HOOKLINE_NATS_URL).toEqual({ name: "HOOKLINE_NATS_URL", valueFrom: { secretKeyRef: { name: "hookline-nats", key: "url" } } });
+    expect(env(find(objects, "Deployment")).HOOKLINE_STREAM_REPLICAS).toMatchObject({ value: "3" });
     expect(find(objects, "NetworkPolicy").spec.egress.at(-1)).toEqual({ ports: [{ port: 4222, protocol: "TCP" }], to: [{ namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": "nats" } } }] });
     const plain = await render({ ...variant(undefined, "hl"), setJson: { stream: { natsUrl: "nats://nats.nats.svc:4222" } } });
     expect(env(find(plain.objects, "Deployment")).HOOKLINE_NATS_URL).toMatchObject({ value: "nats://nats.nats.svc:4222" });
