@@ -209,4 +209,50 @@ describe("stream mode: delivery from JetStream", () => {
     expect(new Set(r.requests.slice(3).map((q) => q.headers["webhook-id"]))).toEqual(new Set(["evt-flaky-0", "evt-flaky-1", "evt-flaky-2", "evt-flaky-3", "evt-flaky-4"]));
     await waitFor(async () => (await getObj("whsub", ns, "flaky"))?.status?.breaker?.state === "Closed", { description: "flaky's breaker Closed" });
   });
+
+  it("CR mode goes on beside it: a delivery created with kubectl is attempted and dead-lettered by CR mode, and a stream dead letter whose name it took gets a second name", async () => {
+    const r = await receiver(() => 410);
+    await apply(subscription(ns, "gone2", { url: r.url(), eventTypes: ["gone2.*"] }));
+    await waitForConsumer(jsm, ns, "gone2");
+    const name = deliveryName("evt-dup", "gone2");
+    await apply({ apiVersion: "hookline.dev/v1alpha1", kind: "WebhookDelivery", metadata: { name, namespace: ns }, spec: { subscriptionRef: { name: "gone2" }, eventType: "gone2.x", eventId: "evt-dup", payload: { from: "kubectl" } } });
+    const [cr] = await waitForPhase(ns, name, "DeadLettered");
+    expect(cr!.metadata.annotations?.["hookline.dev/stream-message"]).toBeUndefined();
+    // Health Disabled after the 410: re-enable it, so the stream's event is attempted too.
+    await kubectlOk(["annotate", "whsub", "gone2", "-n", ns, "hookline.dev/reset-endpoint=test: the stream event next"]);
+    await waitFor(async () => (await getObj("whsub", ns, "gone2"))?.status?.health?.state === "Healthy", { description: "gone2 re-enabled" });
+    await publishEvent(conn, ns, "gone2.x", "evt-dup", { from: "stream" });
+    const ofGone2 = async () => (await listObjs("whdel", ns, ["--field-selector", "spec.subscriptionRef.name=gone2"])).filter((d) => d.status?.phase === "DeadLettered");
+    await waitFor(async () => (await ofGone2()).length === 2, { description: "a second dead letter" });
+    const both = await ofGone2();
+    const fromStream = both.find((d) => d.metadata.name !== name)!;
+    expect(fromStream.metadata.annotations?.["hookline.dev/stream-message"]).toMatch(new RegExp(`^${STREAM_NAME}/\\d+$`));
+    expect(fromStream.spec).toMatchObject({ eventId: "evt-dup", payload: { from: "stream" } });
+    expect((await getObj("whdel", ns, name))!.spec).toMatchObject({ payload: { from: "kubectl" } });
+    expect(r.requests.map((q) => JSON.parse(q.body).data.from)).toEqual(["kubectl", "stream"]);
+  });
+
+  it("a dead letter a crashed replica created without its status: CR mode never attempts it, and the message coming again completes it", async () => {
+    const r = await receiver(() => 410);
+    await apply(subscription(ns, "gone3", { url: r.url(), eventTypes: ["gone3.*"] }));
+    await waitForConsumer(jsm, ns, "gone3");
+    // What a replica that died right after creating the dead letter leaves: the object, no status.
+    const seq = (await jsm.streams.info(STREAM_NAME)).state.last_seq + 1;
+    const name = deliveryName("evt-crash", "gone3");
+    await apply({
+      apiVersion: "hookline.dev/v1alpha1",
+      kind: "WebhookDelivery",
+      metadata: { name, namespace: ns, annotations: { "hookline.dev/stream-message": `${STREAM_NAME}/${seq}`, "hookline.dev/event-timestamp": "2026-01-01T00:00:00.000Z" } },
+      spec: { subscriptionRef: { name: "gone3" }, eventType: "gone3.x", eventId: "evt-crash", payload: { n: 1 } },
+    });
+    const published = await publishEvent(conn, ns, "gone3.x", "evt-crash", { n: 1 });
+    expect(published.seq).toBe(seq);
+    const [dead] = await waitForPhase(ns, name, "DeadLettered");
+    expect(dead!.status).toMatchObject({ attempts: 1, deadLetter: { reason: "Gone" } });
+    expect(dead!.status!.history).toHaveLength(1);
+    await waitForDrained(jsm, ns, "gone3");
+    // One request: the stream's. CR mode left the statusless delivery alone.
+    expect(r.requests).toHaveLength(1);
+    expect(await listObjs("whdel", ns, ["--field-selector", "spec.subscriptionRef.name=gone3"])).toHaveLength(1);
+  });
 });
