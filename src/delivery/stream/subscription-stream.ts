@@ -96,7 +96,6 @@ const RETRY_MS = 1_000;
 const KEEPALIVE_MS = 10_000;
 /** A final outcome that could not be recorded is tried again after this. */
 const RECORD_RETRY_MS = 5_000;
-const ACK_TIMEOUT_MS = 5_000;
 
 export class SubscriptionStream {
   readonly subKey: string;
@@ -117,7 +116,7 @@ export class SubscriptionStream {
   private readonly now: () => number;
   private readonly random: () => number;
   private readonly log: Logger;
-  readonly counts = { delivered: 0, retried: 0, deadLettered: 0, handedBack: 0 };
+  readonly counts = { delivered: 0, retried: 0, deadLettered: 0, handedBack: 0, pulls: 0, pulled: 0 };
 
   constructor(
     private readonly w: StreamWork,
@@ -236,21 +235,25 @@ export class SubscriptionStream {
     if (a.type === "Park") return { until: now + PARK_RECHECK_MS };
     if (a.type !== "Attempt" && a.type !== "DeadLetter") return {};
     const probe = a.type === "Attempt" && a.probe;
-    const want = (probe ? 1 - this.running.size : policy.maxInFlight - ep.inFlight) - this.held.size - this.outstanding;
-    // While a pull is open, top up in chunks rather than one pull per freed slot.
-    if (want <= 0 || (this.outstanding > 0 && want < Math.ceil(policy.maxInFlight / 4))) return {};
+    const busy = ep.inFlight + this.held.size + this.outstanding;
+    const want = (probe ? 1 - this.running.size - this.held.size - this.outstanding : policy.maxInFlight - busy);
+    // Pulls go in batches of at least a quarter of maxInFlight (or when nothing is busy), not one
+    // pull per freed slot: a pull is a request of its own.
+    if (want <= 0 || (busy > 0 && want < Math.ceil(policy.maxInFlight / 4))) return {};
     return want;
   }
 
   private pull(n: number): void {
     const consumer = this.consumer!;
     this.outstanding += n;
+    this.counts.pulls++;
     void (async () => {
       let got = 0;
       try {
         const msgs = await consumer.fetch({ max_messages: n, expires: FETCH_EXPIRES_MS });
         for await (const m of msgs) {
           got++;
+          this.counts.pulled++;
           this.outstanding--;
           this.accept(m);
         }
@@ -452,7 +455,7 @@ export class SubscriptionStream {
   private async finish(h: Held, r: OutcomeResult): Promise<void> {
     const final = r.final!;
     if (final.phase === "Succeeded") {
-      await this.ack(h);
+      this.ack(h);
       this.counts.delivered++;
       this.w.finals.delivered(final, this.subKey, h.timestamp);
     } else {
@@ -477,19 +480,25 @@ export class SubscriptionStream {
       }
       if (recorded.final) this.w.finals.record(recorded.obj, recorded.final, this.subKey, false);
       this.counts.deadLettered++;
-      await this.ack(h);
+      this.ack(h);
     }
     if (h.record || h.msg.info.deliveryCount > 1) {
       await this.w.attempts.delete(this.sub.consumer, h.msg.seq).catch((err: unknown) => this.log.debug({ seq: h.msg.seq, err: (err as Error).message }, "attempts of a finished message not deleted (they expire)"));
     }
   }
 
-  private async ack(h: Held): Promise<void> {
+  /**
+   * Acknowledged without waiting for JetStream's confirmation (a request per message would cost
+   * more than the delivery): the acknowledgement is on the connection before the endpoint's slot
+   * is freed, and one lost with the connection brings the message back after its ack wait, sent
+   * again with the same webhook-id (at least once, as a crash does).
+   */
+  private ack(h: Held): void {
     this.held.delete(h.key);
     try {
-      await h.msg.ackAck({ timeout: ACK_TIMEOUT_MS });
+      h.msg.ack();
     } catch (err) {
-      this.log.warn({ seq: h.msg.seq, err: (err as Error).message }, "stream message: acknowledgement not confirmed; it may be delivered again (same webhook-id)");
+      this.log.warn({ seq: h.msg.seq, err: (err as Error).message }, "stream message: acknowledgement not sent; it will be delivered again (same webhook-id)");
     }
   }
 
