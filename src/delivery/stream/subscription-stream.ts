@@ -113,6 +113,7 @@ export class SubscriptionStream {
   private lastKeepAlive = 0;
   private waitingLogged = false;
   private bound = false;
+  private pullFailing = false;
   private readonly now: () => number;
   private readonly random: () => number;
   private readonly log: Logger;
@@ -210,7 +211,7 @@ export class SubscriptionStream {
       this.bound = true;
       this.waitingLogged = false;
     } catch (err) {
-      if (!this.waitingLogged) this.log.info({ err: (err as Error).message }, "stream consumer: waiting for the leader to make the JetStream consumer");
+      if (!this.waitingLogged) this.log.info({ err: (err as Error).message }, "stream consumer: not bound yet (the leader makes the JetStream consumer; NATS may be unreachable); trying again");
       this.waitingLogged = true;
       this.retryAt = this.now() + RETRY_MS;
     }
@@ -257,10 +258,13 @@ export class SubscriptionStream {
           this.outstanding--;
           this.accept(m);
         }
+        this.pullFailing = false;
       } catch (err) {
         this.retryAt = this.now() + RETRY_MS;
         this.consumer = undefined;
-        if (this.fetching) this.log.warn({ err: (err as Error).message }, "stream consumer: pull failed; binding again");
+        // Once per outage, not once a second.
+        if (this.fetching && !this.pullFailing) this.log.warn({ err: (err as Error).message }, "stream consumer: pull failed; binding again");
+        this.pullFailing = true;
       } finally {
         this.outstanding -= n - got;
         this.wake();
