@@ -250,7 +250,8 @@ async function setupNamespace(env: Env, ns: string, subs: SubSetup[]): Promise<v
 async function deliveryNamespace(env: Env, ns: string, subs: SubSetup[]): Promise<DeliveryWatch> {
   await setupNamespace(env, ns, subs);
   await waitSubscriptionsReady(env.admin, ns, subs.map((s) => s.name));
-  const watch = new DeliveryWatch(env.admin, ns);
+  // retention.succeeded 0s: a delivered event is deleted without a Succeeded write (watch deletes too).
+  const watch = new DeliveryWatch(env.admin, ns, { everyPhase: subs.some((s) => s.spec.retention?.succeeded === "0s") });
   await watch.start();
   cleanups.push({ what: "watch", run: () => watch.stop() });
   return watch;
@@ -429,17 +430,22 @@ function phaseSummary(ns: string, count: number, b: Awaited<ReturnType<typeof de
   };
 }
 
-async function throughputPhase(env: Env, op: OperatorProcess): Promise<Record<string, unknown>> {
-  const ns = "bench-main";
-  const watch = await deliveryNamespace(env, ns, subNames(SUBS).map((name) => ({ name, spec: { url: env.receiver.url(`/ok/${ns}/${name}`), retention: { succeeded: "0s" } } })));
+/**
+ * `retention`: "0s" is the two-write path (create, then the operator's delete: no Succeeded
+ * status is written for a delivery nobody reads); "1s" keeps Succeeded for a second, the
+ * three-write path (create, Succeeded status, delete by retention).
+ */
+async function throughputPhase(env: Env, op: OperatorProcess, retention: "0s" | "1s" = "0s"): Promise<Record<string, unknown>> {
+  const ns = retention === "0s" ? "bench-main" : "bench-kept";
+  const watch = await deliveryNamespace(env, ns, subNames(SUBS).map((name) => ({ name, spec: { url: env.receiver.url(`/ok/${ns}/${name}`), retention: { succeeded: retention } } })));
   await sleep(1_000); // let the subscription status writes of the setup settle
   const before = await op.metrics();
   const cpMark = await controlPlaneMark(env);
   const logMark = now();
   const memBefore = op.memory()!;
   op.sample(apiPort(env));
-  say(`throughput: ${N} deliveries over ${SUBS} subscriptions, created with ${C} in flight (retention.succeeded 0s)`);
-  const b = await deliverBatch(env, { ns, prefix: "m", count: N, subscriptionOf: (i) => `sub-${i % SUBS}`, timeoutMs: 120_000 + N * 40, label: "throughput" }, watch);
+  say(`throughput: ${N} deliveries over ${SUBS} subscriptions, created with ${C} in flight (retention.succeeded ${retention})`);
+  const b = await deliverBatch(env, { ns, prefix: retention === "0s" ? "m" : "k", count: N, subscriptionOf: (i) => `sub-${i % SUBS}`, timeoutMs: 120_000 + N * 40, label: "throughput" }, watch);
   const atCompletion = await op.metrics();
   const seconds = (b.lastSucceededAt - b.produced.firstSentAt) / 1000;
   const rate = b.succeeded / seconds;
@@ -449,7 +455,7 @@ async function throughputPhase(env: Env, op: OperatorProcess): Promise<Record<st
   // last Succeeded: wait for both so the writes per delivery include them.
   const names = b.produced.created.map((c) => c.name);
   const deleted = await watch.until(() => names.every((n) => watch.deletedAt.has(n)), 60_000);
-  check(deleted, `throughput: ${names.filter((n) => watch.deletedAt.has(n)).length} of ${names.length} Succeeded deliveries deleted by retention (0s) within 60 s`);
+  check(deleted, `throughput: ${names.filter((n) => watch.deletedAt.has(n)).length} of ${names.length} delivered deliveries deleted (retention.succeeded ${retention}) within 60 s`);
   let rollup = 0;
   const rollupDeadline = Date.now() + 30_000;
   while ((rollup = await rollupSucceeded(env.admin, ns)) < b.succeeded && Date.now() < rollupDeadline) await sleep(250);
@@ -487,7 +493,8 @@ async function throughputPhase(env: Env, op: OperatorProcess): Promise<Record<st
     operatorWritesPerDelivery: perDelivery(operatorWrites),
     /** The producer's create plus the operator's writes. */
     writesPerDelivery: perDelivery(operatorWrites + N),
-    deletesCounted: "yes: retention.succeeded is 0s, so each delivery's final delete is in the count",
+    retentionSucceeded: retention,
+    deletesCounted: `yes: retention.succeeded is ${retention}, so each delivery's final delete is in the count`,
     attempts,
     cpuSeconds: round(cpu, 3),
     cpuSecondsPer1000: round((cpu / N) * 1000, 3),
@@ -879,6 +886,13 @@ function table(r: Record<string, any>): string {
     ]);
     rows.push(["Operator log lines per delivery; API server connections opened (≥)", `${fmt(t.logLinesPerDelivery)}; ${fmt(t.apiConnectionsSeen)}`]);
   }
+  const k = r.throughputKept;
+  if (t && k) {
+    rows.push([
+      `Two-write path (retention.succeeded 0s: create, delete) vs three-write path (1s: create, Succeeded, delete): deliveries/s; writes per delivery`,
+      `**${fmt(t.deliveriesPerSecond)}** vs ${fmt(k.deliveriesPerSecond)}; ${fmt(t.writesPerDelivery)} vs ${fmt(k.writesPerDelivery)}`,
+    ]);
+  }
   const p = r.halfRate;
   if (p) {
     rows.push([`At half the rate (${fmt(p.targetRate)}/s): create → receiver p50 / p95 / p99 ms`, pct(p.latencyMs.createToReceiver)]);
@@ -1026,6 +1040,9 @@ async function main(): Promise<number> {
   say(`operator ready in ${round(ready.readyMs, 0)} ms (caches synced ${round(ready.syncedMs, 0)} ms, leader ${round(ready.leaderMs, 0)} ms)`);
   const t = SKIP.has("throughput") ? undefined : await throughputPhase(env, op);
   if (t) results.throughput = t;
+  // The same load with Succeeded kept for 1 s: the three-write path beside the two-write one.
+  const kept = SKIP.has("throughput") ? undefined : await throughputPhase(env, op, "1s");
+  if (kept) results.throughputKept = kept;
   // Without the throughput phase, the latency phases run at --rate × 2 (they use half the rate).
   const rate = t ? (t.deliveriesPerSecond as number) : Number(argv.rate) * 2;
   if (!SKIP.has("paced")) results.halfRate = await pacedPhase(env, op, Math.max(1, rate / 2));

@@ -3,7 +3,9 @@ import { readFileSync, writeFileSync, existsSync, mkdirSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { stringify } from "yaml";
+import { SECRET_REFERENCE_ROOTS, secretReferencePolicySpec } from "../src/api/admission.js";
 import { deliveryCrd, subscriptionCrd } from "../src/api/crd.js";
+import { MAX_HEADERS_FROM } from "../src/api/subscription.js";
 import { apiReference } from "./api-doc.js";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
@@ -13,6 +15,7 @@ const files: Record<string, string> = {
   "crds/hookline.dev_webhookdeliveries.yaml": header + stringify(deliveryCrd(), { lineWidth: 0 }),
 };
 files["docs/api.md"] = await apiReference();
+files["charts/hookline/templates/secret-reference-policy.yaml"] = secretReferencePolicyTemplate();
 // The chart ships the same files (Helm installs crds/ before templates).
 for (const [path, text] of Object.entries(files)) {
   if (!path.startsWith("crds/")) continue;
@@ -37,3 +40,58 @@ if (stale.length) {
   process.exit(1);
 }
 if (check) console.log("generated files are up to date");
+
+/**
+ * The chart's "no confused deputy" ValidatingAdmissionPolicy and its binding: the CEL comes
+ * from src/api/admission.ts, the rest is Helm (values secretReferencePolicy.*).
+ */
+function secretReferencePolicyTemplate(): string {
+  const spec = (url: boolean) =>
+    stringify(secretReferencePolicySpec({ url, maxHeadersFrom: MAX_HEADERS_FROM }), { lineWidth: 0 })
+      .trimEnd()
+      .split("\n")
+      .map((l) => `  ${l}`)
+      .join("\n");
+  return `{{- /*
+Generated from src/api/admission.ts by \`npm run gen\`. Do not edit by hand.
+No confused deputy: a WebhookSubscription may name only Secrets its author may get. Refuses a
+create, or an update that changes a Secret reference (${SECRET_REFERENCE_ROOTS.join(", ")}), unless the
+requesting user may get each Secret it names. docs/security.md explains what it stops.
+*/ -}}
+{{- if .Values.secretReferencePolicy.enabled }}
+{{- $fullname := include "hookline.fullname" . }}
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata:
+  name: {{ $fullname }}-secret-references
+  labels:
+    {{- include "hookline.labels" . | nindent 4 }}
+spec:
+{{- if .Values.secretReferencePolicy.recheckOnURLChange }}
+${spec(true)}
+{{- else }}
+${spec(false)}
+{{- end }}
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata:
+  name: {{ $fullname }}-secret-references
+  labels:
+    {{- include "hookline.labels" . | nindent 4 }}
+spec:
+  policyName: {{ $fullname }}-secret-references
+  validationActions: {{ toJson .Values.secretReferencePolicy.validationActions }}
+  matchResources:
+    {{- if .Values.watchNamespaces }}
+    namespaceSelector:
+      matchExpressions:
+        - key: kubernetes.io/metadata.name
+          operator: In
+          values: {{ toJson .Values.watchNamespaces }}
+    {{- else }}
+    namespaceSelector: {{ toJson .Values.secretReferencePolicy.namespaceSelector }}
+    {{- end }}
+{{- end }}
+`;
+}

@@ -104,7 +104,10 @@ const FINISHED_SELECTOR = "status.phase!=,status.phase!=Pending,status.phase!=Re
 
 /**
  * Watches the finished deliveries of one namespace from "now" and records, per name, when its
- * phase was first seen Succeeded (or another final phase) and when it was deleted.
+ * phase was first seen Succeeded (or another final phase) and when it was deleted. With
+ * `everyPhase` it watches every delivery of the namespace: with retention.succeeded 0s the
+ * operator deletes a delivered event without writing Succeeded, so its delete (never having
+ * been seen final) is when it was delivered.
  */
 export class DeliveryWatch {
   readonly succeededAt = new Map<string, number>();
@@ -122,10 +125,15 @@ export class DeliveryWatch {
   constructor(
     private readonly client: KubeClient,
     private readonly ns: string,
+    private readonly opts: { everyPhase?: boolean } = {},
   ) {}
 
+  private get selector(): string | undefined {
+    return this.opts.everyPhase ? undefined : FINISHED_SELECTOR;
+  }
+
   async start(): Promise<void> {
-    const list = await this.client.request<{ metadata: { resourceVersion: string } }>({ method: "GET", path: collectionPath(DELIVERIES, this.ns), query: { limit: 1, fieldSelector: FINISHED_SELECTOR } });
+    const list = await this.client.request<{ metadata: { resourceVersion: string } }>({ method: "GET", path: collectionPath(DELIVERIES, this.ns), query: { limit: 1, fieldSelector: this.selector } });
     this.rv = list.metadata.resourceVersion;
     this.running = this.loop();
   }
@@ -138,7 +146,7 @@ export class DeliveryWatch {
         const res = await this.client.stream({
           method: "GET",
           path: collectionPath(DELIVERIES, this.ns),
-          query: { watch: 1, resourceVersion: this.rv, allowWatchBookmarks: true, timeoutSeconds: 3600, fieldSelector: FINISHED_SELECTOR },
+          query: { watch: 1, resourceVersion: this.rv, allowWatchBookmarks: true, timeoutSeconds: 3600, fieldSelector: this.selector },
           signal: this.abort.signal,
         });
         // Bytes are decoded a whole line at a time: a chunk can end inside a multi-byte character.
@@ -167,6 +175,8 @@ export class DeliveryWatch {
     const phase = e.object.status?.phase;
     if (e.type === "DELETED") {
       if (!this.deletedAt.has(name)) this.deletedAt.set(name, t);
+      // Deleted before it was ever final: delivered (retention.succeeded 0s, no Succeeded write).
+      if (this.opts.everyPhase && !this.failed.has(name) && !this.succeededAt.has(name) && phase !== "DeadLettered" && phase !== "Discarded") this.succeededAt.set(name, t);
     }
     if (phase === "Succeeded" && !this.succeededAt.has(name)) this.succeededAt.set(name, t);
     else if ((phase === "DeadLettered" || phase === "Discarded") && !this.failed.has(name)) this.failed.set(name, phase);

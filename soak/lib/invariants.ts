@@ -169,7 +169,8 @@ function checkDelivery(h: History, d: DeliveryRecord, reqs: ReceivedRequest[], c
 
 function signatureProblem(r: ReceivedRequest, body: Buffer, plan: SubPlan): string | undefined {
   if (plan.scheme === "HMACSHA256Hex") {
-    const ok = plan.secrets.some((s) => `sha256=${createHmac("sha256", Buffer.from(s.slice(6), "base64")).update(body).digest("hex")}` === r.xsig);
+    // The default signedContent, TimestampAndBody: "<x-webhook-timestamp>.<body>".
+    const ok = plan.secrets.some((s) => `sha256=${createHmac("sha256", Buffer.from(s.slice(6), "base64")).update(`${r.wts ?? ""}.`).update(body).digest("hex")}` === r.xsig);
     return ok ? undefined : `x-webhook-signature ${r.xsig ?? "(none)"} verifies with no secret of the subscription`;
   }
   const headers = { "webhook-id": r.wid ?? "", "webhook-timestamp": r.wts ?? "", "webhook-signature": r.wsig ?? "" };

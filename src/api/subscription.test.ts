@@ -1,7 +1,7 @@
 // The operator's own check of spec.headers (zod), the same rules as the CRD's CEL: it refuses
 // what an older, laxer CRD let through, with a message naming the header.
 import { describe, expect, it } from "vitest";
-import { headersSchema } from "./subscription.js";
+import { headersSchema, subscriptionSpecSchema } from "./subscription.js";
 
 const issues = (headers: Record<string, string>) => {
   const r = headersSchema.safeParse(headers);
@@ -28,5 +28,32 @@ describe("headersSchema", () => {
 
   it("accepts ordinary headers, including names that only contain refused words", () => {
     expect(issues({ "X-Tenant": "acme-42", Authorization: "Bearer a.b~c", "X-Connection-Id": "c1", "X-Proxy-Hint": "none", "X-Tab": "a\tb ~" })).toEqual([]);
+  });
+});
+
+describe("signature", () => {
+  const parse = (signature: unknown) => subscriptionSpecSchema.safeParse({ url: "https://hooks.example.com/", signature });
+
+  it.each([
+    [{ scheme: "HMACSHA256Hex" }, { scheme: "HMACSHA256Hex", signedContent: "TimestampAndBody" }],
+    [{ scheme: "HMACSHA256Hex", signedContent: "LegacyBodyOnly" }, { scheme: "HMACSHA256Hex", signedContent: "LegacyBodyOnly" }],
+    [{ scheme: "StandardWebhooks", signedContent: "TimestampAndBody" }, { scheme: "StandardWebhooks", signedContent: "TimestampAndBody" }],
+    [{}, { scheme: "StandardWebhooks", signedContent: "TimestampAndBody" }],
+    [undefined, { scheme: "StandardWebhooks", signedContent: "TimestampAndBody" }],
+  ])("accepts %j", (input, expected) => {
+    const r = parse(input);
+    expect(r.success).toBe(true);
+    expect(r.data?.signature).toEqual(expected);
+  });
+
+  it.each([
+    [{ scheme: "StandardWebhooks", signedContent: "LegacyBodyOnly" }, "signedContent LegacyBodyOnly applies to scheme HMACSHA256Hex only"],
+    [{ signedContent: "LegacyBodyOnly" }, "signedContent LegacyBodyOnly applies to scheme HMACSHA256Hex only"],
+    [{ scheme: "HMACSHA256Hex", signedContent: "Body" }, "Invalid option"],
+  ])("refuses %j, naming signedContent", (input, message) => {
+    const r = parse(input);
+    expect(r.success).toBe(false);
+    expect(r.error!.issues[0]!.path).toEqual(["signature", "signedContent"]);
+    expect(r.error!.issues[0]!.message).toContain(message);
   });
 });

@@ -47,17 +47,36 @@ export const secretRefSchema = z
       "The Secret holding the signing secret. A value `whsec_<base64>` is used as its decoded bytes. StandardWebhooks needs that form (the Standard Webhooks libraries base64-decode every secret): any other value makes the subscription Ready=False (SecretNotVerifiable). HMACSHA256Hex also takes any other value, as its UTF-8 bytes.",
   });
 
-export const signatureSchema = z
-  .object({
+/** What an HMACSHA256Hex signature covers; core/signing.ts computes it. */
+export const HEX_SIGNED_CONTENT = ["TimestampAndBody", "LegacyBodyOnly"] as const;
+
+export const signatureSchema = withRules(
+  z.object({
     scheme: z
       .enum(["StandardWebhooks", "HMACSHA256Hex"])
       .default("StandardWebhooks")
       .meta({
         description:
-          "StandardWebhooks: webhook-id, webhook-timestamp and webhook-signature (v1,<base64 HMAC-SHA256 of id.timestamp.body>) per the Standard Webhooks specification. HMACSHA256Hex: x-webhook-id, x-webhook-timestamp and x-webhook-signature: sha256=<hex HMAC-SHA256 of the body>.",
+          'StandardWebhooks: webhook-id, webhook-timestamp and webhook-signature (v1,<base64 HMAC-SHA256 of "<id>.<timestamp>.<body>">) per the Standard Webhooks specification. HMACSHA256Hex: x-webhook-id, x-webhook-timestamp and x-webhook-signature: sha256=<hex HMAC-SHA256 of "<x-webhook-timestamp>.<body>"> (see signedContent).',
       }),
-  })
-  .meta({ description: "How requests are signed." });
+    signedContent: z
+      .enum(HEX_SIGNED_CONTENT)
+      .default("TimestampAndBody")
+      .meta({
+        description:
+          'What the signature covers. TimestampAndBody: HMACSHA256Hex signs "<x-webhook-timestamp>.<body>", so a receiver can refuse requests older than its tolerance (StandardWebhooks always signs "<id>.<timestamp>.<body>" and takes only this value). LegacyBodyOnly, HMACSHA256Hex only: the body alone, for receivers written for the earlier form; the timestamp is then unsigned and a captured request verifies forever.',
+      }),
+  }),
+  { description: "How requests are signed." },
+  [
+    {
+      rule: "!has(self.signedContent) || self.signedContent != 'LegacyBodyOnly' || (has(self.scheme) && self.scheme == 'HMACSHA256Hex')",
+      message: 'signedContent LegacyBodyOnly applies to scheme HMACSHA256Hex only (StandardWebhooks always signs "<id>.<timestamp>.<body>")',
+      fieldPath: ".signedContent",
+      check: (s) => s.signedContent !== "LegacyBodyOnly" || s.scheme === "HMACSHA256Hex",
+    },
+  ],
+);
 
 export const retrySchema = withRules(
   z.object({
@@ -170,8 +189,167 @@ export const headersSchema = withRules(
   ],
 ).refine((h) => Object.keys(h).length <= 32, { message: "at most 32 headers" });
 
-export const subscriptionSpecSchema = z
+// ---------------------------------------------------------------------------------------------
+// Receiver credentials: header values, a client certificate, a private CA and OAuth2 client
+// credentials, each read from a Secret in the subscription's namespace (never written in the
+// spec), and an egress proxy. Whoever creates a subscription must be allowed to read every
+// Secret it names: the chart's ValidatingAdmissionPolicy checks it (see src/api/admission.ts).
+
+/** A key of a Secret's data (what `kubectl create secret` accepts). */
+const SECRET_KEY_PATTERN = "^[-._a-zA-Z0-9]+$";
+function secretKey(description: string) {
+  return z.string().min(1).max(253).regex(new RegExp(SECRET_KEY_PATTERN), { message: "must be a Secret key (letters, digits, -, _ and .)" }).meta({ description });
+}
+
+export const secretKeyRefSchema = z
   .object({
+    name: objectName("Name of a Secret in the subscription's namespace."),
+    key: secretKey("Key in the Secret."),
+  })
+  .meta({ description: "One key of a Secret in the subscription's namespace." });
+
+/** Longest value a header may take, from the spec or from a Secret. */
+export const MAX_HEADER_VALUE_LENGTH = 4096;
+export const MAX_HEADERS_FROM = 32;
+
+const headerFromNameSchema = withRules(
+  z.string().min(1).max(256).regex(new RegExp(headerNamePattern), { message: "header names must be HTTP tokens (letters, digits and !#$%&'*+.^_`|~-)" }),
+  { description: "The header's name (an HTTP token). Neither a header Hookline sets nor one about the connection." },
+  [
+    {
+      rule: `!(self.lowerAscii() in ${celList(RESERVED_HEADERS)})`,
+      message: `headersFrom may not set ${RESERVED_HEADERS.join(", ")}: Hookline sets them`,
+      messageExpression: `'header "' + self + '" may not be set: ${RESERVED_WHY}'`,
+      check: (k) => !isReserved(k),
+      describe: (k) => `header "${k}" may not be set: ${RESERVED_WHY}`,
+    },
+    {
+      rule: `!${celConnectionHeader("self")}`,
+      message: `headersFrom may not set ${CONNECTION_HEADERS.join(", ")} or ${CONNECTION_HEADER_PREFIX}*: the HTTP client owns them`,
+      messageExpression: `'header "' + self + '" may not be set: ${CONNECTION_WHY}'`,
+      check: (k) => !isConnectionHeader(k),
+      describe: (k) => `header "${k}" may not be set: ${CONNECTION_WHY}`,
+    },
+  ],
+);
+
+export const headerFromSchema = z
+  .object({
+    name: headerFromNameSchema,
+    secretKeyRef: secretKeyRefSchema,
+  })
+  .meta({ description: "A header whose value is read from a Secret." });
+
+const lowerNames = (list: Array<{ name: string }>) => list.map((h) => h.name.toLowerCase());
+
+export const headersFromSchema = withRules(
+  z.array(headerFromSchema).max(MAX_HEADERS_FROM),
+  {
+    description: `Headers whose values are read from Secrets in the subscription's namespace (re-read within 30 s of a change). A value must be 1..${MAX_HEADER_VALUE_LENGTH} characters of tab and printable ASCII; otherwise the subscription is Ready=False and its deliveries wait. Values never appear in logs, status, Events or metrics.`,
+  },
+  [
+    {
+      rule: "self.all(h, self.filter(o, o.name.lowerAscii() == h.name.lowerAscii()).size() == 1)",
+      message: "headersFrom names must be unique (case-insensitive)",
+      check: (list) => new Set(lowerNames(list)).size === list.length,
+      describe: (list) => `headersFrom names must be unique (case-insensitive): header "${list.find((h, i) => lowerNames(list).indexOf(h.name.toLowerCase()) !== i)?.name ?? ""}" is listed more than once`,
+    },
+  ],
+);
+
+export const tlsSchema = withRules(
+  z.object({
+    clientCertificateSecretRef: z
+      .object({ name: objectName("Name of a kubernetes.io/tls Secret (tls.crt, tls.key) in the subscription's namespace, e.g. one cert-manager keeps renewed.") })
+      .optional()
+      .meta({ description: "The client certificate (and its chain) and private key presented to the endpoint. A renewed certificate is used within 30 s, without a restart." }),
+    caBundleSecretRef: z
+      .object({
+        name: objectName("Name of a Secret in the subscription's namespace."),
+        key: secretKey("Key holding one or more PEM certificates.").default("ca.crt"),
+      })
+      .optional()
+      .meta({ description: "The CA certificates (PEM) the endpoint's server certificate must chain to. They replace the public CAs for this endpoint: only certificates they issued are accepted." }),
+  }),
+  { description: "TLS towards the endpoint (the url must be https://)." },
+  [
+    {
+      rule: "has(self.clientCertificateSecretRef) || has(self.caBundleSecretRef)",
+      message: "tls needs clientCertificateSecretRef, caBundleSecretRef or both",
+      check: (t) => t.clientCertificateSecretRef !== undefined || t.caBundleSecretRef !== undefined,
+    },
+  ],
+);
+
+/** An OAuth2 scope token (RFC 6749 section 3.3). */
+const SCOPE_PATTERN = "^[\\x21\\x23-\\x5b\\x5d-\\x7e]+$";
+
+/** CEL and TypeScript: an absolute http(s) URL with a host. */
+const celHttpUrl = (e: string) => `isURL(${e}) && url(${e}).getScheme() in ['http', 'https'] && url(${e}).getHostname() != ''`;
+function isHttpUrl(u: string): boolean {
+  try {
+    const parsed = new URL(u);
+    return (parsed.protocol === "http:" || parsed.protocol === "https:") && parsed.hostname !== "";
+  } catch {
+    return false;
+  }
+}
+function hasUserInfo(u: string): boolean {
+  try {
+    const parsed = new URL(u);
+    return parsed.username !== "" || parsed.password !== "";
+  } catch {
+    return false;
+  }
+}
+const USER_INFO_PATTERN = "^[A-Za-z][A-Za-z0-9+.-]*://[^/?#]*@";
+
+export const oauth2Schema = z
+  .object({
+    tokenURL: withRules(
+      z.string().min(1).max(2048),
+      { description: "The token endpoint. https, or http only to addresses the operator allows in WEBHOOK_ALLOWED_NETWORKS; reached through the same network guard, proxy and timeout as the endpoint." },
+      [{ rule: celHttpUrl("self"), message: "tokenURL must be an absolute http:// or https:// URL with a host", check: isHttpUrl }],
+    ),
+    clientIdSecretRef: secretKeyRefSchema.meta({ description: "The client id, from a Secret in the subscription's namespace." }),
+    clientSecretSecretRef: secretKeyRefSchema.meta({ description: "The client secret, from a Secret in the subscription's namespace." }),
+    scopes: z
+      .array(z.string().min(1).max(256).regex(new RegExp(SCOPE_PATTERN), { message: "must be an OAuth2 scope token (printable ASCII without spaces, quotes or backslashes)" }))
+      .max(32)
+      .optional()
+      .meta({ description: "Scopes asked for (the scope parameter, space-separated).", "x-kubernetes-list-type": "set" }),
+    audience: z.string().min(1).max(2048).optional().meta({ description: "Sent as the audience parameter, for token endpoints that need one (Auth0, RFC 8693 style)." }),
+    clientAuthentication: z
+      .enum(["ClientSecretBasic", "ClientSecretPost"])
+      .default("ClientSecretBasic")
+      .meta({ description: "How the client authenticates to the token endpoint: ClientSecretBasic (HTTP Basic, RFC 6749 section 2.3.1) or ClientSecretPost (client_id and client_secret in the form)." }),
+  })
+  .meta({
+    description:
+      "OAuth2 client credentials grant (RFC 6749 section 4.4): requests carry Authorization: Bearer <token>. A token is kept until shortly before it expires; a 401 from the endpoint fetches a new one and sends the request once more, within the same attempt.",
+  });
+
+export const proxySchema = z
+  .object({
+    url: withRules(
+      z.string().min(1).max(2048),
+      { description: "http://host:port or https://host:port of an HTTP CONNECT proxy. Wins over the operator's HTTPS_PROXY/HTTP_PROXY/NO_PROXY." },
+      [
+        { rule: celHttpUrl("self"), message: "proxy url must be an absolute http:// or https:// URL with a host", check: isHttpUrl },
+        {
+          rule: `!self.matches('${USER_INFO_PATTERN}')`,
+          message: "proxy url may not hold credentials (user:password@): everyone who may read the subscription would see them",
+          check: (u) => !hasUserInfo(u),
+        },
+      ],
+    ),
+  })
+  .meta({ description: "Send this subscription's requests (and its OAuth2 token requests) through an HTTP CONNECT proxy, e.g. for a static egress address. The network guard checks both the proxy's address and the endpoint's." });
+
+const celHeaderIn = (list: string, name: string) => `${list}.exists(k, k.lowerAscii() == ${name})`;
+
+export const subscriptionSpecSchema = withRules(
+  z.object({
     url: withRules(
       z.string().min(1).max(2048),
       {
@@ -202,8 +380,12 @@ export const subscriptionSpecSchema = z
       [],
     ).optional(),
     secretRef: secretRefSchema.optional(),
-    signature: signatureSchema.default({ scheme: "StandardWebhooks" }),
+    signature: signatureSchema.default({ scheme: "StandardWebhooks", signedContent: "TimestampAndBody" }),
     headers: headersSchema.optional(),
+    headersFrom: headersFromSchema.optional(),
+    tls: tlsSchema.optional(),
+    oauth2: oauth2Schema.optional(),
+    proxy: proxySchema.optional(),
     timeout: duration("100ms", "120s", "Timeout of one attempt, from connect to the response headers. Default: WEBHOOK_DELIVERY_TIMEOUT_MS.").optional(),
     retry: retrySchema.default({ maxAttempts: 6, initialBackoff: "1s", multiplier: 2, maxBackoff: "30s", jitterPercent: 10, respectRetryAfter: true }),
     circuitBreaker: circuitBreakerSchema.default({ whenOpen: "Defer" }),
@@ -212,13 +394,35 @@ export const subscriptionSpecSchema = z
     maxPending: int(
       1,
       1_000_000,
-      "Deliveries of this subscription waiting to be delivered (Pending or Retrying) at which the publish doors refuse new events for it (HTTP 429 with Retry-After) until the backlog shrinks. Omitted: no cap.",
+      "Deliveries of this subscription waiting to be delivered (Pending or Retrying) at which the publish doors refuse new events for it (HTTP 429 with Retry-After) until the backlog shrinks. A delivery created directly past it waits its turn (condition Succeeded=Unknown, reason BacklogFull). Omitted: no cap.",
     ).optional(),
     deadLetter: deadLetterSchema.default({ maxEntries: 10000, maxReplays: 5 }),
     retention: retentionSchema.default({ succeeded: "1h", deadLettered: "720h" }),
     paused: z.boolean().default(false).meta({ description: "Hold every delivery of this subscription until unpaused." }),
-  })
-  .meta({ description: "Where and how to deliver webhooks for one endpoint." });
+  }),
+  { description: "Where and how to deliver webhooks for one endpoint." },
+  [
+    {
+      rule: `!has(self.headers) || !has(self.headersFrom) || self.headersFrom.all(h, !${celHeaderIn("self.headers", "h.name.lowerAscii()")})`,
+      message: "a header may be set in headers or in headersFrom, not both",
+      fieldPath: ".headersFrom",
+      check: (s) => !s.headers || !s.headersFrom || !s.headersFrom.some((h) => Object.keys(s.headers!).some((k) => k.toLowerCase() === h.name.toLowerCase())),
+      describe: (s) => `a header may be set in headers or in headersFrom, not both: header "${s.headersFrom?.find((h) => Object.keys(s.headers ?? {}).some((k) => k.toLowerCase() === h.name.toLowerCase()))?.name ?? ""}" is in both`,
+    },
+    {
+      rule: `!has(self.oauth2) || ((!has(self.headers) || !${celHeaderIn("self.headers", "'authorization'")}) && (!has(self.headersFrom) || !self.headersFrom.exists(h, h.name.lowerAscii() == 'authorization')))`,
+      message: "with oauth2, Hookline sets the Authorization header: remove it from headers and headersFrom",
+      fieldPath: ".oauth2",
+      check: (s) => !s.oauth2 || (!Object.keys(s.headers ?? {}).some((k) => k.toLowerCase() === "authorization") && !(s.headersFrom ?? []).some((h) => h.name.toLowerCase() === "authorization")),
+    },
+    {
+      rule: "!has(self.tls) || !isURL(self.url) || url(self.url).getScheme() == 'https'",
+      message: "tls applies to https endpoints: the url must be https://",
+      fieldPath: ".tls",
+      check: (s) => !s.tls || !isHttpUrl(s.url) || new URL(s.url).protocol === "https:",
+    },
+  ],
+);
 
 export const breakerStatusSchema = z
   .object({
@@ -279,7 +483,9 @@ export const endpointResetStatusSchema = z
 export const subscriptionStatusSchema = z
   .object({
     observedGeneration: z.int().min(0).optional().meta({ description: "The .metadata.generation the operator last acted on." }),
-    conditions: conditions("Ready: the operator accepted the spec and its Secret. EndpointHealthy: the endpoint answers.").optional(),
+    conditions: conditions(
+      "Ready: the operator accepted the spec and its Secret. EndpointHealthy: the endpoint answers. ConfigurationAdvice: True (reason CooldownShorterThanBackoff) while settings work against each other (the breaker cooldown shorter than the largest retry delay); it never makes the subscription not Ready.",
+    ).optional(),
     breaker: breakerStatusSchema.optional(),
     health: healthStatusSchema.optional(),
     deliveries: deliveryCountsSchema.optional(),

@@ -1,22 +1,26 @@
-// `hookline demo`: the whole product in about a minute, with no cluster. It starts the embedded
-// control plane (etcd + kube-apiserver), the operator in this process, and three local
-// receivers for three customers: acme fails twice then recovers, globex answers 410 Gone,
-// initech is down (a closed port). It subscribes them with a fast retry policy, publishes one
-// order.paid event through the fan-out, prints each request as it happens and each delivery's
-// final phase, then the kubectl commands to look at and replay what failed.
+// `hookline demo`: the whole product in about a minute, with no cluster. It plays the three-
+// customer case study on the embedded control plane (etcd + kube-apiserver) with the operator in
+// this process and three local receivers: acme answers 503, 503, then 200; globex answers 410
+// Gone; initech answers 500 to all six attempts, the gaps doubling (50, 100, 200, 400, 800 ms).
+// It publishes one order.paid event through the fan-out, prints each customer's requests with
+// their gaps as the operator recorded them, the end state (delivered; dead-lettered Gone with
+// the endpoint disabled; dead-lettered Exhausted), then replays initech's dead letter once it
+// is back, and prints the kubectl commands to look around.
 import { createWriteStream, existsSync, rmSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
-import { createServer, type Server } from "node:http";
+import { STATUS_CODES, createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join, relative, resolve } from "node:path";
 import { setTimeout as delay } from "node:timers/promises";
 import { parseArgs } from "node:util";
 import { KubeConfig } from "@kubernetes/client-node";
-import { API_VERSION, SUBSCRIPTION, isTerminalPhase } from "../api/names.js";
+import { parseDuration } from "../api/duration.js";
+import { ANNOTATIONS, API_VERSION, SUBSCRIPTION, isTerminalPhase } from "../api/names.js";
 import { ensureBinaries } from "../cluster/build.js";
 import { readState, runningControlPlane, startControlPlane, stopControlPlane, type ControlPlaneInfo } from "../cluster/control-plane.js";
 import { loadConfig } from "../config/config.js";
+import { backoffDelay } from "../core/backoff.js";
 import { secretBytes, signStandardWebhooks } from "../core/signing.js";
 import { DELIVERIES, SUBSCRIPTIONS } from "../delivery/objects.js";
 import { KubeClient } from "../kube/client.js";
@@ -31,8 +35,10 @@ const USAGE = `usage: hookline demo [--keep] [--dir DIR]
 
 Shows Hookline end to end in about a minute, with no cluster: starts a local etcd +
 kube-apiserver (built once from Go modules and cached), the operator, and three local
-receivers; subscribes them, publishes one order.paid event and prints every request, each
-delivery's outcome and the kubectl commands to inspect and replay the failures.
+receivers, and plays the three-customer case study: acme answers 503, 503, then 200; globex
+answers 410 Gone; initech answers 500 six times, the gaps doubling. It prints every request
+with its gap, each delivery's outcome, a replay of initech's dead letter once it is back, and
+the kubectl commands to look around.
 
   --keep      leave the control plane running afterwards (in DIR) to try those commands
   --dir DIR   where the kept control plane lives (default .hookline/demo); without --keep
@@ -42,11 +48,13 @@ delivery's outcome and the kubectl commands to inspect and replay the failures.
 const NAMESPACE = "shop";
 const EVENT_ID = "evt-1001";
 const SECRET = "whsec_ZGVtby1zaWduaW5nLXNlY3JldC0xMjM0NTY3OA==";
-const FAST_RETRY = { maxAttempts: 4, initialBackoff: "200ms", multiplier: 2, maxBackoff: "2s", jitterPercent: 0 };
+/** The case study's schedule: 6 attempts, 50 ms doubling up to 1 s, no jitter (so the gaps are exact). */
+const RETRY = { maxAttempts: 6, initialBackoff: "50ms", multiplier: 2, maxBackoff: "1s", jitterPercent: 0 };
+/** Above initech's six failures, so the breaker lets all six through (the default opens at 5). */
+const BREAKER = { failureThreshold: 10 };
+const REPLAY_REASON = "initech is back, INC-42";
 const DEFAULT_KEEP_DIR = ".hookline/demo";
 const DEADLINE_MS = 60_000;
-/** Lines wait this long so the down customer's attempts (read from status) print in time order. */
-const REORDER_MS = 400;
 
 type Print = (line: string) => void;
 
@@ -55,13 +63,17 @@ interface Customer {
   eventTypes: string[];
   story: string;
   url: string;
+  path: string;
+  server: DemoReceiver;
 }
 
 interface Attempt {
   number: number;
   startedAt: string;
+  durationMs?: number;
   responseStatus?: number;
   error?: string;
+  replay?: boolean;
 }
 
 interface DeliveryStatus {
@@ -70,6 +82,7 @@ interface DeliveryStatus {
   history?: Attempt[];
   deadLetter?: { reason: string; message?: string };
   discard?: { reason: string; message?: string };
+  lastReplay?: { reason?: string; result?: string };
 }
 
 interface SubscriptionStatus {
@@ -77,63 +90,31 @@ interface SubscriptionStatus {
   health?: { state?: string; reason?: string; consecutiveFailures?: number };
 }
 
-const offset = (ms: number) => `+${(Math.max(0, ms) / 1000).toFixed(2)}s`.padStart(7);
-
-/** Lines stamped with when they happened, printed in that order once REORDER_MS old. */
-class Timeline {
-  private pending: Array<{ at: number; seq: number; line: string }> = [];
-  private seq = 0;
-  origin = Date.now();
-
-  constructor(private readonly print: Print) {}
-
-  add(at: number, text: string): void {
-    this.pending.push({ at, seq: this.seq++, line: `  ${offset(at - this.origin)}  ${text}` });
-  }
-
-  flush(all = false): void {
-    const cutoff = Date.now() - REORDER_MS;
-    const due = this.pending.filter((p) => all || p.at <= cutoff).sort((a, b) => a.at - b.at || a.seq - b.seq);
-    this.pending = this.pending.filter((p) => !due.includes(p));
-    for (const p of due) this.print(p.line);
-  }
+/** What one receiver saw: per request, whether the signature verified and which webhook-id it carried. */
+interface DemoReceiver {
+  server: Server;
+  seen: Array<{ signatureOk: boolean; webhookId: string }>;
 }
 
-/** A receiver answering `reply(n)` to its n-th request; each request goes on the timeline. */
-async function receiver(name: string, reply: (n: number) => number, timeline: Timeline): Promise<Server> {
-  let n = 0;
-  const server = createServer((req, res) => {
-    const at = Date.now();
+/** A receiver answering `reply(n)` to its n-th request, checking each signature as a customer would. */
+async function receiver(reply: (n: number) => number): Promise<DemoReceiver> {
+  const r: DemoReceiver = { server: createServer(), seen: [] };
+  r.server.on("request", (req, res) => {
     const chunks: Buffer[] = [];
     req.on("data", (c: Buffer) => chunks.push(c));
     req.on("end", () => {
-      const status = reply(++n);
-      const body = Buffer.concat(chunks).toString("utf8");
-      const expected = signStandardWebhooks({
-        id: String(req.headers["webhook-id"] ?? ""),
-        timestampSeconds: Number(req.headers["webhook-timestamp"]),
-        body,
-        secrets: [secretBytes(SECRET)],
-      })["webhook-signature"];
-      const signature = req.headers["webhook-signature"] === expected ? "signature ok" : "BAD SIGNATURE";
-      timeline.add(at, `${name.padEnd(8)} attempt ${n}  -> answered ${status}  (${signature})`);
+      const status = reply(r.seen.length + 1);
+      const webhookId = String(req.headers["webhook-id"] ?? "");
+      const expected = signStandardWebhooks({ id: webhookId, timestampSeconds: Number(req.headers["webhook-timestamp"]), body: Buffer.concat(chunks), secrets: [secretBytes(SECRET)] })["webhook-signature"];
+      r.seen.push({ signatureOk: req.headers["webhook-signature"] === expected, webhookId });
       res.writeHead(status, { "content-type": "text/plain" }).end(status < 300 ? "thanks\n" : "no\n");
     });
   });
-  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
-  return server;
+  await new Promise<void>((done) => r.server.listen(0, "127.0.0.1", done));
+  return r;
 }
 
 const urlOf = (s: Server, path: string) => `http://127.0.0.1:${(s.address() as AddressInfo).port}${path}`;
-
-/** A port nothing listens on: bound, then released. */
-async function closedPort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((r) => s.listen(0, "127.0.0.1", r));
-  const port = (s.address() as AddressInfo).port;
-  await new Promise<void>((r) => s.close(() => r()));
-  return port;
-}
 
 const closeServer = (s: Server) =>
   new Promise<void>((r) => {
@@ -179,7 +160,7 @@ async function subscribe(client: KubeClient, customers: Customer[], print: Print
     path: collectionPath(CORE.secrets, NAMESPACE),
     body: { apiVersion: "v1", kind: "Secret", metadata: { name: "signing", namespace: NAMESPACE }, type: "Opaque", stringData: { secret: SECRET } },
   });
-  print(`Three customers subscribe in namespace ${NAMESPACE} (signed; retry: 4 attempts, backoff 200ms doubling):`);
+  print(`Three customers subscribe in namespace ${NAMESPACE} (signed; retry: ${RETRY.maxAttempts} attempts, backoff ${RETRY.initialBackoff} doubling up to ${RETRY.maxBackoff}, no jitter):`);
   for (const c of customers) {
     await client.request({
       method: "POST",
@@ -188,40 +169,92 @@ async function subscribe(client: KubeClient, customers: Customer[], print: Print
         apiVersion: API_VERSION,
         kind: SUBSCRIPTION.kind,
         metadata: { name: c.name, namespace: NAMESPACE },
-        spec: { url: c.url, eventTypes: c.eventTypes, secretRef: { name: "signing" }, timeout: "2s", retry: FAST_RETRY },
+        spec: { url: c.url, eventTypes: c.eventTypes, secretRef: { name: "signing" }, timeout: "2s", retry: RETRY, circuitBreaker: BREAKER },
       },
     });
     print(`  ${c.name.padEnd(8)} ${JSON.stringify(c.eventTypes).padEnd(14)} ${c.url.padEnd(38)} ${c.story}`);
   }
 }
 
+/** The delay the engine waits after `failures` failed attempts of RETRY (no jitter: exact). */
+const scheduled = (failures: number) => backoffDelay(failures, { initialBackoffMs: parseDuration(RETRY.initialBackoff), multiplier: RETRY.multiplier, maxBackoffMs: parseDuration(RETRY.maxBackoff), jitterPercent: RETRY.jitterPercent }, () => 0.5);
+
+const ms = (n: number) => `${Math.round(n)}ms`;
+const answer = (a: Attempt) => (a.responseStatus ? `${a.responseStatus} ${STATUS_CODES[a.responseStatus] ?? ""}`.trimEnd() : (a.error ?? "no answer"));
+
 /**
- * Polls the deliveries until all are finished, putting the down customer's attempts (it has no
- * receiver to see them) on the timeline from its status history. Returns the final statuses.
+ * One request as the operator recorded it in status.history: when it started (from the first
+ * one), the gap since the one before (at least the scheduled backoff: the next attempt is due
+ * that long after the previous one ended), and the answer.
  */
-async function follow(client: KubeClient, result: PublishResult, down: string, timeline: Timeline, signal: AbortSignal): Promise<Map<string, DeliveryStatus>> {
-  const final = new Map<string, DeliveryStatus>();
-  let downSeen = 0;
-  const deadline = Date.now() + DEADLINE_MS;
-  while (final.size < result.deliveries.length) {
-    if (signal.aborted) throw new Error("interrupted");
-    if (Date.now() > deadline) throw new Error(`the deliveries did not finish within ${DEADLINE_MS / 1000}s`);
-    for (const d of result.deliveries.filter((x) => !final.has(x.subscription))) {
-      const got = await client.request<{ status?: DeliveryStatus }>({ method: "GET", path: objectPath(DELIVERIES, NAMESPACE, d.name) });
-      const status = got.status ?? {};
-      if (d.subscription === down) {
-        for (const a of (status.history ?? []).filter((h) => h.number > downSeen)) {
-          downSeen = Math.max(downSeen, a.number);
-          timeline.add(Date.parse(a.startedAt), `${down.padEnd(8)} attempt ${a.number}  -> ${a.error ?? `HTTP ${a.responseStatus}`}  (from its status: no one answered)`);
-        }
-      }
-      if (isTerminalPhase(status.phase)) final.set(d.subscription, status);
-    }
-    timeline.flush();
-    if (final.size < result.deliveries.length) await delay(100);
+function requestLine(c: Customer, a: Attempt, first: Attempt, previous: Attempt | undefined): string {
+  const at = `+${((Date.parse(a.startedAt) - Date.parse(first.startedAt)) / 1000).toFixed(3)}s`;
+  const gap = a.replay ? "replay".padEnd(19) : previous ? `gap ${ms(Date.parse(a.startedAt) - Date.parse(previous.startedAt)).padStart(6)} >= ${ms(scheduled(previous.number)).padStart(5)}` : "".padEnd(19);
+  return `  ${c.path.padEnd(14)} request ${a.number} for ${EVENT_ID} at ${at.padStart(7)}  ${gap}  -> ${answer(a)}`;
+}
+
+function outcomeLine(s: DeliveryStatus, subs: SubscriptionStatus | undefined): string {
+  const n = s.attempts ?? 0;
+  const attempts = `after ${n} attempt${n === 1 ? "" : "s"}`;
+  if (s.phase === "Succeeded") return `  => Succeeded ${attempts}`;
+  if (s.deadLetter) {
+    const disabled = subs?.health?.state === "Disabled" ? `; the endpoint is Disabled (reason ${subs.health.reason ?? "?"})` : "";
+    return `  => DeadLettered (${s.deadLetter.reason}) ${attempts}${disabled}`;
   }
-  timeline.flush(true);
+  if (s.discard) return `  => Discarded (${s.discard.reason})`;
+  return `  => ${s.phase ?? "?"}`;
+}
+
+async function getDelivery(client: KubeClient, name: string): Promise<{ metadata: { annotations?: Record<string, string> }; status?: DeliveryStatus }> {
+  return client.request({ method: "GET", path: objectPath(DELIVERIES, NAMESPACE, name) });
+}
+
+async function getSubscription(client: KubeClient, name: string): Promise<SubscriptionStatus> {
+  return (await client.request<{ status?: SubscriptionStatus }>({ method: "GET", path: objectPath(SUBSCRIPTIONS, NAMESPACE, name) })).status ?? {};
+}
+
+/** Polls until `check` returns a value, or throws after the demo's deadline. */
+async function until<T>(what: string, check: () => Promise<T | undefined>, signal: AbortSignal, timeoutMs = DEADLINE_MS): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    if (signal.aborted) throw new Error("interrupted");
+    const v = await check();
+    if (v !== undefined) return v;
+    if (Date.now() > deadline) throw new Error(`${what} did not happen within ${timeoutMs / 1000}s`);
+    await delay(100);
+  }
+}
+
+/** Each customer's delivery, once finished: its requests with their gaps, and its outcome. */
+async function follow(client: KubeClient, customers: Customer[], result: PublishResult, print: Print, signal: AbortSignal): Promise<Map<string, DeliveryStatus>> {
+  const final = new Map<string, DeliveryStatus>();
+  const nameOf = new Map(result.deliveries.map((d) => [d.subscription, d.name]));
+  for (const c of customers) {
+    const name = nameOf.get(c.name)!;
+    const s = await until(`the delivery ${name} finishing`, async () => {
+      const st = (await getDelivery(client, name)).status ?? {};
+      return isTerminalPhase(st.phase) ? st : undefined;
+    }, signal);
+    final.set(c.name, s);
+    // Health is rolled up a moment after the delivery finishes: wait for Gone to disable it.
+    const disabled = async () => {
+      const st = await getSubscription(client, c.name);
+      return st.health?.state === "Disabled" ? st : undefined;
+    };
+    const subs = s.deadLetter?.reason === "Gone" ? await until(`${c.name}'s endpoint being disabled`, disabled, signal, 10_000) : undefined;
+    const history = s.history ?? [];
+    print(`${name}:`);
+    history.forEach((a, i) => print(requestLine(c, a, history[0]!, history[i - 1])));
+    print(outcomeLine(s, subs));
+  }
   return final;
+}
+
+function printSignatures(print: Print, customers: Customer[]): void {
+  const all = customers.flatMap((c) => c.server.seen);
+  const ids = [...new Set(all.map((r) => r.webhookId))];
+  const bad = all.filter((r) => !r.signatureOk).length;
+  print(`All ${all.length} requests carried webhook-id ${ids.join(", ")} (the same on every attempt) and ${bad ? `${bad} had a BAD SIGNATURE` : "a signature each receiver verified"}.`);
 }
 
 /** Waits (briefly) for the subscriptions' status rollup, so a kept cluster shows the outcome. */
@@ -229,10 +262,7 @@ async function endpoints(client: KubeClient, customers: Customer[]): Promise<Map
   const out = new Map<string, SubscriptionStatus>();
   const deadline = Date.now() + 5_000;
   for (;;) {
-    for (const c of customers) {
-      const got = await client.request<{ status?: SubscriptionStatus }>({ method: "GET", path: objectPath(SUBSCRIPTIONS, NAMESPACE, c.name) });
-      out.set(c.name, got.status ?? {});
-    }
+    for (const c of customers) out.set(c.name, await getSubscription(client, c.name));
     const settled = [...out.values()].every((s) => s.deliveries?.pending === 0 && (s.deliveries.succeeded ?? 0) + (s.deliveries.deadLettered ?? 0) > 0);
     if (settled || Date.now() > deadline) return out;
     await delay(200);
@@ -264,7 +294,24 @@ function printOutcome(print: Print, customers: Customer[], result: PublishResult
   }
 }
 
-function printNextSteps(print: Print, opts: { keep: boolean; dir: string; keptDir: string; failed: Array<{ subscription: string; name: string }> }): void {
+/** Initech is back: one replay of its dead letter, through the annotation any user would set. */
+async function replayBack(client: KubeClient, c: Customer, name: string, print: Print, signal: AbortSignal): Promise<DeliveryStatus> {
+  print("");
+  print(`${c.name[0]!.toUpperCase()}${c.name.slice(1)} is back (it answers 200 now). Replay its dead letter, as you would:`);
+  print(`  $ kubectl annotate whdel -n ${NAMESPACE} ${name} ${ANNOTATIONS.replay}="${REPLAY_REASON}"`);
+  await client.request({ method: "PATCH", path: objectPath(DELIVERIES, NAMESPACE, name), contentType: "application/merge-patch+json", body: { metadata: { annotations: { [ANNOTATIONS.replay]: REPLAY_REASON } } } });
+  const s = await until(`the replay of ${name}`, async () => {
+    const d = await getDelivery(client, name);
+    return d.metadata.annotations?.[ANNOTATIONS.replay] === undefined && d.status?.lastReplay?.reason === REPLAY_REASON ? d.status : undefined;
+  }, signal);
+  const history = s.history ?? [];
+  const replayed = history.filter((a) => a.replay);
+  for (const a of replayed) print(requestLine(c, a, history[0]!, undefined));
+  print(s.phase === "Succeeded" ? `  => Succeeded by the replay (${ANNOTATIONS.replay} removed; status.lastReplay records it)` : `  => ${s.phase ?? "?"}: the replay failed (${s.lastReplay?.result ?? "?"})`);
+  return s;
+}
+
+function printNextSteps(print: Print, opts: { keep: boolean; dir: string; keptDir: string; failed: Array<{ subscription: string; name: string }>; replayed: string }): void {
   const rel = (p: string) => {
     const r = relative(process.cwd(), p);
     return r && !r.startsWith("..") ? r : p;
@@ -275,11 +322,10 @@ function printNextSteps(print: Print, opts: { keep: boolean; dir: string; keptDi
   print(`  export KUBECONFIG=${dir}/kubeconfig`);
   print(`  kubectl get hookline -n ${NAMESPACE}`);
   print(`  kubectl get whdel -n ${NAMESPACE} --field-selector status.phase=DeadLettered`);
+  print(`  kubectl describe whdel -n ${NAMESPACE} ${opts.replayed}      # six failures, then the replay`);
   for (const f of opts.failed) print(`  kubectl describe whdel -n ${NAMESPACE} ${f.name}`);
   print(`  hookline dev --dir ${dir}      # in another shell: the operator again, to act on replays`);
-  const [one, ...rest] = opts.failed;
-  if (one) print(`  kubectl annotate whdel -n ${NAMESPACE} ${one.name} hookline.dev/replay="endpoint fixed, INC-42"`);
-  for (const f of rest) print(`  kubectl annotate whsub -n ${NAMESPACE} ${f.subscription} hookline.dev/replay-dead-letters="${f.subscription} takes webhooks again"`);
+  for (const f of opts.failed) print(`  kubectl annotate whsub -n ${NAMESPACE} ${f.subscription} hookline.dev/replay-dead-letters="${f.subscription} takes webhooks again"`);
   print(`  hookline publish -n ${NAMESPACE} -t order.paid --id evt-1002 -d '{"order": 1002}'`);
   print(`  hookline cluster down --dir ${dir}`);
 }
@@ -309,7 +355,6 @@ export async function demoCommand(args: string[]): Promise<number> {
   // A kept directory of an earlier demo: start from an empty etcd, not the earlier events.
   if (keep && readState(dir) && existsSync(join(dir, "etcd"))) rmSync(join(dir, "etcd"), { recursive: true, force: true });
 
-  const timeline = new Timeline(print);
   const servers: Server[] = [];
   let op: Operator | undefined;
   let client: KubeClient | undefined;
@@ -326,13 +371,16 @@ export async function demoCommand(args: string[]): Promise<number> {
     client = await KubeClient.create(kc);
     note(`kube-apiserver ${info.version} at ${info.server}, CRDs installed, in ${((Date.now() - started) / 1000).toFixed(1)}s`);
 
-    const acme = await receiver("acme", (n) => (n <= 2 ? 503 : 200), timeline);
-    const globex = await receiver("globex", () => 410, timeline);
-    servers.push(acme, globex);
-    const customers: Customer[] = [
-      { name: "acme", eventTypes: ["order.*"], story: "fails twice (503), then recovers", url: urlOf(acme, "/webhooks") },
-      { name: "globex", eventTypes: ["order.paid"], story: "answers 410 Gone: wants no more webhooks", url: urlOf(globex, "/hooks/orders") },
-      { name: "initech", eventTypes: ["*"], story: "is down: nothing listens on its port", url: `http://127.0.0.1:${await closedPort()}/events` },
+    let initechBack = false;
+    const acme = await receiver((n) => (n <= 2 ? 503 : 200));
+    const globex = await receiver(() => 410);
+    const initech = await receiver(() => (initechBack ? 200 : 500));
+    servers.push(acme.server, globex.server, initech.server);
+    const customer = (name: string, eventTypes: string[], story: string, server: DemoReceiver, path: string): Customer => ({ name, eventTypes, story, server, path, url: urlOf(server.server, path) });
+    const customers = [
+      customer("acme", ["order.*"], "answers 503, 503, then 200", acme, "/webhooks"),
+      customer("globex", ["order.paid"], "answers 410 Gone: wants no more webhooks", globex, "/hooks/orders"),
+      customer("initech", ["*"], "is down: answers 500 every time", initech, "/events"),
     ];
     const logFile = join(dir, "operator.log");
     op = await startOperator(info.kubeconfig, logFile);
@@ -342,21 +390,23 @@ export async function demoCommand(args: string[]): Promise<number> {
     await subscribe(client, customers, print);
     print("");
     const data = { order: 1001, customer: "c_42", total: "42.00", currency: "EUR" };
-    timeline.origin = Date.now();
+    const published = Date.now();
     const result = await publish(client, { namespace: NAMESPACE, type: "order.paid", id: EVENT_ID, data });
-    print(`  ${offset(0)}  published order.paid ${EVENT_ID} ${JSON.stringify(data)}`);
-    print(`           fan-out: ${result.deliveries.map((d) => `${d.name} (${d.result})`).join(", ")}`);
-    const final = await follow(client, result, "initech", timeline, interrupted.signal);
-    const elapsed = Date.now() - timeline.origin;
+    print(`Published order.paid ${EVENT_ID} ${JSON.stringify(data)}`);
+    print(`  fan-out: ${result.deliveries.map((d) => `${d.name} (${d.result})`).join(", ")}`);
+    print("");
+    const final = await follow(client, customers, result, print, interrupted.signal);
+    const elapsed = Date.now() - published;
+    printSignatures(print, customers);
     printOutcome(print, customers, result, final, await endpoints(client, customers), elapsed);
-    // The one to replay first is the one that failed for lack of an answer (Exhausted).
-    const failed = result.deliveries
-      .filter((d) => final.get(d.subscription)?.phase !== "Succeeded")
-      .sort((a, b) => Number(final.get(b.subscription)?.deadLetter?.reason === "Exhausted") - Number(final.get(a.subscription)?.deadLetter?.reason === "Exhausted"));
-    printNextSteps(print, { keep, dir, keptDir, failed });
-    return 0;
+
+    const initechDelivery = result.deliveries.find((d) => d.subscription === "initech")!.name;
+    initechBack = true;
+    const replayed = await replayBack(client, customers[2]!, initechDelivery, print, interrupted.signal);
+    const failed = result.deliveries.filter((d) => d.subscription !== "initech" && final.get(d.subscription)?.phase !== "Succeeded");
+    printNextSteps(print, { keep, dir, keptDir, failed, replayed: initechDelivery });
+    return replayed.phase === "Succeeded" ? 0 : 1;
   } catch (err) {
-    timeline.flush(true);
     process.stderr.write(`hookline demo: ${(err as Error).message}${keep ? ` (operator log: ${join(dir, "operator.log")})` : ""}\n`);
     return interrupted.signal.aborted ? 130 : 1;
   } finally {

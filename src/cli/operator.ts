@@ -5,11 +5,13 @@ import { KubeConfig } from "@kubernetes/client-node";
 import type { Logger } from "pino";
 import { GROUP, VERSION as API_GROUP_VERSION } from "../api/names.js";
 import { STATUS_FITTERS } from "../api/status-limits.js";
-import type { Config } from "../config/config.js";
+import { configWarnings, type Config } from "../config/config.js";
 import type { PolicyDefaults } from "../core/policy.js";
 import { AttemptExecutor } from "../delivery/attempt.js";
+import { Backlog } from "../delivery/backlog.js";
 import { Caches } from "../delivery/caches.js";
 import { DeliveryKeys } from "../delivery/delivery-keys.js";
+import { Credentials } from "../delivery/credentials.js";
 import { DeliveryReconciler } from "../delivery/delivery-reconciler.js";
 import { combineDrains, DrainLog } from "../delivery/drain.js";
 import { EndpointTransitions } from "../delivery/endpoint-transitions.js";
@@ -18,6 +20,7 @@ import { Finals, type OutcomeMeta } from "../delivery/finals.js";
 import { Handlers } from "../delivery/handlers.js";
 import { LeaderTerm } from "../delivery/leader-term.js";
 import { SUBSCRIPTIONS, type SubscriptionObject } from "../delivery/objects.js";
+import { OAuth2Client } from "../delivery/oauth2.js";
 import { OutcomeWriter } from "../delivery/outcome-writer.js";
 import { Replayer } from "../delivery/replay.js";
 import { SecretCache } from "../delivery/secrets.js";
@@ -28,6 +31,7 @@ import { SharedEndpoints } from "../delivery/stream/shared-endpoints.js";
 import { StreamDelivery, withSubscriptionListeners } from "../delivery/stream/stream-delivery.js";
 import { SubscriptionReconciler } from "../delivery/subscription-reconciler.js";
 import { TerminalIndex } from "../delivery/terminal-index.js";
+import { WaitReports } from "../delivery/waits.js";
 import { ApiHealth } from "../kube/api-health.js";
 import { ApiError, ignoreNotFound, KubeClient } from "../kube/client.js";
 import { EventRecorder } from "../kube/events.js";
@@ -116,6 +120,7 @@ export class Operator {
       { server: client.server, namespaces: config.watchNamespaces.length ? config.watchNamespaces : "all", allowedNetworks: config.allowedNetworksText || "public only", mode: config.natsUrl ? `CR + stream (${config.natsUrlRedacted})` : "CR" },
       "hookline operator starting",
     );
+    for (const w of configWarnings(config)) log.warn({ variable: w.variable, advice: w.message }, "configuration advice");
 
     const defaults: PolicyDefaults = { deliveryTimeoutMs: config.deliveryTimeoutMs, breaker: config.breaker };
     const deliveryExpectations = new Expectations();
@@ -123,11 +128,13 @@ export class Operator {
     // Every status string and list is cut to its schema's limit here, in the one writer.
     const statusWriter = new StatusWriter(client, STATUS_FITTERS);
     const events = new EventRecorder(client, log.child({ component: "events" }), { component: "hookline", host: config.leaderElection.identity });
-    const sender = new Sender({ allowedNetworks: config.allowedNetworks, connectionsPerOrigin: Math.min(1000, config.maxInFlight) });
-    const secrets = new SecretCache(client);
+    const sender = new Sender({ allowedNetworks: config.allowedNetworks, connectionsPerOrigin: Math.min(1000, config.maxInFlight), proxy: config.proxy });
+    const secrets = new SecretCache(client, { ttlMs: config.secretRefreshMs });
+    const credentials = new Credentials(secrets, sender, new OAuth2Client(sender, { userAgent: USER_AGENT }));
 
     // The leader term is built last; the parts built before it wake it through this reference.
     const term: { current?: LeaderTerm } = {};
+    const backlog = new Backlog((key) => term.current?.addDelivery(key));
     // Stream mode (HOOKLINE_NATS_URL): built after the registry it feeds; reached through this.
     const stream: { delivery?: StreamDelivery; consumers?: ConsumerSync } = {};
     const handlers: Handlers = new Handlers({
@@ -137,6 +144,7 @@ export class Operator {
         const ep = endpoints.get(subKey);
         if (ep) endpoints.wakeEndpoint(ep);
       },
+      deliveryLeft: (subKey, key) => backlog.left(subKey, key, caches.policy(caches.subscription(subKey))?.maxPending),
       deliveryExpectations,
       subscriptionExpectations,
       statusIntervalMs: this.opts.statusIntervalMs ?? SUBSCRIPTION_STATUS_INTERVAL_MS,
@@ -185,7 +193,7 @@ export class Operator {
       observer: shared ?? transitions,
       ...(shared ? { replicas: () => shared.replicas() } : {}),
     });
-    const executor = new AttemptExecutor({ endpoints, sender, metrics, userAgent: USER_AGENT, ...(shared ? { probes: shared } : {}) });
+    const executor = new AttemptExecutor({ endpoints, credentials, metrics, userAgent: USER_AGENT, ...(shared ? { probes: shared } : {}) });
     const outcomes = new OutcomeWriter<OutcomeMeta>({ client, statusWriter, expectations: deliveryExpectations, events, log: log.child({ controller: "delivery" }) });
     const finals = new Finals({ endpoints, events, metrics, rollUp: (subKey) => rollUp(subKey, false) });
     const deliveries = new DeliveryReconciler({
@@ -193,7 +201,10 @@ export class Operator {
       caches,
       endpoints,
       secrets,
+      credentials,
       executor,
+      waits: new WaitReports({ outcomes, events, log: log.child({ controller: "delivery" }) }),
+      backlog,
       outcomes,
       finals,
       events,
@@ -222,6 +233,7 @@ export class Operator {
       caches,
       endpoints,
       secrets,
+      credentials,
       statusWriter,
       events,
       expectations: subscriptionExpectations,
@@ -241,6 +253,7 @@ export class Operator {
       subscriptions,
       replayRequests: () => terminal.replayRequests(),
       onStart: () => {
+        backlog.reset();
         replayer.restart();
         terminal.resync();
       },
@@ -263,6 +276,7 @@ export class Operator {
         caches,
         endpoints,
         secrets,
+        credentials,
         executor,
         finals,
         events,

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { ConfigError, INT_VARS, loadConfig } from "./config.js";
+import { ConfigError, INT_VARS, configWarnings, loadConfig } from "./config.js";
 
 function problemsOf(env: Record<string, string>): string[] {
   try {
@@ -130,5 +130,59 @@ describe("loadConfig", () => {
     const problems = problemsOf({ HOOKLINE_NATS_URL: "nats://hookline:s3cret@nats:4222/x" });
     expect(problems[0]).toContain("nats://hookline:***@nats:4222/x");
     expect(problems[0]).not.toContain("s3cret");
+  });
+
+  it("WEBHOOK_SECRET_REFRESH_MS: 30 s by default, 1 s .. 10 min", () => {
+    expect(loadConfig({}).secretRefreshMs).toBe(30_000);
+    expect(loadConfig({ WEBHOOK_SECRET_REFRESH_MS: "1000" }).secretRefreshMs).toBe(1_000);
+    expect(problemsOf({ WEBHOOK_SECRET_REFRESH_MS: "999" }).join("\n")).toContain("WEBHOOK_SECRET_REFRESH_MS=\"999\" is invalid: must be an integer from 1000 to 600000");
+  });
+});
+
+describe("loadConfig: HTTPS_PROXY, HTTP_PROXY, NO_PROXY", () => {
+  it("none by default", () => {
+    const c = loadConfig({});
+    expect(c.proxy.httpsProxy).toBeUndefined();
+    expect(c.proxy.httpProxy).toBeUndefined();
+    expect(c.proxy.noProxy.all).toBe(false);
+    expect(c.proxyText).toBe("");
+  });
+
+  it("reads the uppercase names first, then the lowercase ones (as Go does)", () => {
+    const c = loadConfig({ HTTPS_PROXY: "http://upper:3128", https_proxy: "http://lower:3128", http_proxy: "proxy.infra:8080", no_proxy: ".svc,10.0.0.0/8" });
+    expect(c.proxy.httpsProxy?.host).toBe("upper:3128");
+    expect(c.proxy.httpProxy?.href).toBe("http://proxy.infra:8080/");
+    expect(c.proxy.noProxy.domains).toEqual([{ suffix: ".svc", matchHost: false, port: "" }]);
+    expect(c.proxy.noProxy.cidrs.map((x) => x.text)).toEqual(["10.0.0.0/8"]);
+  });
+
+  it("keeps credentials for the proxy but never prints them", () => {
+    const c = loadConfig({ HTTPS_PROXY: "http://egress:hunter2@proxy:3128", NO_PROXY: ".svc" });
+    expect(c.proxy.httpsProxy?.password).toBe("hunter2");
+    expect(c.proxyText).toBe("HTTPS_PROXY=http://***@proxy:3128 NO_PROXY=.svc");
+    const problems = problemsOf({ HTTPS_PROXY: "socks5://egress:hunter2@proxy:1080" });
+    expect(problems).toEqual(["HTTPS_PROXY is invalid: scheme socks5 is not supported (an HTTP CONNECT proxy: http:// or https://)"]);
+    expect(problems.join("")).not.toContain("hunter2");
+  });
+
+  it("a bad NO_PROXY entry is named", () => {
+    expect(problemsOf({ NO_PROXY: ".svc,10.0.0.0/40" }).join("\n")).toContain('NO_PROXY=".svc,10.0.0.0/40" is invalid');
+  });
+});
+
+describe("configWarnings: advice the operator logs at start", () => {
+  it("none with the defaults (60 s cooldown; the default retry waits at most 17.6 s)", () => {
+    expect(configWarnings(loadConfig({}))).toEqual([]);
+    expect(configWarnings(loadConfig({ WEBHOOK_CB_TIMEOUT_MS: "17600" }))).toEqual([]);
+  });
+
+  it.each(["1000", "10000", "17599"])("WEBHOOK_CB_TIMEOUT_MS=%s, shorter than the default retry's largest delay: one warning naming the variable, both numbers and the fix", (value) => {
+    const warnings = configWarnings(loadConfig({ WEBHOOK_CB_TIMEOUT_MS: value }));
+    expect(warnings).toEqual([
+      {
+        variable: "WEBHOOK_CB_TIMEOUT_MS",
+        message: `WEBHOOK_CB_TIMEOUT_MS=${value} is shorter than the largest delay of the default retry policy, 17600 ms (6 attempts, delays from 1s times 2, capped at 30s, jitter 10%): an open breaker would probe sooner than the retries wait, and a probe into the same outage opens it again at once; set it to at least 17600. Subscriptions that set circuitBreaker.cooldown or retry are checked on their own (condition ConfigurationAdvice).`,
+      },
+    ]);
   });
 });

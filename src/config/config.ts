@@ -3,7 +3,11 @@
 import { hostname } from "node:os";
 import { randomBytes } from "node:crypto";
 import { z } from "zod";
+import { parseDuration } from "../api/duration.js";
+import { retrySchema } from "../api/subscription.js";
+import { describeRetrySchedule, largestRetryDelayMs } from "../core/advice.js";
 import { parseCidrList, type Cidr } from "../core/netguard.js";
+import { NO_PROXY_NONE, parseNoProxy, parseProxyUrl, redactProxyUrl, type ProxyEnv } from "../core/proxy-env.js";
 import { NatsUrlError, parseNatsUrl, redactNatsUrl } from "../stream/url.js";
 
 export interface Config {
@@ -22,6 +26,14 @@ export interface Config {
   allowedNetworks: Cidr[];
   /** The raw value, for logs and docs. */
   allowedNetworksText: string;
+  /**
+   * Proxies for webhook requests and OAuth2 token requests (never for the API server):
+   * HTTPS_PROXY, HTTP_PROXY, NO_PROXY (or their lowercase forms). A subscription's
+   * spec.proxy.url wins over them.
+   */
+  proxy: ProxyEnv;
+  /** The proxy settings without credentials, for logs. */
+  proxyText: string;
   /** Namespaces to watch; empty means all. */
   watchNamespaces: string[];
   metricsPort: number;
@@ -30,6 +42,8 @@ export interface Config {
   publishPort: number | undefined;
   /** How often a Disabled endpoint is probed. */
   healthProbeIntervalMs: number;
+  /** How long a Secret read for a subscription is used before it is read again. */
+  secretRefreshMs: number;
   leaderElection: { enabled: boolean; leaseName: string; leaseNamespace: string; identity: string; leaseDurationMs: number; renewDeadlineMs: number; retryPeriodMs: number };
   logLevel: "fatal" | "error" | "warn" | "info" | "debug" | "trace" | "silent";
   /**
@@ -77,6 +91,8 @@ export const INT_VARS = {
   // 20,000 finished deliveries of 1 KiB take ~82 MB of etcd, of 16 KiB ~370 MB (docs/capacity.md).
   maxFinishedDeliveries: { name: "WEBHOOK_MAX_FINISHED_DELIVERIES", default: 20_000, min: 10, max: 10_000_000 },
   streamReplicas: { name: "HOOKLINE_STREAM_REPLICAS", default: 1, min: 1, max: 5 },
+  // How stale a Secret's value may be: a rotated key or renewed certificate is used within it.
+  secretRefreshMs: { name: "WEBHOOK_SECRET_REFRESH_MS", default: 30_000, min: 1_000, max: 600_000 },
 } as const satisfies Record<string, IntVar>;
 
 /** Every variable the operator reads, for docs/api.md: default, range and what it does. */
@@ -86,19 +102,23 @@ export const ENV_DOCS: Array<{ name: string; default: string; range: string; wha
       [INT_VARS.deliveryTimeoutMs, "per-attempt timeout when a subscription sets no `timeout`"],
       [INT_VARS.failureThreshold, "consecutive failures that open a breaker (subscription default)"],
       [INT_VARS.successThreshold, "successful probes in HalfOpen that close it (subscription default)"],
-      [INT_VARS.cooldownMs, "how long a breaker stays Open before one probe (subscription default)"],
+      [INT_VARS.cooldownMs, "how long a breaker stays Open before one probe (subscription default); shorter than the default retry policy's largest delay (17600): a warning at start"],
       [INT_VARS.drainTimeoutMs, "on SIGTERM, how long in-flight requests may finish"],
     ] as const
   ).map(([v, what]) => ({ name: v.name, default: String(v.default), range: `${v.min}..${v.max}`, what })),
   { name: "WEBHOOK_DRAIN_TIMEOUT_ACTION", default: "requeue", range: "requeue, dead-letter", what: "what an attempt cut by the drain timeout becomes" },
   { name: INT_VARS.maxInFlight.name, default: String(INT_VARS.maxInFlight.default), range: `${INT_VARS.maxInFlight.min}..${INT_VARS.maxInFlight.max}`, what: "webhook requests in flight across all endpoints, shared fairly between namespaces" },
   { name: "WEBHOOK_ALLOWED_NETWORKS", default: "empty: public addresses only", range: "comma-separated CIDR list", what: "non-public networks the operator may deliver to (loopback, private and link-local need it); plain http only to these" },
+  { name: "HTTPS_PROXY", default: "empty: none", range: "http:// or https:// URL (https_proxy also read)", what: "HTTP CONNECT proxy for https:// webhook and OAuth2 token requests (not the API server); a subscription's spec.proxy.url wins" },
+  { name: "HTTP_PROXY", default: "empty: none", range: "http:// or https:// URL (http_proxy also read)", what: "the same for http:// requests" },
+  { name: "NO_PROXY", default: "empty", range: "comma list of domains, IPs, CIDRs, `*` (no_proxy also read)", what: "destinations reached directly despite HTTPS_PROXY/HTTP_PROXY, as Go and curl read it; localhost and loopback always are" },
   { name: "WATCH_NAMESPACES", default: "empty: all", range: "comma-separated namespace list", what: "namespaces to serve" },
   ...(
     [
       [INT_VARS.metricsPort, "`/metrics` (0: any free port)"],
       [INT_VARS.healthPort, "`/healthz`, `/readyz` (0: any free port)"],
       [INT_VARS.healthProbeIntervalMs, "how often a Disabled endpoint is probed"],
+      [INT_VARS.secretRefreshMs, "how long a Secret's value is used before it is read again: a rotated signing key, header value, client secret or renewed client certificate is picked up within this time, without a restart"],
       [INT_VARS.maxFinishedDeliveries, "finished deliveries kept in the cluster's etcd (all namespaces); above it the oldest are deleted, Succeeded before Discarded before DeadLettered (docs/capacity.md)"],
     ] as const
   ).map(([v, what]) => ({ name: v.name, default: String(v.default), range: `${v.min}..${v.max}`, what })),
@@ -176,6 +196,7 @@ export function loadConfig(env: Env, overrides: { leaderElect?: boolean } = {}):
   const metricsPort = int(INT_VARS.metricsPort);
   const healthPort = int(INT_VARS.healthPort);
   const healthProbeIntervalMs = int(INT_VARS.healthProbeIntervalMs);
+  const secretRefreshMs = int(INT_VARS.secretRefreshMs);
   const leaseDurationMs = int(INT_VARS.leaseDurationMs);
   const renewDeadlineMs = int(INT_VARS.renewDeadlineMs);
   const retryPeriodMs = int(INT_VARS.retryPeriodMs);
@@ -193,6 +214,8 @@ export function loadConfig(env: Env, overrides: { leaderElect?: boolean } = {}):
   } catch (err) {
     problems.push(`WEBHOOK_ALLOWED_NETWORKS=${JSON.stringify(allowedNetworksText)} is invalid: ${(err as Error).message} (a comma-separated list of CIDRs such as 10.0.0.0/8,fd00::/8; empty: public addresses only)`);
   }
+
+  const { proxy, proxyText } = loadProxy(env, problems);
 
   const watchNamespaces = (env.WATCH_NAMESPACES ?? "")
     .split(",")
@@ -231,15 +254,76 @@ export function loadConfig(env: Env, overrides: { leaderElect?: boolean } = {}):
     maxFinishedDeliveries,
     allowedNetworks,
     allowedNetworksText,
+    proxy,
+    proxyText,
     watchNamespaces,
     metricsPort,
     healthPort,
     publishPort,
     healthProbeIntervalMs,
+    secretRefreshMs,
     leaderElection: { enabled: leaderElect, leaseName, leaseNamespace, identity, leaseDurationMs, renewDeadlineMs, retryPeriodMs },
     logLevel,
     natsUrl: natsRaw,
     natsUrlRedacted: natsRaw === undefined ? undefined : redactNatsUrl(natsRaw),
     streamReplicas,
   };
+}
+
+/** Advice about a valid configuration: the operator logs each at start (level warn). */
+export interface ConfigWarning {
+  /** The variable the advice is about. */
+  variable: string;
+  message: string;
+}
+
+/**
+ * What the operator should warn about at start. Today one thing: WEBHOOK_CB_TIMEOUT_MS shorter
+ * than the largest delay of the default retry policy (the one a subscription setting no `retry`
+ * gets), so an open breaker would probe sooner than the retries wait. Subscriptions with their
+ * own retry or circuitBreaker.cooldown get the same advice on their ConfigurationAdvice
+ * condition (core/advice.ts).
+ */
+export function configWarnings(config: Pick<Config, "breaker">): ConfigWarning[] {
+  const r = retrySchema.parse({});
+  const retry = { maxAttempts: r.maxAttempts, initialBackoffMs: parseDuration(r.initialBackoff), multiplier: r.multiplier, maxBackoffMs: parseDuration(r.maxBackoff), jitterPercent: r.jitterPercent };
+  const largest = largestRetryDelayMs(retry);
+  const cooldown = config.breaker.cooldownMs;
+  if (cooldown >= largest) return [];
+  return [
+    {
+      variable: INT_VARS.cooldownMs.name,
+      message:
+        `${INT_VARS.cooldownMs.name}=${cooldown} is shorter than the largest delay of the default retry policy, ${largest} ms (${describeRetrySchedule(retry)}): ` +
+        `an open breaker would probe sooner than the retries wait, and a probe into the same outage opens it again at once; ` +
+        `set it to at least ${largest}. Subscriptions that set circuitBreaker.cooldown or retry are checked on their own (condition ConfigurationAdvice).`,
+    },
+  ];
+}
+
+/** HTTPS_PROXY, HTTP_PROXY and NO_PROXY (uppercase first, then lowercase, as Go's net/http reads them). */
+function loadProxy(env: Env, problems: string[]): { proxy: ProxyEnv; proxyText: string } {
+  const proxyVar = (name: string, upper: string | undefined, lower: string | undefined): { name: string; value: string } =>
+    upper?.trim() ? { name, value: upper.trim() } : { name: name.toLowerCase(), value: lower?.trim() ?? "" };
+  const proxyUrl = (v: { name: string; value: string }): URL | undefined => {
+    if (v.value === "") return undefined;
+    try {
+      return parseProxyUrl(v.value);
+    } catch (err) {
+      // The value is not repeated: it may hold credentials.
+      problems.push(`${v.name} is invalid: ${(err as Error).message}`);
+      return undefined;
+    }
+  };
+  const httpsProxy = proxyUrl(proxyVar("HTTPS_PROXY", env.HTTPS_PROXY, env.https_proxy));
+  const httpProxy = proxyUrl(proxyVar("HTTP_PROXY", env.HTTP_PROXY, env.http_proxy));
+  const noProxyVar = proxyVar("NO_PROXY", env.NO_PROXY, env.no_proxy);
+  let noProxy = NO_PROXY_NONE;
+  try {
+    noProxy = parseNoProxy(noProxyVar.value);
+  } catch (err) {
+    problems.push(`${noProxyVar.name}=${JSON.stringify(noProxyVar.value)} is invalid: ${(err as Error).message} (a comma-separated list of domains, IP addresses, CIDRs or *)`);
+  }
+  const parts = [httpsProxy && `HTTPS_PROXY=${redactProxyUrl(httpsProxy)}`, httpProxy && `HTTP_PROXY=${redactProxyUrl(httpProxy)}`, (httpsProxy || httpProxy) && noProxyVar.value && `NO_PROXY=${noProxyVar.value}`];
+  return { proxy: { httpsProxy, httpProxy, noProxy }, proxyText: parts.filter(Boolean).join(" ") };
 }

@@ -20,6 +20,7 @@ export const METRIC_REASONS = [
   "circuit_open",
   "interrupted",
   "invalid_request",
+  "token_endpoint",
 ] as const;
 
 export type MetricReason = (typeof METRIC_REASONS)[number];
@@ -45,6 +46,13 @@ export interface Classification {
 /** The code our network guard gives a connection it refused (WEBHOOK_ALLOWED_NETWORKS). */
 export const BLOCKED_ADDRESS_CODE = "HOOKLINE_BLOCKED_ADDRESS";
 
+/**
+ * The code of an OAuth2 token endpoint that answered without a usable token (an error status,
+ * no access_token): retried like an endpoint error, since a fixed Secret or a recovered token
+ * endpoint lets the next attempt through. Transport errors towards it keep their own codes.
+ */
+export const TOKEN_ENDPOINT_CODE = "HOOKLINE_OAUTH2_TOKEN";
+
 /** The code the sender gives a subscription URL it cannot parse. */
 export const INVALID_URL_CODE = "HOOKLINE_INVALID_URL";
 /** The code the sender gives a request the HTTP client threw on before sending anything. */
@@ -68,6 +76,7 @@ const invalidRequestCodes = new Set([
 
 const timeoutCodes = new Set([
   "UND_ERR_CONNECT_TIMEOUT",
+  "HOOKLINE_PROXY_TIMEOUT",
   "UND_ERR_HEADERS_TIMEOUT",
   "UND_ERR_BODY_TIMEOUT",
   "ETIMEDOUT",
@@ -155,6 +164,7 @@ function classifyError(code: string | undefined, name: string | undefined): Clas
   if (name === "AbortError" || code === "UND_ERR_ABORTED" || code === "ABORT_ERR") {
     return { verdict: "retry", reason: "interrupted" };
   }
+  if (code === TOKEN_ENDPOINT_CODE) return { verdict: "retry", reason: "token_endpoint" };
   if (code !== undefined && dnsCodes.has(code)) return { verdict: "retry", reason: "dns" };
   if (code !== undefined && (tlsCodes.has(code) || tlsPrefixes.some((p) => code.startsWith(p)))) {
     return { verdict: "retry", reason: "tls" };

@@ -195,6 +195,16 @@ describe("plan: waits the user must fix", () => {
     });
   });
 
+  it("backlog full (spec.maxPending) -> Wait BacklogFull naming the cap, after a missing Secret and before backoff", () => {
+    expect(plan(input({ subscription: okSub({ maxPending: 7 }), delivery: { backlogFull: true, nextAttemptAt: NOW + 5_000 }, endpoint: null }))).toMatchObject({
+      type: "Wait",
+      reason: "BacklogFull",
+      message: expect.stringContaining("spec.maxPending=7"),
+    });
+    expect(plan(input({ delivery: { backlogFull: true }, secret: { kind: "missing", message: "gone" }, endpoint: null }))).toMatchObject({ reason: "SecretNotFound" });
+    expect(plan(input({ subscription: okSub({ maxPending: 7 }), delivery: { backlogFull: false } }))).toEqual(plainAttempt);
+  });
+
   it.each<SecretView>([{ kind: "ok" }, { kind: "none" }])("Secret %j lets the delivery go", (secret) => {
     expect(plan(input({ secret }))).toEqual(plainAttempt);
   });

@@ -8,7 +8,7 @@ import { matchesEventType, type Policy } from "./policy.js";
 import { attemptsLeft } from "./retry.js";
 import { share, take, type TokenBucket } from "./token-bucket.js";
 
-export type WaitReason = "SubscriptionNotFound" | "InvalidSubscription" | "SecretNotFound" | "Paused";
+export type WaitReason = "SubscriptionNotFound" | "InvalidSubscription" | "SecretNotFound" | "Paused" | "BacklogFull";
 
 export interface DeliveryView {
   phase: DeliveryPhase | undefined;
@@ -23,6 +23,8 @@ export interface DeliveryView {
    * hookline.dev/stream-message): its attempts were made from the stream, never here.
    */
   fromStream?: boolean;
+  /** Not among the subscription's first spec.maxPending active deliveries: it waits its turn. */
+  backlogFull?: boolean;
 }
 
 export type SubscriptionView =
@@ -101,6 +103,13 @@ export function plan({ now, delivery, subscription, secret, endpoint }: PlanInpu
   }
   if (policy.paused) return { type: "Wait", reason: "Paused", message: "the subscription is paused" };
   if (secret.kind === "missing") return { type: "Wait", reason: "SecretNotFound", message: secret.message };
+  if (delivery.backlogFull) {
+    return {
+      type: "Wait",
+      reason: "BacklogFull",
+      message: `the subscription's backlog is full (spec.maxPending=${policy.maxPending ?? "?"}): this delivery waits its turn and is attempted when one ahead of it finishes`,
+    };
+  }
 
   if (delivery.nextAttemptAt !== undefined && delivery.nextAttemptAt > now) {
     return { type: "WaitUntil", at: delivery.nextAttemptAt, why: "backoff" };

@@ -13,6 +13,7 @@ describe("resolvePolicy: operator defaults", () => {
       eventTypes: undefined,
       secretRef: undefined,
       scheme: "StandardWebhooks",
+      signedContent: "TimestampAndBody",
       headers: {},
       timeoutMs: 7_000,
       retry: { maxAttempts: 6, initialBackoffMs: 1_000, multiplier: 2, maxBackoffMs: 30_000, jitterPercent: 10, respectRetryAfter: true },
@@ -22,6 +23,10 @@ describe("resolvePolicy: operator defaults", () => {
       deadLetter: { maxEntries: 10_000, maxReplays: 5 },
       retention: { succeededMs: 3_600_000, deadLetteredMs: 720 * 3_600_000 },
       paused: false,
+      headersFrom: [],
+      tls: undefined,
+      oauth2: undefined,
+      proxyUrl: undefined,
     });
   });
 
@@ -58,6 +63,16 @@ describe("resolvePolicy: durations", () => {
     ["retention.deadLettered", { retention: { deadLettered: "24h" } }, (p: ReturnType<typeof resolve>) => p.retention.deadLetteredMs, 86_400_000],
   ] as Array<[string, Partial<SubscriptionSpecInput>, (p: ReturnType<typeof resolve>) => number, number]>)("%s is parsed to ms", (_name, spec, pick, ms) => {
     expect(pick(resolve(spec))).toBe(ms);
+  });
+});
+
+describe("resolvePolicy: what HMACSHA256Hex signs", () => {
+  it.each<[string, SubscriptionSpecInput["signature"], string]>([
+    ["omitted: the timestamped form", { scheme: "HMACSHA256Hex" }, "TimestampAndBody"],
+    ["TimestampAndBody", { scheme: "HMACSHA256Hex", signedContent: "TimestampAndBody" }, "TimestampAndBody"],
+    ["LegacyBodyOnly", { scheme: "HMACSHA256Hex", signedContent: "LegacyBodyOnly" }, "LegacyBodyOnly"],
+  ])("signature.signedContent %s", (_name, signature, expected) => {
+    expect(resolve({ signature }).signedContent).toBe(expected);
   });
 });
 
@@ -127,5 +142,31 @@ describe("matchesEventType", () => {
   ];
   it.each(table)("%j matches %s: %s", (eventTypes, eventType, expected) => {
     expect(matchesEventType(eventTypes, eventType)).toBe(expected);
+  });
+});
+
+describe("resolvePolicy: receiver credentials", () => {
+  it("carries headersFrom, tls, oauth2 (with its defaults) and the proxy url", () => {
+    const p = resolve({
+      headersFrom: [{ name: "X-Api-Key", secretKeyRef: { name: "tenant", key: "api-key" } }],
+      tls: { clientCertificateSecretRef: { name: "client-cert" }, caBundleSecretRef: { name: "ca" } },
+      oauth2: { tokenURL: "https://auth.example/token", clientIdSecretRef: { name: "oauth", key: "id" }, clientSecretSecretRef: { name: "oauth", key: "secret" }, scopes: ["a", "b"] },
+      proxy: { url: "http://proxy.infra:3128" },
+    });
+    expect(p.headersFrom).toEqual([{ name: "X-Api-Key", secretKeyRef: { name: "tenant", key: "api-key" } }]);
+    expect(p.tls).toEqual({ clientCertificateSecretRef: { name: "client-cert" }, caBundleSecretRef: { name: "ca", key: "ca.crt" } });
+    expect(p.oauth2).toEqual({
+      tokenURL: "https://auth.example/token",
+      clientIdSecretRef: { name: "oauth", key: "id" },
+      clientSecretSecretRef: { name: "oauth", key: "secret" },
+      scopes: ["a", "b"],
+      audience: undefined,
+      clientAuthentication: "ClientSecretBasic",
+    });
+    expect(p.proxyUrl).toBe("http://proxy.infra:3128");
+  });
+
+  it("a CA bundle alone, without a client certificate", () => {
+    expect(resolve({ tls: { caBundleSecretRef: { name: "ca", key: "bundle.pem" } } }).tls).toEqual({ caBundleSecretRef: { name: "ca", key: "bundle.pem" } });
   });
 });

@@ -4,7 +4,7 @@
 import { parseDuration } from "../api/duration.js";
 import { retentionSchema, type SubscriptionSpec } from "../api/subscription.js";
 import type { RetryPolicy } from "./retry.js";
-import type { SignatureScheme } from "./signing.js";
+import type { HexSignedContent, SignatureScheme } from "./signing.js";
 
 export interface PolicyDefaults {
   deliveryTimeoutMs: number;
@@ -17,15 +17,39 @@ export interface Policy {
   /** With the scheme, which decides which secret values can sign (core/signing.ts signingKey). */
   secretRef: { name: string; key: string; previousKey?: string; scheme: SignatureScheme } | undefined;
   scheme: "StandardWebhooks" | "HMACSHA256Hex";
+  /** HMACSHA256Hex: what the signature covers (spec.signature.signedContent; default TimestampAndBody). */
+  signedContent: HexSignedContent;
   headers: Record<string, string>;
   timeoutMs: number;
   retry: RetryPolicy;
   breaker: { failureThreshold: number; successThreshold: number; cooldownMs: number; whenOpen: "Defer" | "DeadLetter" };
   maxInFlight: number;
+  /** spec.maxPending: active deliveries past it wait their turn (undefined: no cap). */
+  maxPending: number | undefined;
   rateLimit: { perSecond: number; burst: number } | undefined;
   deadLetter: { maxEntries: number; maxReplays: number };
   retention: { succeededMs: number; deadLetteredMs: number };
   paused: boolean;
+  /** Header values from Secrets (src/delivery/credentials.ts reads them). */
+  headersFrom: Array<{ name: string; secretKeyRef: SecretKeyRef }>;
+  tls: { clientCertificateSecretRef?: { name: string }; caBundleSecretRef?: SecretKeyRef } | undefined;
+  oauth2: OAuth2Policy | undefined;
+  /** spec.proxy.url; undefined: the operator's HTTPS_PROXY/HTTP_PROXY/NO_PROXY decide. */
+  proxyUrl: string | undefined;
+}
+
+export interface SecretKeyRef {
+  name: string;
+  key: string;
+}
+
+export interface OAuth2Policy {
+  tokenURL: string;
+  clientIdSecretRef: SecretKeyRef;
+  clientSecretSecretRef: SecretKeyRef;
+  scopes: string[];
+  audience: string | undefined;
+  clientAuthentication: "ClientSecretBasic" | "ClientSecretPost";
 }
 
 export function resolvePolicy(spec: SubscriptionSpec, defaults: PolicyDefaults): Policy {
@@ -35,6 +59,7 @@ export function resolvePolicy(spec: SubscriptionSpec, defaults: PolicyDefaults):
     eventTypes: spec.eventTypes,
     secretRef: spec.secretRef ? { name: spec.secretRef.name, key: spec.secretRef.key, ...(spec.secretRef.previousKey ? { previousKey: spec.secretRef.previousKey } : {}), scheme: spec.signature.scheme } : undefined,
     scheme: spec.signature.scheme,
+    signedContent: spec.signature.signedContent,
     headers: spec.headers ?? {},
     timeoutMs: spec.timeout !== undefined ? parseDuration(spec.timeout) : defaults.deliveryTimeoutMs,
     retry: {
@@ -52,10 +77,29 @@ export function resolvePolicy(spec: SubscriptionSpec, defaults: PolicyDefaults):
       whenOpen: cb.whenOpen,
     },
     maxInFlight: spec.maxInFlight,
+    maxPending: spec.maxPending,
     rateLimit: spec.rateLimit ? { perSecond: spec.rateLimit.perSecond, burst: spec.rateLimit.burst ?? spec.rateLimit.perSecond } : undefined,
     deadLetter: { maxEntries: spec.deadLetter.maxEntries, maxReplays: spec.deadLetter.maxReplays },
     retention: retentionOf(spec.retention),
     paused: spec.paused,
+    headersFrom: (spec.headersFrom ?? []).map((h) => ({ name: h.name, secretKeyRef: { name: h.secretKeyRef.name, key: h.secretKeyRef.key } })),
+    tls: spec.tls
+      ? {
+          ...(spec.tls.clientCertificateSecretRef ? { clientCertificateSecretRef: { name: spec.tls.clientCertificateSecretRef.name } } : {}),
+          ...(spec.tls.caBundleSecretRef ? { caBundleSecretRef: { name: spec.tls.caBundleSecretRef.name, key: spec.tls.caBundleSecretRef.key } } : {}),
+        }
+      : undefined,
+    oauth2: spec.oauth2
+      ? {
+          tokenURL: spec.oauth2.tokenURL,
+          clientIdSecretRef: { ...spec.oauth2.clientIdSecretRef },
+          clientSecretSecretRef: { ...spec.oauth2.clientSecretSecretRef },
+          scopes: spec.oauth2.scopes ?? [],
+          audience: spec.oauth2.audience,
+          clientAuthentication: spec.oauth2.clientAuthentication,
+        }
+      : undefined,
+    proxyUrl: spec.proxy?.url,
   };
 }
 

@@ -2,11 +2,13 @@
 // any id, any timestamp, any UTF-8 body (astral-plane characters included) and both secret
 // forms verify; while rotating, each of the two keys verifies on its own. A `whsec_<base64>`
 // secret is its decoded bytes; any other value is its UTF-8 bytes as given (secretBytes), which a
-// receiver configures as whsec_<base64 of those bytes> or as a raw key.
+// receiver configures as whsec_<base64 of those bytes> or as a raw key. HMACSHA256Hex (below) is
+// checked against a hand-written receiver: timestamp and body signed, tolerance enforced.
+import { createHmac, timingSafeEqual } from "node:crypto";
 import fc from "fast-check";
 import { Webhook } from "standardwebhooks";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { secretBytes, signStandardWebhooks } from "./signing.js";
+import { secretBytes, signHmacSha256Hex, signStandardWebhooks } from "./signing.js";
 
 // The library checks the timestamp against the wall clock (±5 min): verify with the clock set to
 // the signed timestamp, so any timestamp can be checked.
@@ -95,6 +97,75 @@ describe("signStandardWebhooks (properties)", () => {
         expect(() => verifies(key, changed[0] as string, changed[1] as Record<string, string>)).toThrow(/No matching signature/);
       }),
       { numRuns: 100 },
+    );
+  });
+});
+
+// HMACSHA256Hex, checked against a receiver written the way docs/receivers.md writes one: the
+// HMAC of "<x-webhook-timestamp>.<raw body>" (or of the body alone for LegacyBodyOnly), compared
+// in constant time, with the timestamp within a tolerance of the receiver's clock.
+function receiverAccepts(key: Buffer, body: Buffer, headers: Record<string, string>, nowSeconds: number, legacy = false): boolean {
+  const ts = headers["x-webhook-timestamp"] ?? "";
+  if (!/^\d+$/.test(ts) || Math.abs(nowSeconds - Number(ts)) > 300) return false;
+  const mac = createHmac("sha256", key);
+  if (!legacy) mac.update(`${ts}.`);
+  const expected = Buffer.from(`sha256=${mac.update(body).digest("hex")}`);
+  const given = Buffer.from(headers["x-webhook-signature"] ?? "");
+  return given.length === expected.length && timingSafeEqual(given, expected);
+}
+
+describe("signHmacSha256Hex (properties)", () => {
+  const secretKeyArb = secretArb.map((s) => secretBytes(s.value));
+  const utf8 = (b: string) => Buffer.from(b, "utf8");
+
+  it("TimestampAndBody verifies for any id, timestamp, body and secret, and only within the tolerance", () => {
+    fc.assert(
+      fc.property(idArb, timestampArb, bodyArb, secretKeyArb, fc.integer({ min: -1000, max: 1000 }), fc.boolean(), (id, ts, body, key, skew, asBuffer) => {
+        const headers = signHmacSha256Hex({ id, timestampSeconds: ts, body: asBuffer ? utf8(body) : body, secret: key, signedContent: "TimestampAndBody" });
+        expect(headers["x-webhook-timestamp"]).toBe(String(ts));
+        expect(receiverAccepts(key, utf8(body), headers, ts + skew)).toBe(Math.abs(skew) <= 300);
+        // A body-only receiver never accepts it: the two forms cannot be confused.
+        expect(receiverAccepts(key, utf8(body), headers, ts, true)).toBe(false);
+      }),
+      { numRuns: 150 },
+    );
+  });
+
+  it("TimestampAndBody: a changed timestamp, body or secret does not verify", () => {
+    fc.assert(
+      fc.property(idArb, timestampArb, bodyArb, secretKeyArb, fc.integer({ min: 1, max: 300 }), fc.constantFrom("timestamp", "body", "secret"), (id, ts, body, key, delta, what) => {
+        const headers = signHmacSha256Hex({ id, timestampSeconds: ts, body, secret: key, signedContent: "TimestampAndBody" });
+        if (what === "timestamp") expect(receiverAccepts(key, utf8(body), { ...headers, "x-webhook-timestamp": String(ts + delta) }, ts)).toBe(false);
+        if (what === "body") expect(receiverAccepts(key, utf8(`${body} `), headers, ts)).toBe(false);
+        // Another key: one bit flipped (appending a zero byte would not do: HMAC pads short keys with zeros).
+        const other = Buffer.from(key);
+        other[0]! ^= 1 << (delta % 8);
+        if (what === "secret") expect(receiverAccepts(other, utf8(body), headers, ts)).toBe(false);
+      }),
+      { numRuns: 150 },
+    );
+  });
+
+  it("TimestampAndBody: two different (timestamp, body) pairs never sign the same text (the first '.' splits it)", () => {
+    fc.assert(
+      fc.property(timestampArb, timestampArb, bodyArb, bodyArb, (t1, t2, b1, b2) => {
+        fc.pre(t1 !== t2 || b1 !== b2);
+        const key = Buffer.from("k");
+        const s1 = signHmacSha256Hex({ id: "x", timestampSeconds: t1, body: b1, secret: key, signedContent: "TimestampAndBody" })["x-webhook-signature"];
+        const s2 = signHmacSha256Hex({ id: "x", timestampSeconds: t2, body: b2, secret: key, signedContent: "TimestampAndBody" })["x-webhook-signature"];
+        expect(s1).not.toBe(s2);
+      }),
+    );
+  });
+
+  it("LegacyBodyOnly is the HMAC of the body alone, the same at every timestamp and id", () => {
+    fc.assert(
+      fc.property(idArb, idArb, timestampArb, timestampArb, bodyArb, secretKeyArb, (id1, id2, t1, t2, body, key) => {
+        const a = signHmacSha256Hex({ id: id1, timestampSeconds: t1, body, secret: key, signedContent: "LegacyBodyOnly" });
+        const b = signHmacSha256Hex({ id: id2, timestampSeconds: t2, body, secret: key, signedContent: "LegacyBodyOnly" });
+        expect(a["x-webhook-signature"]).toBe(b["x-webhook-signature"]);
+        expect(receiverAccepts(key, utf8(body), a, t1, true)).toBe(true);
+      }),
     );
   });
 });

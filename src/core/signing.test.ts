@@ -119,9 +119,9 @@ describe("signHmacSha256Hex", () => {
     ["empty body", "", Buffer.from("k")],
   ];
 
-  it.each(table)("%s: sha256=<hex HMAC of the body only>", (_name, payload, secret) => {
-    const headers = signHmacSha256Hex({ id: "evt-1001", timestampSeconds: 1_750_000_000, body: payload, secret });
-    const expected = createHmac("sha256", secret).update(payload).digest("hex");
+  it.each(table)("%s: by default sha256=<hex HMAC of \"<timestamp>.<body>\">", (_name, payload, secret) => {
+    const headers = signHmacSha256Hex({ id: "evt-1001", timestampSeconds: 1_750_000_000, body: payload, secret, signedContent: "TimestampAndBody" });
+    const expected = createHmac("sha256", secret).update(Buffer.concat([Buffer.from("1750000000."), Buffer.from(payload)])).digest("hex");
     expect(headers).toEqual({
       "x-webhook-id": "evt-1001",
       "x-webhook-timestamp": "1750000000",
@@ -130,20 +130,42 @@ describe("signHmacSha256Hex", () => {
     expect(headers["x-webhook-signature"]).toMatch(/^sha256=[0-9a-f]{64}$/);
   });
 
-  it("matches a known HMAC-SHA256 test vector (RFC 4231 case 2)", () => {
-    const headers = signHmacSha256Hex({ id: "i", timestampSeconds: 0, body: "what do ya want for nothing?", secret: Buffer.from("Jefe") });
-    expect(headers["x-webhook-signature"]).toBe("sha256=5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
+  it.each(table)("%s: LegacyBodyOnly is sha256=<hex HMAC of the body only>", (_name, payload, secret) => {
+    const headers = signHmacSha256Hex({ id: "evt-1001", timestampSeconds: 1_750_000_000, body: payload, secret, signedContent: "LegacyBodyOnly" });
+    expect(headers["x-webhook-signature"]).toBe(`sha256=${createHmac("sha256", secret).update(payload).digest("hex")}`);
+    expect(headers["x-webhook-timestamp"]).toBe("1750000000");
   });
 
-  it("the signature does not depend on id or timestamp", () => {
+  it("matches known HMAC-SHA256 vectors: RFC 4231 case 2 (body only), and the same key and text with the timestamp prefix (computed with Python's hmac)", () => {
+    const text = "what do ya want for nothing?";
+    const legacy = signHmacSha256Hex({ id: "i", timestampSeconds: 0, body: text, secret: Buffer.from("Jefe"), signedContent: "LegacyBodyOnly" });
+    expect(legacy["x-webhook-signature"]).toBe("sha256=5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
+    // python3 -c 'import hmac,hashlib; print(hmac.new(b"Jefe", b"1750000000.what do ya want for nothing?", hashlib.sha256).hexdigest())'
+    const stamped = signHmacSha256Hex({ id: "i", timestampSeconds: 1_750_000_000, body: text, secret: Buffer.from("Jefe"), signedContent: "TimestampAndBody" });
+    expect(stamped["x-webhook-signature"]).toBe("sha256=506036c2a6cd0a56bfbc53812d4606af2739d4d00afe61b4372e8506441ac008");
+  });
+
+  it("TimestampAndBody: a different timestamp gives a different signature; the id is not signed", () => {
     const secret = Buffer.from("k");
-    const a = signHmacSha256Hex({ id: "a", timestampSeconds: 1, body, secret });
-    const b = signHmacSha256Hex({ id: "b", timestampSeconds: 2, body, secret });
+    const at = (id: string, ts: number) => signHmacSha256Hex({ id, timestampSeconds: ts, body, secret, signedContent: "TimestampAndBody" })["x-webhook-signature"];
+    expect(at("a", 1)).not.toBe(at("a", 2));
+    expect(at("a", 1)).toBe(at("b", 1));
+  });
+
+  it("LegacyBodyOnly: the signature depends on neither id nor timestamp", () => {
+    const secret = Buffer.from("k");
+    const a = signHmacSha256Hex({ id: "a", timestampSeconds: 1, body, secret, signedContent: "LegacyBodyOnly" });
+    const b = signHmacSha256Hex({ id: "b", timestampSeconds: 2, body, secret, signedContent: "LegacyBodyOnly" });
     expect(a["x-webhook-signature"]).toBe(b["x-webhook-signature"]);
   });
 
-  it("refuses an empty secret", () => {
-    expect(() => signHmacSha256Hex({ id: "a", timestampSeconds: 1, body, secret: Buffer.alloc(0) })).toThrow(/non-empty secret/);
+  it.each([
+    ["an empty secret", { secret: Buffer.alloc(0) }, /non-empty secret/],
+    ["fractional seconds", { timestampSeconds: 1.5 }, /whole unix seconds/],
+    ["negative seconds", { timestampSeconds: -1 }, /whole unix seconds/],
+    ["an unknown signedContent", { signedContent: "Body" as "LegacyBodyOnly" }, /unknown signedContent "Body"/],
+  ])("refuses %s", (_name, override, message) => {
+    expect(() => signHmacSha256Hex({ id: "a", timestampSeconds: 1, body, secret: Buffer.from("k"), signedContent: "TimestampAndBody", ...override })).toThrow(message);
   });
 });
 

@@ -1,7 +1,9 @@
 // Webhook signatures on the wire: the Standard Webhooks scheme (with several signatures while a
-// secret is rotated) and the plain HMACSHA256Hex scheme. Pure computation over node:crypto.
+// secret is rotated) and the plain HMACSHA256Hex scheme (timestamp and body signed, or the body
+// alone as a named legacy option). Pure computation over node:crypto.
 
 import { createHmac } from "node:crypto";
+import { HEX_SIGNED_CONTENT } from "../api/subscription.js";
 
 export type SignatureScheme = "StandardWebhooks" | "HMACSHA256Hex";
 
@@ -77,25 +79,41 @@ export function signStandardWebhooks(input: StandardWebhooksInput): Record<strin
   };
 }
 
+/**
+ * What an HMACSHA256Hex signature covers (`spec.signature.signedContent`). TimestampAndBody, the
+ * default, signs `<x-webhook-timestamp>.<body>`, so a receiver can refuse an old request without
+ * trusting an unsigned header. LegacyBodyOnly signs the body alone (Hookline's earlier form), for
+ * receivers not yet updated: a captured request then verifies forever (docs/adr/0008).
+ */
+export type HexSignedContent = (typeof HEX_SIGNED_CONTENT)[number];
+
 export interface HmacSha256HexInput {
   id: string;
+  /** Unix seconds of this attempt, sent as x-webhook-timestamp (and signed with TimestampAndBody). */
   timestampSeconds: number;
+  /** The exact bytes sent as the request body. */
   body: string | Buffer;
   secret: Buffer;
+  signedContent: HexSignedContent;
 }
 
 /**
- * The HMACSHA256Hex headers: `x-webhook-signature: sha256=<hex HMAC-SHA256 of the body>`. The
- * contract signs the body only: the id and timestamp headers are informative, not covered.
+ * The HMACSHA256Hex headers: `x-webhook-signature: sha256=<hex HMAC-SHA256 of
+ * "<x-webhook-timestamp>.<body>">`, or of the body alone with LegacyBodyOnly. The id header is
+ * informative either way (deduplicate on it; it is not signed). Throws on an empty secret, a
+ * timestamp that is not whole seconds, or an unknown signedContent.
  */
 export function signHmacSha256Hex(input: HmacSha256HexInput): Record<string, string> {
   const timestamp = timestampHeader(input.timestampSeconds);
   if (input.secret.length === 0) throw new Error("signHmacSha256Hex needs a non-empty secret");
-  const hex = createHmac("sha256", input.secret).update(input.body).digest("hex");
+  if (!(HEX_SIGNED_CONTENT as readonly string[]).includes(input.signedContent)) throw new Error(`signHmacSha256Hex: unknown signedContent ${JSON.stringify(input.signedContent)}`);
+  const mac = createHmac("sha256", input.secret);
+  if (input.signedContent === "TimestampAndBody") mac.update(`${timestamp}.`, "utf8");
+  mac.update(input.body);
   return {
     "x-webhook-id": input.id,
     "x-webhook-timestamp": timestamp,
-    "x-webhook-signature": `sha256=${hex}`,
+    "x-webhook-signature": `sha256=${mac.digest("hex")}`,
   };
 }
 

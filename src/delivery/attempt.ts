@@ -8,10 +8,12 @@ import type { AttemptResult } from "../core/outcome.js";
 import type { EndpointCommit } from "../core/plan.js";
 import type { Policy } from "../core/policy.js";
 import type { Metrics } from "../observability/metrics.js";
+import type { Credentials, ResolvedCredentials } from "./credentials.js"; // [receiver-credentials]
 import type { Endpoint, EndpointRegistry } from "./endpoints.js";
+import { splitKey } from "../kube/types.js";
 import { subscriptionLabels } from "./objects.js";
 import { buildRequest, type RequestBody } from "./request.js";
-import type { Sender, SendResult } from "./sender.js";
+import type { SendResult } from "./sender.js";
 
 export interface AttemptSpec {
   /** The work's key (a delivery's "namespace/name"): slots and parking go by it. */
@@ -26,6 +28,8 @@ export interface AttemptSpec {
   viaReplay: boolean;
   /** Signing keys, the current one first. */
   keys: Buffer[];
+  /** [receiver-credentials] Resolved before planning; when absent (a replay) they are read now. */
+  credentials?: ResolvedCredentials | undefined;
   /** What to send; undefined when there is nothing to send any more (the delivery is gone). */
   message: (signal: AbortSignal) => Promise<RequestBody | undefined>;
   /** Aborted by a shutdown: the attempt ends as interrupted. */
@@ -45,7 +49,8 @@ export interface ProbeClaims {
 
 export interface AttemptExecutorDeps {
   endpoints: EndpointRegistry;
-  sender: Pick<Sender, "send">;
+  /** [receiver-credentials] Sends through the Sender with the Secret headers, TLS identity, proxy and OAuth2 token (one refresh and re-send on a 401). */
+  credentials: Pick<Credentials, "resolve" | "send">;
   metrics: Metrics;
   userAgent: string;
   /** Stream mode: probes are claimed across replicas before they are sent. */
@@ -84,7 +89,11 @@ export class AttemptExecutor {
       }
       if (!message) return undefined;
       const startedAt = this.now();
-      const sent = await this.d.sender.send(buildRequest({ message, policy, keys: spec.keys, userAgent: this.d.userAgent, startedAt, signal: spec.signal }));
+      // [receiver-credentials] sent through src/delivery/credentials.ts (which calls the Sender).
+      const credentials = spec.credentials ?? (await this.d.credentials.resolve(splitKey(spec.key).namespace, policy));
+      // A replay whose Secret went missing sends nothing and is tried again (a plan() waits instead).
+      if (credentials.kind === "missing") throw new Error(credentials.message);
+      const sent = await this.d.credentials.send(credentials, buildRequest({ message, policy, keys: spec.keys, userAgent: this.d.userAgent, startedAt, signal: spec.signal }));
       const result = toAttemptResult(sent, startedAt);
       this.count(ep.key, result);
       endpoints.report(ep, policy, result.classification, { probe, viaReplay: spec.viaReplay });

@@ -4,12 +4,11 @@
 // the outcome in one status patch.
 import type { Logger } from "pino";
 import { ANNOTATIONS } from "../api/names.js";
-import { conditionDiffers, getCondition } from "../core/conditions.js";
-import { applyAttempt, deadLetter, discard, SUCCEEDED, waiting, type AttemptResult, type OutcomeResult } from "../core/outcome.js";
+import type { DeliverySpec } from "../api/delivery.js";
+import { applyAttempt, deadLetter, discard, type AttemptResult, type OutcomeResult } from "../core/outcome.js";
 import { plan, type Action } from "../core/plan.js";
 import type { Policy } from "../core/policy.js";
 import { fromRfc3339 } from "../core/rfc3339.js";
-import { endpointWait } from "../core/waiting.js";
 import type { EventSink } from "../kube/events.js";
 import type { KubeClient } from "../kube/client.js";
 import { splitKey } from "../kube/types.js";
@@ -17,19 +16,27 @@ import type { Result } from "../runtime/controller.js";
 import type { Expectations } from "../runtime/expectations.js";
 import type { AttemptExecutor } from "./attempt.js";
 import type { Caches } from "./caches.js";
+import { secretsFor, type Credentials, type ResolvedCredentials } from "./credentials.js"; // [receiver-credentials]
 import type { Endpoint, EndpointRegistry } from "./endpoints.js";
 import type { Finals, OutcomeMeta } from "./finals.js";
-import { deliveryRef, subscriptionKey, type DeliveryObject } from "./objects.js";
+import { subscriptionKey, type DeliveryObject } from "./objects.js";
 import type { OutcomeWriter, Written } from "./outcome-writer.js";
 import { loadRequestBody, payloadView } from "./payload.js";
-import { signingKeys, type SecretCache } from "./secrets.js";
+import type { SecretCache } from "./secrets.js";
+import type { WaitReports } from "./waits.js";
+import type { Backlog } from "./backlog.js";
 
 export interface DeliveryReconcilerDeps {
   client: KubeClient;
   caches: Caches;
   endpoints: EndpointRegistry;
   secrets: SecretCache;
+  /** [receiver-credentials] headersFrom, tls, oauth2 and proxy (src/delivery/credentials.ts). */
+  credentials: Credentials;
   executor: AttemptExecutor;
+  waits: WaitReports;
+  /** spec.maxPending for deliveries created directly. */
+  backlog: Backlog;
   outcomes: OutcomeWriter<OutcomeMeta>;
   finals: Finals;
   events: EventSink;
@@ -41,9 +48,6 @@ export interface DeliveryReconcilerDeps {
   random?: () => number;
 }
 
-/** A missing Secret is not watched: look again after 1 s, 2 s, 4 s ... up to 30 s. */
-const SECRET_RECHECK = { initialMs: 1_000, maxMs: 30_000 };
-
 /** One delivery's reconcile, with everything plan() was given. */
 interface Context {
   key: string;
@@ -52,13 +56,13 @@ interface Context {
   policy: Policy | undefined;
   endpoint: Endpoint | undefined;
   keys: Buffer[];
+  /** [receiver-credentials] what the executor sends with (resolved before plan()). */
+  creds: ResolvedCredentials | undefined;
   signal: AbortSignal;
   now: number;
 }
 
 export class DeliveryReconciler {
-  /** Consecutive Secret rechecks per delivery key, for the recheck backoff. */
-  private readonly secretWaits = new Map<string, number>();
   private readonly now: () => number;
   private readonly random: () => number;
 
@@ -71,7 +75,7 @@ export class DeliveryReconciler {
     if (this.d.outcomes.hasUnwritten(key)) return this.writeUnwritten(key);
     let obj = this.d.caches.delivery(key);
     if (!obj) {
-      this.secretWaits.delete(key);
+      this.d.waits.forget(key);
       return;
     }
     switch (this.d.expectations.check(key, obj.metadata.resourceVersion)) {
@@ -94,30 +98,37 @@ export class DeliveryReconciler {
       await this.finish(key, obj, discard(obj.status, obj.metadata.generation, this.now(), "InvalidSpec", parsed.message), undefined);
       return;
     }
+    return this.planAndAct(key, obj, parsed.spec, signal);
+  }
+
+  /** plan() from the delivery, its subscription's policy, its signing keys and credentials and its endpoint; then act. */
+  private async planAndAct(key: string, obj: DeliveryObject, spec: DeliverySpec, signal: AbortSignal): Promise<Result | void> {
     const { namespace } = splitKey(key);
-    const subKey = subscriptionKey(namespace, parsed.spec.subscriptionRef.name);
+    const subKey = subscriptionKey(namespace, spec.subscriptionRef.name);
     const subObj = this.d.caches.subscription(subKey);
     const subscription = this.d.caches.subscriptionView(subObj);
     const policy = subscription.kind === "ok" ? subscription.policy : undefined;
     const status = obj.status ?? {};
     const nextAttemptAt = fromRfc3339(status.nextAttemptAt);
-    const { secret, keys } = await signingKeys(this.d.secrets, namespace, policy, nextAttemptAt === undefined || nextAttemptAt <= this.now());
+    const due = nextAttemptAt === undefined || nextAttemptAt <= this.now();
+    const { secret, keys, creds } = await secretsFor(this.d, namespace, policy, due);
 
     // From here to the executor taking the endpoint's slots there is no await: the endpoint
     // state plan() reads (a probe granted, a token taken, a free slot) is committed in the same
     // turn, so two deliveries never both take the one probe or the last token.
     const now = this.now();
     const endpoint = policy && subObj ? this.d.endpoints.ensure(subKey, subObj.metadata.uid, subObj.status, policy, now) : undefined;
+    const backlogFull = policy !== undefined && !policy.paused && !this.d.backlog.admit(subKey, key, policy.maxPending);
     const action = plan({
       now,
-      delivery: { phase: status.phase, attempts: status.attempts ?? 0, nextAttemptAt, eventType: parsed.spec.eventType, ...payloadView(obj), fromStream: obj.metadata.annotations?.[ANNOTATIONS.streamMessage] !== undefined },
+      delivery: { phase: status.phase, attempts: status.attempts ?? 0, nextAttemptAt, eventType: spec.eventType, ...payloadView(obj), backlogFull, fromStream: obj.metadata.annotations?.[ANNOTATIONS.streamMessage] !== undefined },
       subscription,
       secret,
       endpoint: endpoint ? this.d.endpoints.view(endpoint, key) : undefined,
     });
     if (this.d.log.isLevelEnabled("debug")) this.d.log.debug({ delivery: key, action: action.type, ...("why" in action ? { why: action.why } : {}), ...("at" in action ? { inMs: action.at - now } : {}) }, "planned");
     if (action.type !== "Attempt" && action.type !== "Park") this.d.endpoints.kick(endpoint, policy?.maxInFlight ?? 0);
-    return this.act(action, { key, obj, subKey, policy, endpoint, keys, signal, now });
+    return this.act(action, { key, obj, subKey, policy, endpoint, keys, creds, signal, now });
   }
 
   private async act(action: Action, c: Context): Promise<Result | void> {
@@ -125,15 +136,15 @@ export class DeliveryReconciler {
       case "Nothing":
         return;
       case "WaitUntil":
-        await this.reportWait(action, c);
+        await this.d.waits.endpointHold(action, c.key, c.obj, c.policy, c.now);
         return { requeueAfter: Math.max(0, action.at - c.now) };
       case "Park":
         // Parked before the report is written: a slot freed meanwhile wakes it (no idle slot).
         this.d.endpoints.park(c.endpoint!, c.key, action.why);
-        await this.reportWait(action, c);
+        await this.d.waits.endpointHold(action, c.key, c.obj, c.policy, c.now);
         return;
       case "Wait":
-        return this.waitFor(action, c);
+        return this.d.waits.userFix(action, c.key, c.obj);
       case "DeadLetter":
         if (action.reason === "BreakerOpen") this.d.executor.countBreakerOpen(c.subKey);
         await this.finish(c.key, c.obj, deadLetter(c.obj.status, c.obj.metadata.generation, this.now(), action.reason, action.message), c.subKey);
@@ -142,36 +153,8 @@ export class DeliveryReconciler {
         await this.finish(c.key, c.obj, discard(c.obj.status, c.obj.metadata.generation, this.now(), action.reason, action.message), c.subKey);
         return;
       case "Attempt":
-        this.secretWaits.delete(c.key);
+        this.d.waits.forget(c.key);
         return this.attempt(action, c);
-    }
-  }
-
-  /** Waiting for something the user must fix: the Succeeded condition (and an Event) says what. */
-  private async waitFor(action: Extract<Action, { type: "Wait" }>, c: Context): Promise<Result | void> {
-    const generation = c.obj.metadata.generation;
-    if (conditionDiffers(c.obj.status?.conditions, { type: SUCCEEDED, status: "Unknown", reason: action.reason, message: action.message }, generation)) {
-      const written = await this.d.outcomes.write(c.key, c.obj, (s) => ({ status: waiting(s, generation, this.now(), action.reason, action.message) }));
-      if (written) this.d.events.record(deliveryRef(c.obj), action.reason === "Paused" ? "Normal" : "Warning", action.reason, `${action.message}; the delivery waits and nothing is lost`);
-    }
-    // Subscriptions are watched: their changes wake the delivery. Secrets are not: look again.
-    if (action.reason !== "SecretNotFound") return;
-    const n = this.secretWaits.get(c.key) ?? 0;
-    this.secretWaits.set(c.key, n + 1);
-    return { requeueAfter: Math.min(SECRET_RECHECK.maxMs, SECRET_RECHECK.initialMs * 2 ** n) };
-  }
-
-  /** Writes what a due delivery held by its endpoint waits for, once per reason (core/waiting.ts). */
-  private async reportWait(action: Action, c: Context): Promise<void> {
-    const due = fromRfc3339(c.obj.status?.nextAttemptAt) ?? fromRfc3339(c.obj.metadata.creationTimestamp) ?? c.now;
-    const w = endpointWait(action, { now: c.now, overdueMs: c.now - due, maxInFlight: c.policy?.maxInFlight ?? 0, ...(c.policy?.rateLimit ? { ratePerSecond: c.policy.rateLimit.perSecond } : {}) });
-    if (!w || getCondition(c.obj.status?.conditions, SUCCEEDED)?.reason === w.reason) return;
-    const generation = c.obj.metadata.generation;
-    try {
-      await this.d.outcomes.write(c.key, c.obj, (s) => ({ status: waiting(s, generation, this.now(), w.reason, w.message) }));
-    } catch (err) {
-      // Informational: the delivery waits the same without it, and its next plan reports again.
-      this.d.log.warn({ delivery: c.key, reason: w.reason, err: (err as Error).message }, "could not record why the delivery waits");
     }
   }
 
@@ -180,7 +163,7 @@ export class DeliveryReconciler {
     const { key, obj, subKey } = c;
     const policy = c.policy!;
     const written = await this.d.executor.run(
-      { key, endpoint: c.endpoint!, policy, commit: action.commit, probe: action.probe, viaReplay: false, keys: c.keys, message: (signal) => loadRequestBody(this.d.client, obj, signal), signal: c.signal },
+      { key, endpoint: c.endpoint!, policy, commit: action.commit, probe: action.probe, viaReplay: false, keys: c.keys, credentials: c.creds, message: (signal) => loadRequestBody(this.d.client, obj, signal), signal: c.signal }, // [receiver-credentials] credentials
       (result) => this.recordAttempt(key, obj, policy, result, subKey),
     );
     return written ? this.afterOutcome(written) : undefined;
@@ -189,9 +172,27 @@ export class DeliveryReconciler {
   private async recordAttempt(key: string, obj: DeliveryObject, policy: Policy, attempt: AttemptResult, subKey: string): Promise<Written | undefined> {
     const compute = (status: DeliveryObject["status"]) =>
       applyAttempt({ status, generation: obj.metadata.generation, now: this.now(), attempt, policy, random: this.random, interruptedAction: this.d.interruptedAction });
+    const deleted = await this.deleteIfNobodyReads(key, obj, policy, compute(obj.status), subKey);
+    if (deleted) return deleted;
     const written = await this.d.outcomes.writeOrKeep(key, obj, compute, { subKey, replay: false });
     if (written?.final) this.d.finals.record(written.obj, written.final, subKey, false);
     return written;
+  }
+
+  /**
+   * retention.succeeded 0s: a delivered event's Succeeded status would be deleted as soon as it
+   * is written, so the delivery is deleted at once instead (one API write instead of two). The
+   * metrics and counts are the same (finals.record); only the short-lived Succeeded object is
+   * never stored. A delivery changed since it was read (annotated, say) takes the usual path.
+   */
+  private async deleteIfNobodyReads(key: string, obj: DeliveryObject, policy: Policy, result: OutcomeResult, subKey: string): Promise<Written | undefined> {
+    if (result.final?.phase !== "Succeeded" || policy.retention.succeededMs !== 0) return undefined;
+    // Any failure (an outage) takes the usual path, which keeps the outcome until it is written.
+    const deleted = await this.d.outcomes.deleteAt(key, obj).catch(() => "failed" as const);
+    if (deleted !== "deleted") return undefined;
+    const gone: Written = { obj: { ...obj, status: result.status }, final: result.final };
+    this.d.finals.record(gone.obj, result.final, subKey, false);
+    return gone;
   }
 
   /** Writes a final status without an attempt (dead letter before sending, discard). */

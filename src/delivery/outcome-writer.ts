@@ -7,7 +7,7 @@
 import type { Logger } from "pino";
 import type { DeliveryStatus } from "../api/delivery.js";
 import { essentials, movedPast, type Final, type OutcomeResult } from "../core/outcome.js";
-import { ApiError, ignoreNotFound, type KubeClient } from "../kube/client.js";
+import { ACCEPT, ApiError, ignoreNotFound, type KubeClient } from "../kube/client.js";
 import type { EventSink } from "../kube/events.js";
 import { createMergePatch } from "../kube/merge-patch.js";
 import type { StatusWriter } from "../kube/status-writer.js";
@@ -30,6 +30,9 @@ interface Unwritten<M> {
   /** What the caller needs again when it is finally written. */
   meta: M;
 }
+
+/** The version expected of a delivery we deleted: none; the expectation ends when it leaves the cache. */
+const DELETED = "(deleted)";
 
 /** Conflicts in a row before a write gives up (and the key is retried with backoff). */
 const MAX_CONFLICTS = 5;
@@ -99,6 +102,30 @@ export class OutcomeWriter<M = unknown> {
     }
     if (!current) return undefined;
     throw new Error(`status of ${key} kept changing under us (${MAX_CONFLICTS} conflicts in a row)`);
+  }
+
+  /**
+   * Deletes the delivery at exactly the version `obj` carries (a delivery changed meanwhile, say
+   * annotated for replay, is kept): "deleted", "changed" (409) or "gone" (404).
+   */
+  async deleteAt(key: string, obj: DeliveryObject): Promise<"deleted" | "changed" | "gone"> {
+    const { namespace, name } = splitKey(key);
+    try {
+      await this.d.client.request({
+        method: "DELETE",
+        path: objectPath(DELIVERIES, namespace, name),
+        accept: ACCEPT.objectMetadata,
+        body: { kind: "DeleteOptions", apiVersion: "v1", preconditions: { resourceVersion: obj.metadata.resourceVersion } },
+      });
+      // Until the watch drops it, the cache still holds the delivery as it was before the
+      // attempt: never plan from that copy (no cached version equals this marker).
+      this.d.expectations.expect(key, DELETED);
+      return "deleted";
+    } catch (err) {
+      if (err instanceof ApiError && err.isNotFound) return "gone";
+      if (err instanceof ApiError && err.status === 409) return "changed";
+      throw err;
+    }
   }
 
   /**

@@ -32,7 +32,7 @@ export function buildRequest({ message: { id, body }, policy, keys, userAgent, s
   if (keys.length) {
     Object.assign(
       headers,
-      policy.scheme === "StandardWebhooks" ? signStandardWebhooks({ id, timestampSeconds, body, secrets: keys }) : signHmacSha256Hex({ id, timestampSeconds, body, secret: keys[0]! }),
+      policy.scheme === "StandardWebhooks" ? signStandardWebhooks({ id, timestampSeconds, body, secrets: keys }) : signHmacSha256Hex({ id, timestampSeconds, body, secret: keys[0]!, signedContent: policy.signedContent }),
     );
   } else if (policy.scheme === "StandardWebhooks") {
     Object.assign(headers, { "webhook-id": id, "webhook-timestamp": String(timestampSeconds) });

@@ -1,10 +1,12 @@
-// Signing secrets, read from the Secret in the delivery's namespace and kept for a short time
-// (rotation is picked up within the TTL). Values never leave this module except as the Buffers
-// handed to the signer: not in logs, status, Events or metrics.
+// Secrets subscriptions reference (signing keys, header values, OAuth2 client credentials, a
+// client certificate, a CA bundle), read from the subscription's namespace and kept for a
+// short time, so a rotation (a renewed cert-manager certificate, a new key) is picked up within
+// the TTL without a restart. Only the keys asked for are kept: the rest of a Secret is dropped
+// as soon as it is read, and a Secret nobody asked for in a while is forgotten. Values never
+// leave this module except to the signer and to credentials.ts: not in logs, status, Events or
+// metrics; messages name the Secret and the key, never a value.
 import { ApiError, type KubeClient } from "../kube/client.js";
 import { objectPath, CORE } from "../kube/types.js";
-import type { SecretView } from "../core/plan.js";
-import type { Policy } from "../core/policy.js";
 import { SecretNotVerifiableError, signingKey, type SignatureScheme } from "../core/signing.js";
 
 export type SecretLookup =
@@ -12,34 +14,55 @@ export type SecretLookup =
   /** `reason` SecretNotVerifiable: the value exists but the scheme cannot sign with it. */
   | { kind: "missing"; message: string; reason?: "SecretNotVerifiable" };
 
+/** Some keys of one Secret: those that exist, decoded as UTF-8. */
+export type SecretRead = { kind: "ok"; type: string | undefined; data: Record<string, string> } | { kind: "missing"; message: string };
+
 interface Entry {
   at: number;
+  /** The keys this read kept. */
+  wanted: Set<string>;
   data: Record<string, string> | undefined; // undefined: the Secret does not exist
+  type?: string;
   error?: string;
+}
+
+export interface SecretCacheOptions {
+  /** How long a read Secret is used before it is read again (rotation delay). Default 30 s. */
+  ttlMs?: number;
+  /** How long "not found" is believed. Default 2 s. */
+  missingTtlMs?: number;
+  now?: () => number;
 }
 
 export class SecretCache {
   private readonly entries = new Map<string, Entry>();
   private readonly pending = new Map<string, Promise<Entry>>();
+  /** Per Secret, when each key was last asked for: what the next read keeps. */
+  private readonly asked = new Map<string, Map<string, number>>();
+  private lastPrune = 0;
+  private readonly ttlMs: number;
+  private readonly now: () => number;
 
   constructor(
     private readonly client: KubeClient,
-    private readonly opts: { ttlMs?: number; missingTtlMs?: number; now?: () => number } = {},
-  ) {}
+    private readonly opts: SecretCacheOptions = {},
+  ) {
+    this.ttlMs = opts.ttlMs ?? 30_000;
+    this.now = opts.now ?? Date.now;
+  }
 
   /** The signing keys for a secretRef: the current one first, then the previous one if present. */
   async keys(namespace: string, ref: { name: string; key: string; previousKey?: string; scheme?: SignatureScheme }): Promise<SecretLookup> {
-    const entry = await this.entry(namespace, ref.name);
-    if (entry.error) return { kind: "missing", message: `cannot read Secret ${ref.name}: ${entry.error}` };
-    if (!entry.data) return { kind: "missing", message: `Secret ${ref.name} not found in namespace ${namespace}` };
-    const current = entry.data[ref.key];
+    const read = await this.read(namespace, ref.name, ref.previousKey ? [ref.key, ref.previousKey] : [ref.key]);
+    if (read.kind === "missing") return read;
+    const current = read.data[ref.key];
     if (current === undefined || current === "") return { kind: "missing", message: `Secret ${ref.name} has no key "${ref.key}"` };
     const keys: Buffer[] = [];
     const scheme = ref.scheme ?? "StandardWebhooks";
     let key = ref.key;
     try {
       keys.push(signingKey(current, scheme));
-      const previous = ref.previousKey ? entry.data[ref.previousKey] : undefined;
+      const previous = ref.previousKey ? read.data[ref.previousKey] : undefined;
       key = ref.previousKey ?? key;
       if (previous) keys.push(signingKey(previous, scheme));
     } catch (err) {
@@ -50,42 +73,75 @@ export class SecretCache {
     return { kind: "ok", keys };
   }
 
-  private async entry(namespace: string, name: string): Promise<Entry> {
-    const key = `${namespace}/${name}`;
-    const now = (this.opts.now ?? Date.now)();
-    const cached = this.entries.get(key);
-    const ttl = cached?.data ? (this.opts.ttlMs ?? 30_000) : (this.opts.missingTtlMs ?? 2_000);
-    if (cached && now - cached.at < ttl) return cached;
-    let p = this.pending.get(key);
-    if (!p) {
-      p = this.fetch(namespace, name, now).finally(() => this.pending.delete(key));
-      this.pending.set(key, p);
-    }
-    const entry = await p;
-    this.entries.set(key, entry);
-    return entry;
+  /**
+   * The keys `keys` of Secret `name` (those it has; a missing key is simply absent from
+   * `data`). "missing" when the Secret does not exist or cannot be read.
+   */
+  async read(namespace: string, name: string, keys: string[]): Promise<SecretRead> {
+    const entry = await this.entry(namespace, name, keys);
+    if (entry.error) return { kind: "missing", message: `cannot read Secret ${name}: ${entry.error}` };
+    if (!entry.data) return { kind: "missing", message: `Secret ${name} not found in namespace ${namespace}` };
+    const data: Record<string, string> = {};
+    for (const k of keys) if (entry.data[k] !== undefined) data[k] = entry.data[k];
+    return { kind: "ok", type: entry.type, data };
   }
 
-  private async fetch(namespace: string, name: string, now: number): Promise<Entry> {
+  /** Secrets held now, and their keys (for tests: only referenced keys are kept). */
+  heldKeys(): Map<string, string[]> {
+    return new Map([...this.entries].map(([id, e]) => [id, Object.keys(e.data ?? {})]));
+  }
+
+  private async entry(namespace: string, name: string, keys: string[]): Promise<Entry> {
+    const id = `${namespace}/${name}`;
+    const now = this.now();
+    this.prune(now);
+    let asked = this.asked.get(id);
+    if (!asked) this.asked.set(id, (asked = new Map<string, number>()));
+    for (const k of keys) asked.set(k, now);
+    // Twice at most: a read already under way may lack a key this caller needs.
+    for (let round = 0; ; round++) {
+      const cached = this.entries.get(id);
+      const ttl = cached?.data ? this.ttlMs : (this.opts.missingTtlMs ?? 2_000);
+      const fresh = cached !== undefined && now - cached.at < ttl;
+      if (cached && fresh && (!cached.data || keys.every((k) => cached.wanted.has(k)))) return cached;
+      let p = this.pending.get(id);
+      if (!p || round > 0) {
+        // Every key asked for within two TTLs: a key no subscription names any more is dropped.
+        const wanted = new Set([...asked].filter(([, at]) => now - at < 2 * this.ttlMs).map(([k]) => k));
+        for (const k of keys) wanted.add(k);
+        p = this.fetch(namespace, name, wanted, now).finally(() => {
+          if (this.pending.get(id) === p) this.pending.delete(id);
+        });
+        this.pending.set(id, p);
+      }
+      const entry = await p;
+      this.entries.set(id, entry);
+      if (!entry.data || keys.every((k) => entry.wanted.has(k)) || round > 0) return entry;
+    }
+  }
+
+  /** Forgets Secrets no one asked for in a while (deleted subscriptions, changed references). */
+  private prune(now: number): void {
+    if (now - this.lastPrune < this.ttlMs) return;
+    this.lastPrune = now;
+    for (const [id, asked] of this.asked) {
+      const last = Math.max(0, ...asked.values());
+      if (now - last < 4 * this.ttlMs) continue;
+      this.asked.delete(id);
+      if (!this.pending.has(id)) this.entries.delete(id);
+    }
+  }
+
+  private async fetch(namespace: string, name: string, wanted: Set<string>, now: number): Promise<Entry> {
     try {
-      const secret = await this.client.request<{ data?: Record<string, string> }>({ method: "GET", path: objectPath(CORE.secrets, namespace, name) });
+      const secret = await this.client.request<{ type?: string; data?: Record<string, string> }>({ method: "GET", path: objectPath(CORE.secrets, namespace, name) });
       const data: Record<string, string> = {};
-      for (const [k, v] of Object.entries(secret.data ?? {})) data[k] = Buffer.from(v, "base64").toString("utf8");
-      return { at: now, data };
+      for (const [k, v] of Object.entries(secret.data ?? {})) if (wanted.has(k)) data[k] = Buffer.from(v, "base64").toString("utf8");
+      return { at: now, wanted, data, ...(secret.type ? { type: secret.type } : {}) };
     } catch (err) {
-      if (err instanceof ApiError && err.isNotFound) return { at: now, data: undefined };
-      if (err instanceof ApiError && err.status === 403) return { at: now, data: undefined, error: "forbidden (check the operator's RBAC for secrets)" };
+      if (err instanceof ApiError && err.isNotFound) return { at: now, wanted, data: undefined };
+      if (err instanceof ApiError && err.status === 403) return { at: now, wanted, data: undefined, error: "forbidden (check the operator's RBAC for secrets)" };
       throw err;
     }
   }
-}
-
-/**
- * The signing keys for plan(), looked up only when an attempt may follow (`due`, not paused):
- * a delivery waiting for its backoff or a paused subscription costs no Secret read.
- */
-export async function signingKeys(secrets: Pick<SecretCache, "keys">, namespace: string, policy: Policy | undefined, due: boolean): Promise<{ secret: SecretView; keys: Buffer[] }> {
-  if (!policy?.secretRef || !due || policy.paused) return { secret: { kind: "none" }, keys: [] };
-  const lookup = await secrets.keys(namespace, policy.secretRef);
-  return lookup.kind === "ok" ? { secret: { kind: "ok" }, keys: lookup.keys } : { secret: lookup, keys: [] };
 }

@@ -5,6 +5,7 @@
 import type { Logger } from "pino";
 import { ANNOTATIONS, REPLAY_REASON_MAX_LENGTH, REPLAY_REASON_MIN_LENGTH } from "../api/names.js";
 import type { SubscriptionStatus } from "../api/subscription.js";
+import { adviceCondition } from "../core/advice.js";
 import * as breaker from "../core/breaker.js";
 import { conditionDiffers, getCondition, setCondition, type ConditionInput } from "../core/conditions.js";
 import * as health from "../core/health.js";
@@ -19,6 +20,7 @@ import type { Expectations } from "../runtime/expectations.js";
 import type { Caches } from "./caches.js";
 import { SUBSCRIPTIONS, subscriptionRef, type SubscriptionObject } from "./objects.js";
 import type { EndpointRegistry } from "./endpoints.js";
+import type { Credentials } from "./credentials.js";
 import type { SecretCache } from "./secrets.js";
 
 export interface DeadLetterCounts {
@@ -29,6 +31,8 @@ export interface SubscriptionReconcilerDeps {
   caches: Caches;
   endpoints: EndpointRegistry;
   secrets: SecretCache;
+  /** Checks the Secrets of headersFrom, tls and oauth2 for the Ready condition. */
+  credentials: Credentials;
   statusWriter: StatusWriter;
   events: EventSink;
   expectations: Expectations;
@@ -88,6 +92,11 @@ export class SubscriptionReconciler {
     await this.removeResetAnnotation(sub);
   }
 
+  /** Deliveries not finished: the active ones in the cache, plus stream mode's events not acknowledged yet. */
+  private pendingOf(key: string): number {
+    return this.d.caches.deliveriesOf(key).size + (this.d.streamPending?.(key) ?? 0);
+  }
+
   /** Creation time of the subscription's oldest unfinished delivery (a scan of its cached set). */
   private oldestPending(key: string): number | undefined {
     let oldest: number | undefined;
@@ -125,17 +134,20 @@ export class SubscriptionReconciler {
     }
   }
 
-  /** Ready: the spec is usable and its Secret can sign (or nothing is signed). */
+  /** Ready: the spec is usable, its Secret can sign (or nothing is signed) and its receiver credentials can be read. */
   private async readyCondition(namespace: string, sub: SubscriptionObject): Promise<ConditionInput> {
     const parsed = this.d.caches.subscriptionSpec(sub);
     if (!parsed.ok) return { type: "Ready", status: "False", reason: "InvalidSpec", message: parsed.message };
     const accepted = (detail: string): ConditionInput =>
       parsed.spec.paused ? { type: "Ready", status: "True", reason: "Paused", message: "accepted; paused: deliveries are held" } : { type: "Ready", status: "True", reason: "Ready", message: `accepted; ${detail}` };
-    const ref = this.d.caches.policy(sub)?.secretRef;
-    if (!ref) return accepted("requests are not signed (no secretRef)");
-    const lookup = await this.d.secrets.keys(namespace, ref);
-    if (lookup.kind === "ok") return accepted(`signing with ${lookup.keys.length} key${lookup.keys.length > 1 ? "s (rotation)" : ""}`);
-    return { type: "Ready", status: "False", reason: lookup.reason ?? "SecretNotFound", message: `${lookup.message}; deliveries wait until ${lookup.reason ? "it is fixed" : "it exists"}` };
+    const policy = this.d.caches.policy(sub);
+    const lookup = policy?.secretRef ? await this.d.secrets.keys(namespace, policy.secretRef) : undefined;
+    if (lookup && lookup.kind !== "ok") return { type: "Ready", status: "False", reason: lookup.reason ?? "SecretNotFound", message: `${lookup.message}; deliveries wait until ${lookup.reason ? "it is fixed" : "it exists"}` };
+    // The receiver's credentials (headersFrom, tls, oauth2): the message names the field and the Secret.
+    const creds = policy ? await this.d.credentials.resolve(namespace, policy) : undefined;
+    if (creds?.kind === "missing") return { type: "Ready", status: "False", reason: creds.reason, message: `${creds.message}; deliveries wait until it is fixed` };
+    if (!lookup) return accepted("requests are not signed (no secretRef)");
+    return accepted(`signing with ${lookup.keys.length} key${lookup.keys.length > 1 ? "s (rotation)" : ""}`);
   }
 
   private async rollUp(key: string, sub: SubscriptionObject, resetReason?: string): Promise<void> {
@@ -154,8 +166,12 @@ export class SubscriptionReconciler {
     const succeededDelta = ep.succeededDelta;
     const discardedDelta = ep.discardedDelta;
     const deadLettered = this.d.deadLetters.deadLetterCount(key);
+    // Settings that work against each other (core/advice.ts): a condition, and a Warning Event when it appears or changes.
+    const parsed = this.d.caches.subscriptionSpec(sub);
+    const advice = adviceCondition(policy, parsed.ok && parsed.spec.circuitBreaker.cooldown !== undefined);
     let conditions = setCondition(prev.conditions, ready, now, generation);
     conditions = setCondition(conditions, endpointHealthy, now, generation);
+    conditions = setCondition(conditions, advice, now, generation);
     const next: SubscriptionStatus = {
       ...prev,
       observedGeneration: generation,
@@ -163,7 +179,7 @@ export class SubscriptionReconciler {
       breaker: breaker.toStatus(ep.breaker),
       health: hs,
       deliveries: {
-        pending: this.d.caches.deliveriesOf(key).size + (this.d.streamPending?.(key) ?? 0),
+        pending: this.pendingOf(key),
         succeeded: (prev.deliveries?.succeeded ?? 0) + succeededDelta,
         deadLettered,
         discarded: (prev.deliveries?.discarded ?? 0) + discardedDelta,
@@ -185,6 +201,7 @@ export class SubscriptionReconciler {
     });
 
     const readyChanged = conditionDiffers(prev.conditions, ready, generation) && getCondition(prev.conditions, "Ready")?.reason !== ready.reason;
+    const adviceGiven = advice.status === "True" && conditionDiffers(prev.conditions, advice);
     const patch = createMergePatch(prev, next);
     ep.dirty = false;
     ep.urgent = false;
@@ -203,6 +220,7 @@ export class SubscriptionReconciler {
     if (readyChanged) {
       this.d.events.record(subscriptionRef(sub), ready.status === "True" ? "Normal" : "Warning", ready.reason, ready.message ?? ready.reason);
     }
+    if (adviceGiven) this.d.events.record(subscriptionRef(sub), "Warning", advice.reason, advice.message ?? advice.reason);
   }
 }
 

@@ -1,8 +1,11 @@
 // A real HTTP receiver on 127.0.0.1 for integration tests. Each request is recorded (time,
 // path, headers, body) and answered by a script: a status, a delay, a hang, or a reset. Tracks
-// concurrency so tests can assert limits.
-import { createServer, type IncomingHttpHeaders, type Server, type ServerResponse } from "node:http";
+// concurrency so tests can assert limits. `startHttps` serves TLS and can require a client
+// certificate from a given CA (each request records the certificate it came with).
+import { createServer, type IncomingHttpHeaders, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import { createServer as createHttpsServer } from "node:https";
 import type { AddressInfo, Socket } from "node:net";
+import type { TLSSocket } from "node:tls";
 import { Webhook } from "standardwebhooks";
 
 export interface ReceivedRequest {
@@ -16,6 +19,17 @@ export interface ReceivedRequest {
   bytes: Buffer;
   /** Requests open at the moment this one arrived (itself included). */
   concurrent: number;
+  /** Over TLS with a client certificate: its subject CN and SHA-256 fingerprint. */
+  clientCertificate?: { cn: string; fingerprint256: string };
+}
+
+export interface HttpsOptions {
+  cert: string;
+  key: string;
+  /** CA certificates client certificates must chain to. */
+  clientCa?: string;
+  /** Refuse the TLS handshake without a client certificate signed by clientCa. */
+  requireClientCert?: boolean;
 }
 
 export type Reply =
@@ -34,22 +48,39 @@ export class Receiver {
   private readonly hanging = new Set<ServerResponse>();
   private waiters: Array<() => void> = [];
 
+  /** TLS handshakes refused (no or a wrong client certificate). */
+  tlsErrors = 0;
+
   private constructor(
     private readonly server: Server,
     readonly port: number,
     public script: Script,
+    private readonly scheme: "http" | "https" = "http",
   ) {}
 
-  static async start(script: Script = () => 200): Promise<Receiver> {
+  static start(script: Script = () => 200): Promise<Receiver> {
+    return Receiver.listen(script, undefined);
+  }
+
+  /** An HTTPS receiver on 127.0.0.1 with `tls.cert` (issue it for IP 127.0.0.1). */
+  static startHttps(tls: HttpsOptions, script: Script = () => 200): Promise<Receiver> {
+    return Receiver.listen(script, tls);
+  }
+
+  private static async listen(script: Script, tls: HttpsOptions | undefined): Promise<Receiver> {
     const holder: { self?: Receiver } = {};
-    const server = createServer((req, res) => {
+    const onRequest = (req: IncomingMessage, res: ServerResponse) => {
       const chunks: Buffer[] = [];
       req.on("data", (c: Buffer) => chunks.push(c));
-      req.on("end", () => void holder.self!.handle(req.url ?? "/", req.headers, Buffer.concat(chunks), res));
-    });
+      req.on("end", () => void holder.self!.handle(req.url ?? "/", req.headers, Buffer.concat(chunks), res, peerCertificate(req)));
+    };
+    const server: Server = tls
+      ? (createHttpsServer({ cert: tls.cert, key: tls.key, ...(tls.clientCa ? { ca: tls.clientCa } : {}), requestCert: !!tls.requireClientCert, rejectUnauthorized: !!tls.requireClientCert }, onRequest))
+      : createServer(onRequest);
     server.keepAliveTimeout = 5_000;
     await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
-    const self = new Receiver(server, (server.address() as AddressInfo).port, script);
+    const self = new Receiver(server, (server.address() as AddressInfo).port, script, tls ? "https" : "http");
+    server.on("tlsClientError", () => self.tlsErrors++);
     holder.self = self;
     server.on("connection", (s) => {
       self.sockets.add(s);
@@ -65,13 +96,13 @@ export class Receiver {
   }
 
   url(path = "/hook"): string {
-    return `http://127.0.0.1:${this.port}${path}`;
+    return `${this.scheme}://127.0.0.1:${this.port}${path}`;
   }
 
-  private async handle(path: string, headers: IncomingHttpHeaders, bytes: Buffer, res: ServerResponse): Promise<void> {
+  private async handle(path: string, headers: IncomingHttpHeaders, bytes: Buffer, res: ServerResponse, clientCertificate: ReceivedRequest["clientCertificate"]): Promise<void> {
     this.open++;
     this.maxConcurrent = Math.max(this.maxConcurrent, this.open);
-    const req: ReceivedRequest = { n: this.requests.length + 1, at: Date.now(), path, headers, body: bytes.toString("utf8"), bytes, concurrent: this.open };
+    const req: ReceivedRequest = { n: this.requests.length + 1, at: Date.now(), path, headers, body: bytes.toString("utf8"), bytes, concurrent: this.open, ...(clientCertificate ? { clientCertificate } : {}) };
     this.requests.push(req);
     for (const w of this.waiters.splice(0)) w();
     res.on("close", () => this.open--);
@@ -138,4 +169,12 @@ export class Receiver {
     for (const s of this.sockets) s.destroy();
     await new Promise<void>((r) => this.server.close(() => r()));
   }
+}
+
+function peerCertificate(req: IncomingMessage): ReceivedRequest["clientCertificate"] {
+  const socket = req.socket as Partial<TLSSocket>;
+  const peer = socket.getPeerCertificate?.();
+  if (!peer || !peer.fingerprint256) return undefined;
+  const cn = peer.subject?.CN;
+  return { cn: Array.isArray(cn) ? cn.join(",") : (cn ?? ""), fingerprint256: peer.fingerprint256 };
 }

@@ -31,6 +31,9 @@ const OPERATOR_VARS = [
   "POD_NAME",
   "POD_NAMESPACE",
   "LOG_LEVEL",
+  "HTTPS_PROXY",
+  "HTTP_PROXY",
+  "NO_PROXY",
 ];
 
 describe("helm chart", () => {
@@ -92,7 +95,7 @@ describe("helm chart", () => {
     const { objects } = await render({ release: "hl", namespace: ns });
     const kinds = objects.map((o) => o.kind).sort();
     // The operator's ClusterRole and the three user roles (view, edit, admin).
-    expect(kinds).toEqual(["ClusterRole", "ClusterRole", "ClusterRole", "ClusterRole", "ClusterRoleBinding", "ConfigMap", "Deployment", "FlowSchema", "PodDisruptionBudget", "PriorityLevelConfiguration", "Role", "RoleBinding", "Service", "ServiceAccount"]);
+    expect(kinds).toEqual(["ClusterRole", "ClusterRole", "ClusterRole", "ClusterRole", "ClusterRoleBinding", "ConfigMap", "Deployment", "FlowSchema", "PodDisruptionBudget", "PriorityLevelConfiguration", "Role", "RoleBinding", "Service", "ServiceAccount", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"]);
     const deploy = find(objects, "Deployment");
     const pod = deploy.spec.template.spec;
     expect(deploy.spec.replicas).toBe(2);
@@ -227,6 +230,10 @@ describe("helm chart", () => {
     expect(e.WEBHOOK_HEALTH_PROBE_INTERVAL_MS!.value).toBe("600000");
     expect(e.WEBHOOK_CB_FAILURE_THRESHOLD!.value).toBe("10");
     expect(e.NODE_OPTIONS!.value).toBe("--max-old-space-size=768");
+    expect(e.WEBHOOK_SECRET_REFRESH_MS!.value).toBe("10000");
+    expect(e.HTTPS_PROXY!.value).toBe("http://egress-proxy.infra.svc:3128");
+    expect(e.HTTP_PROXY!.value).toBe("");
+    expect(e.NO_PROXY!.value).toBe(".svc,.cluster.local,10.0.0.0/8");
     expect(c.image).toBe("ghcr.io/hookline/hookline:0.1.0-rc.1");
     expect(find(objects, "PodDisruptionBudget").spec).toMatchObject({ minAvailable: 2 });
     expect(find(objects, "PodDisruptionBudget").spec).not.toHaveProperty("maxUnavailable");
@@ -312,6 +319,23 @@ describe("helm chart", () => {
     expect(notes).toContain('hookline.dev/replay="endpoint fixed, INC-42"');
     // Heredocs a user can paste: the terminator alone at the start of a line.
     expect(notes.match(/^YAML$/gm)).toHaveLength(2);
+  });
+
+  it("proxy credentials from a Secret: HTTPS_PROXY and HTTP_PROXY from proxy.existingSecret, never in the Deployment", async () => {
+    const { objects } = await render({ release: "hl", namespace: ns, setJson: { proxy: { httpsProxy: "http://ignored:3128", httpProxy: "", noProxy: [".svc"], existingSecret: "egress-proxy" } }, showOnly: ["templates/deployment.yaml"] });
+    const e = env(find(objects, "Deployment"));
+    for (const name of ["HTTPS_PROXY", "HTTP_PROXY"]) expect(e[name]).toEqual({ name, valueFrom: { secretKeyRef: { name: "egress-proxy", key: name, optional: true } } });
+    expect(e.NO_PROXY!.value).toBe(".svc");
+  });
+
+  it("the secret reference policy: bound to the watched namespaces only; Deny and Warn together are refused", async () => {
+    const { objects } = await render({ release: "hl", namespace: ns, setJson: { watchNamespaces: ["team-a", "team-b"] }, showOnly: ["templates/secret-reference-policy.yaml"] });
+    const binding = find(objects, "ValidatingAdmissionPolicyBinding");
+    expect(binding.spec.policyName).toBe(find(objects, "ValidatingAdmissionPolicy").metadata.name);
+    expect(binding.spec.matchResources.namespaceSelector).toEqual({ matchExpressions: [{ key: "kubernetes.io/metadata.name", operator: "In", values: ["team-a", "team-b"] }] });
+    const bad = await helm(["template", "hl", CHART, "--set-json", 'secretReferencePolicy.validationActions=["Deny","Warn"]']);
+    expect(bad.code).not.toBe(0);
+    expect(bad.stderr).toContain("secretReferencePolicy/validationActions");
   });
 
   it("refuses bad values the same way at helm install (schema before any API call)", async () => {

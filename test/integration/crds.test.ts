@@ -4,8 +4,9 @@
 // refused by the API server with a message that names the field.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { deliveryCrd, subscriptionCrd } from "../../src/api/crd.js";
+import { subscriptionSpecSchema } from "../../src/api/subscription.js";
 import { createNamespace, deleteNamespace, kubectl, kubectlOk } from "../helpers/cluster.js";
-import { CASE_KINDS, INVALID_SPEC_CASES, VALID_HEADERS, at, findEnforcer, prepareCase, refusalCauses, schemaNode, submitCase } from "../helpers/crd-cases.js";
+import { CASE_KINDS, CREDENTIAL_CASES, INVALID_SPEC_CASES, VALID_HEADERS, at, findEnforcer, prepareCase, refusalCauses, schemaNode, submitCase } from "../helpers/crd-cases.js";
 import type { CrdObject, InvalidSpecCase, SchemaNode } from "../helpers/crd-cases.js";
 import { apply, delivery, getObj, subscription } from "../helpers/kube.js";
 
@@ -209,13 +210,15 @@ describe("CRDs through the real API server and kubectl", () => {
 
     // --recursive lists every field of the spec, nested ones included.
     const recursive = await kubectlOk(["explain", "whsub.spec", "--recursive"]);
-    const fields = [...recursive.matchAll(/^\s+([A-Za-z]+)\s+<[^>]+>/gm)].map((m) => m[1]);
+    const fields = [...recursive.matchAll(/^\s+([A-Za-z][A-Za-z0-9]*)\s+<[^>]+>/gm)].map((m) => m[1]);
     const schemaFields: string[] = [];
     const walk = (node: SchemaNode) => {
       for (const [key, child] of Object.entries(node.properties ?? {})) {
         schemaFields.push(key);
         walk(child);
       }
+      // The fields of list items (headersFrom[].name) are listed too.
+      if (node.items) walk(node.items);
     };
     walk(schemaNode(subscriptionCrd(), at("spec")));
     expect(schemaFields.length).toBeGreaterThan(30);
@@ -229,7 +232,7 @@ describe("CRDs through the real API server and kubectl", () => {
     const minimal = await getObj("whsub", ns, "defaults-minimal");
     expect(minimal!.spec).toEqual({
       url: "https://hooks.acme.example/minimal",
-      signature: { scheme: "StandardWebhooks" },
+      signature: { scheme: "StandardWebhooks", signedContent: "TimestampAndBody" },
       retry: { maxAttempts: 6, initialBackoff: "1s", multiplier: 2, maxBackoff: "30s", jitterPercent: 10, respectRetryAfter: true },
       circuitBreaker: { whenOpen: "Defer" },
       maxInFlight: 10,
@@ -343,6 +346,22 @@ describe("CRDs through the real API server and kubectl", () => {
       expect((await getObj("whsub", ns, "valid-headers"))!.spec.headers).toEqual(VALID_HEADERS);
     });
 
+    it("accepts every receiver-credential field at once, and writes their defaults", async () => {
+      const spec = {
+        url: "https://hooks.example.com/orders",
+        headers: { "X-Tenant": "acme" },
+        headersFrom: [{ name: "X-Api-Key", secretKeyRef: { name: "tenant-token", key: "api-key" } }],
+        tls: { clientCertificateSecretRef: { name: "client-cert" }, caBundleSecretRef: { name: "receiver-ca" } },
+        oauth2: { tokenURL: "https://auth.example.com/oauth/token", clientIdSecretRef: { name: "oauth", key: "client-id" }, clientSecretSecretRef: { name: "oauth", key: "client-secret" }, scopes: ["webhooks:write"], audience: "https://hooks.example.com" },
+        proxy: { url: "http://egress-proxy.infra.svc:3128" },
+      };
+      await kubectlOk(["create", "-f", "-"], { input: JSON.stringify(subscription(ns, "all-credentials", spec)) });
+      const stored = (await getObj("whsub", ns, "all-credentials"))!.spec as Record<string, any>;
+      expect(stored).toMatchObject(spec);
+      expect(stored.tls.caBundleSecretRef.key).toBe("ca.crt");
+      expect(stored.oauth2.clientAuthentication).toBe("ClientSecretBasic");
+    });
+
     it.concurrent.for(INVALID_SPEC_CASES.map((c, index) => ({ ...c, index })))(
       "refuses $name",
       async ({ index: i, ...c }: InvalidSpecCase & { index: number }, { expect }) => {
@@ -359,5 +378,38 @@ describe("CRDs through the real API server and kubectl", () => {
         else expect(stored, "a refused create leaves nothing behind").toBeUndefined();
       },
     );
+  });
+});
+
+describe("the operator's zod refuses the receiver-credential cases the CRD refuses, at the same field", () => {
+  // "spec.headersFrom[1].name" -> ["headersFrom", 1, "name"]
+  const pathOf = (field: string) =>
+    field
+      .replace(/^spec\.?/, "")
+      .split(/\.|\[(\d+)\]/)
+      .filter((p) => p !== undefined && p !== "")
+      .map((p) => (/^\d+$/.test(p) ? Number(p) : p));
+
+  it.each(CREDENTIAL_CASES.map((c) => [c.name, c] as const))("%s", (_name, c) => {
+    const r = subscriptionSpecSchema.safeParse(c.spec);
+    expect(r.success).toBe(false);
+    if (r.success) return;
+    const issue = r.error.issues.find((i) => JSON.stringify(i.path) === JSON.stringify(pathOf(c.field)));
+    expect(issue, JSON.stringify(r.error.issues)).toBeDefined();
+    // A CEL rule and its zod twin say the same thing.
+    if ("rule" in c.enforcedBy) expect(issue!.message).toContain(c.message);
+  });
+
+  it("accepts every field at once and fills the defaults", () => {
+    const spec = subscriptionSpecSchema.parse({
+      url: "https://hooks.example.com/orders",
+      headers: { "X-Tenant": "acme" },
+      headersFrom: [{ name: "X-Api-Key", secretKeyRef: { name: "tenant-token", key: "api-key" } }],
+      tls: { clientCertificateSecretRef: { name: "client-cert" }, caBundleSecretRef: { name: "receiver-ca" } },
+      oauth2: { tokenURL: "https://auth.example.com/oauth/token", clientIdSecretRef: { name: "oauth", key: "client-id" }, clientSecretSecretRef: { name: "oauth", key: "client-secret" } },
+      proxy: { url: "http://egress-proxy.infra.svc:3128" },
+    });
+    expect(spec.tls?.caBundleSecretRef?.key).toBe("ca.crt");
+    expect(spec.oauth2?.clientAuthentication).toBe("ClientSecretBasic");
   });
 });

@@ -1,7 +1,7 @@
 // The delivery engine end to end: a real API server, the real operator, real receivers.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createNamespace, deleteNamespace, kubectlOk, waitFor } from "../helpers/cluster.js";
-import { apply, create, delivery, events, getObj, secret, subscription, TEST_SECRET } from "../helpers/kube.js";
+import { apply, create, delivery, events, getObj, listObjs, secret, subscription, TEST_SECRET } from "../helpers/kube.js";
 import { startOperator, type TestOperator } from "../helpers/operator.js";
 import { Receiver } from "../helpers/receiver.js";
 
@@ -166,6 +166,50 @@ describe("delivery: no double attempts, API writes per delivery", () => {
       const perDelivery = (writes(after) - writes(before)) / 10;
       expect(perDelivery).toBeLessThanOrEqual(2);
       console.log(`[writes] ${perDelivery} API writes per delivery (first-attempt success, including subscription status rollups)`);
+    } finally {
+      await op.stop();
+      await r.close();
+      await deleteNamespace(ns);
+    }
+  });
+});
+
+describe("delivery: retention.succeeded 0s", () => {
+  it("deletes a delivered event without writing its Succeeded status: one operator write per delivery, counts and metrics kept", async () => {
+    const ns = await createNamespace("two-writes");
+    const r = await Receiver.start(() => 200);
+    const op = await startOperator({ namespaces: [ns], statusIntervalMs: 500 });
+    try {
+      await apply(subscription(ns, "gone-fast", { url: r.url(), retention: { succeeded: "0s" } }));
+      await waitFor(async () => (await getObj("whsub", ns, "gone-fast"))?.status?.conditions?.some((c: any) => c.type === "Ready" && c.status === "True"), { description: "subscription Ready" });
+      const before = await op.apiRequests("webhookdeliveries");
+      const patchesBefore = (await op.apiRequests("webhookdeliveries/status")).patch ?? 0;
+      await apply(Array.from({ length: 10 }, (_, i) => delivery(ns, `z-${i}`, "gone-fast")));
+      await waitFor(async () => (await listObjs("whdel", ns)).length === 0 && r.requests.length === 10, { description: "10 delivered and deleted" });
+      await waitFor(async () => (await getObj("whsub", ns, "gone-fast"))?.status?.deliveries?.succeeded === 10, { description: "the rollup counts 10 succeeded" });
+      const after = await op.apiRequests("webhookdeliveries");
+      expect(new Set(r.requests.map((q) => q.headers["webhook-id"])).size).toBe(10);
+      // No status write for a delivery nobody will read: the delete is the only write.
+      expect(((await op.apiRequests("webhookdeliveries/status")).patch ?? 0) - patchesBefore).toBe(0);
+      expect((after.delete ?? 0) - (before.delete ?? 0)).toBe(10);
+      expect(await op.metric("webhook_deliveries_finished_total", { subscription: "gone-fast", phase: "Succeeded" })).toBe(10);
+      expect(await op.metric("webhook_delivery_attempts_total", { subscription: "gone-fast", status: "success" })).toBe(10);
+    } finally {
+      await op.stop();
+      await r.close();
+      await deleteNamespace(ns);
+    }
+  });
+
+  it("a delivery that needed retries is deleted at once when it finally succeeds", async () => {
+    const ns = await createNamespace("two-writes-retry");
+    const r = await Receiver.start(Receiver.sequence([503], 200));
+    const op = await startOperator({ namespaces: [ns] });
+    try {
+      await apply([subscription(ns, "retry-fast", { url: r.url(), retention: { succeeded: "0s" }, retry: { initialBackoff: "100ms", jitterPercent: 0 } }), delivery(ns, "y-0", "retry-fast")]);
+      await waitFor(async () => r.requests.length === 2 && (await getObj("whdel", ns, "y-0")) === undefined, { description: "delivered on the 2nd attempt, then deleted" });
+      // One status write: the failed first attempt's outcome.
+      expect((await op.apiRequests("webhookdeliveries/status")).patch ?? 0).toBe(1);
     } finally {
       await op.stop();
       await r.close();

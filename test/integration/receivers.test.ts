@@ -1,9 +1,11 @@
 // The receiver snippets of docs/receivers.md, run as they are (TypeScript with tsx, Python in a
 // venv with standardwebhooks from PyPI, Go built with the module from the Go proxy), receiving
 // real Hookline deliveries: verification, rotation (two signatures), dedupe by webhook-id, a
-// forged request refused; and a secret the Standard Webhooks libraries cannot use refused.
+// forged request refused; the HMACSHA256Hex helpers (timestamp and body signed, tolerance,
+// constant-time compare, 401); and a secret the Standard Webhooks libraries cannot use refused.
 import { spawn, type ChildProcess } from "node:child_process";
-import { mkdtempSync } from "node:fs";
+import { createHmac } from "node:crypto";
+import { mkdtempSync, readFileSync } from "node:fs";
 import { homedir, tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -12,6 +14,7 @@ import { createNamespace, deleteNamespace, waitFor } from "../helpers/cluster.js
 import { exec } from "../helpers/exec.js";
 import { apply, delivery, getObj, secret, subscription } from "../helpers/kube.js";
 import { startOperator, type TestOperator } from "../helpers/operator.js";
+import { Receiver } from "../helpers/receiver.js";
 
 const DOCS = fileURLToPath(new URL("../../docs/receivers/", import.meta.url));
 const ROOT = fileURLToPath(new URL("../../", import.meta.url));
@@ -64,19 +67,36 @@ async function python(): Promise<string> {
   return bin;
 }
 
-async function goBinary(): Promise<string> {
+async function goBinary(pkg = "."): Promise<string> {
   const out = join(mkdtempSync(join(tmpdir(), "receiver-go-")), "receiver");
-  const r = await exec("go", ["build", "-o", out, "."], { cwd: join(DOCS, "go"), timeoutMs: 300_000 });
+  const r = await exec("go", ["build", "-o", out, pkg], { cwd: join(DOCS, "go"), timeoutMs: 300_000 });
   expect(r.code, r.stderr).toBe(0);
   return out;
 }
 
 const succeeded = async (ns: string, name: string) => (await getObj("whdel", ns, name))?.status?.phase === "Succeeded";
 
+describe("docs/receivers.md shows the files CI runs", () => {
+  it("each code block after a link to receivers/<file> is that file, byte for byte", () => {
+    const md = readFileSync(join(DOCS, "../receivers.md"), "utf8");
+    // Each ts/python/go block, with the last receivers/<file> link in the prose before it.
+    const shown: Array<readonly [string, string]> = [];
+    let prose = 0;
+    for (const m of md.matchAll(/^```(ts|python|go)\n([\s\S]*?)^```$/gm)) {
+      const links = [...md.slice(prose, m.index).matchAll(/\[receivers\/([^\]]+)\]\(receivers\/\1\)/g)];
+      if (links.length) shown.push([links.at(-1)![1]!, m[2]!]);
+      prose = m.index + m[0].length;
+    }
+    expect(shown.map(([f]) => f).sort()).toEqual(["go/hmachex/main.go", "go/main.go", "python/hmac_hex.py", "python/receiver.py", "typescript/hmac-hex.ts", "typescript/receiver.ts"]);
+    for (const [file, text] of shown) expect(text, file).toBe(readFileSync(join(DOCS, file), "utf8"));
+  });
+});
+
 describe("docs/receivers: the snippets receive real deliveries", () => {
   let ns: string;
   let op: TestOperator;
   const snippets: Snippet[] = [];
+  const receivers: Receiver[] = [];
 
   beforeAll(async () => {
     ns = await createNamespace("receivers");
@@ -86,6 +106,7 @@ describe("docs/receivers: the snippets receive real deliveries", () => {
   });
   afterAll(async () => {
     for (const s of snippets) s.child.kill();
+    await Promise.all(receivers.map((r) => r.close()));
     await op?.stop();
     await deleteNamespace(ns);
   });
@@ -120,14 +141,82 @@ describe("docs/receivers: the snippets receive real deliveries", () => {
     expect(s.lines.some((l) => l.received === "evt-forged")).toBe(false);
   });
 
-  it("HMACSHA256Hex: the plain-HMAC snippet verifies a secret used as its UTF-8 bytes", async () => {
-    const plain = "a plain secret for hex HMAC";
-    await apply(secret(ns, "hex", { secret: plain }));
-    const s = await run(process.execPath, [join(ROOT, "node_modules/tsx/dist/cli.mjs"), join(DOCS, "typescript/hmac-hex.ts")], plain);
-    snippets.push(s);
-    await apply([subscription(ns, "hex", { url: `http://127.0.0.1:${s.port}/`, secretRef: { name: "hex" }, signature: { scheme: "HMACSHA256Hex" } }), delivery(ns, "hex-1", "hex", { eventId: "evt-hex" })]);
-    await waitFor(() => succeeded(ns, "hex-1"), { description: "hex-1 delivered", timeoutMs: 60_000 });
-    expect(s.lines).toContainEqual({ received: "evt-hex", type: "order.paid", data: { order: "hex-1" } });
+  const hexCases: Array<[string, () => Promise<[string, string[]]>]> = [
+    ["typescript", () => Promise.resolve([process.execPath, [join(ROOT, "node_modules/tsx/dist/cli.mjs"), join(DOCS, "typescript/hmac-hex.ts")]])],
+    ["python", async () => [await python(), [join(DOCS, "python/hmac_hex.py")]]],
+    ["go", async () => [await goBinary("./hmachex"), []]],
+  ];
+
+  it.each(hexCases)(
+    "HMACSHA256Hex, %s: the helper verifies timestamp and body (a plain secret as its UTF-8 bytes), dedupes, answers 401 to a forged, a stale and a LegacyBodyOnly request",
+    async (lang, command) => {
+      const plain = `a plain secret for hex HMAC (${lang})`;
+      const name = `hex-${lang}`;
+      await apply(secret(ns, name, { secret: plain }));
+      const [cmd, args] = await command();
+      const s = await run(cmd, args, plain);
+      snippets.push(s);
+      const url = `http://127.0.0.1:${s.port}/`;
+      await apply([subscription(ns, name, { url, secretRef: { name }, signature: { scheme: "HMACSHA256Hex" } }), delivery(ns, `${name}-1`, name, { eventId: `evt-${name}` })]);
+      await waitFor(() => succeeded(ns, `${name}-1`), { description: `${name}-1 delivered`, timeoutMs: 60_000 });
+      await waitFor(() => s.lines.some((l) => l.received === `evt-${name}`), { description: `${lang} logs evt-${name}` });
+      expect(s.lines).toContainEqual({ received: `evt-${name}`, type: "order.paid", data: { order: `${name}-1` } });
+      // The default form, as stored by the API server.
+      expect((await getObj("whsub", ns, name))!.spec.signature).toEqual({ scheme: "HMACSHA256Hex", signedContent: "TimestampAndBody" });
+
+      // The same event again: acknowledged, not processed twice.
+      await apply(delivery(ns, `${name}-2`, name, { eventId: `evt-${name}` }));
+      await waitFor(() => succeeded(ns, `${name}-2`), { description: `${name}-2 delivered`, timeoutMs: 60_000 });
+      await waitFor(() => s.lines.some((l) => l.duplicate === `evt-${name}`), { description: `${lang} logs the duplicate` });
+      expect(s.lines.filter((l) => l.received === `evt-${name}`)).toHaveLength(1);
+
+      const post = (timestamp: number, sign: (ts: string, body: string) => string) => {
+        const body = JSON.stringify({ id: "evt-forged", type: "order.paid", timestamp: new Date().toISOString(), data: {} });
+        return fetch(url, { method: "POST", headers: { "content-type": "application/json", "x-webhook-id": "evt-forged", "x-webhook-timestamp": String(timestamp), "x-webhook-signature": sign(String(timestamp), body) }, body });
+      };
+      const now = Math.floor(Date.now() / 1000);
+      const hex = (text: string) => `sha256=${createHmac("sha256", plain).update(text).digest("hex")}`;
+      // A request signed right, with the helper's own rules, is taken: the checks below fail for their own reason.
+      expect((await post(now, (ts, body) => hex(`${ts}.${body}`))).status).toBe(204);
+      // (Each snippet logs after it answers: wait for the line.)
+      await waitFor(() => s.lines.some((l) => l.received === "evt-forged"), { description: `${lang} logs the well-signed request` });
+      const refused = s.lines.filter((l) => l.rejected).length;
+      // Forged (wrong key), stale (signed right, 10 minutes old), body only (the legacy form), no timestamp.
+      expect((await post(now, (ts, body) => `sha256=${createHmac("sha256", "another secret").update(`${ts}.${body}`).digest("hex")}`)).status).toBe(401);
+      expect((await post(now - 600, (ts, body) => hex(`${ts}.${body}`))).status).toBe(401);
+      expect((await post(now, (_ts, body) => hex(body))).status).toBe(401);
+      expect((await post(Number.NaN, (ts, body) => hex(`${ts}.${body}`))).status).toBe(401);
+      await waitFor(() => s.lines.filter((l) => l.rejected).length === refused + 4, { description: `${lang} logs four refusals` });
+
+      // A subscription on the legacy form reaches this receiver with a body-only signature: 401,
+      // which Hookline dead-letters at once (PermanentFailure).
+      await apply([subscription(ns, `${name}-legacy`, { url, secretRef: { name }, signature: { scheme: "HMACSHA256Hex", signedContent: "LegacyBodyOnly" } }), delivery(ns, `${name}-legacy-1`, `${name}-legacy`)]);
+      const dead = await waitFor(async () => ((await getObj("whdel", ns, `${name}-legacy-1`))?.status?.phase === "DeadLettered" ? (await getObj("whdel", ns, `${name}-legacy-1`))!.status : undefined), {
+        description: `${name}-legacy-1 dead-lettered`,
+        timeoutMs: 60_000,
+      });
+      expect(dead.deadLetter.reason).toBe("PermanentFailure");
+      expect(dead.lastAttempt.responseStatus).toBe(401);
+    },
+  );
+
+  it("HMACSHA256Hex LegacyBodyOnly: a real delivery carries sha256=<hex HMAC of the body alone>; the default signs the timestamp too", async () => {
+    const plain = "a plain secret for the legacy form";
+    await apply(secret(ns, "legacy-hex", { secret: plain }));
+    const r = await Receiver.start(() => 204);
+    receivers.push(r);
+    await apply([
+      subscription(ns, "legacy-hex", { url: r.url(), secretRef: { name: "legacy-hex" }, signature: { scheme: "HMACSHA256Hex", signedContent: "LegacyBodyOnly" } }),
+      subscription(ns, "stamped-hex", { url: r.url(), secretRef: { name: "legacy-hex" }, signature: { scheme: "HMACSHA256Hex" } }),
+      delivery(ns, "legacy-hex-1", "legacy-hex", { eventId: "evt-legacy-hex" }),
+      delivery(ns, "stamped-hex-1", "stamped-hex", { eventId: "evt-stamped-hex" }),
+    ]);
+    await waitFor(async () => (await succeeded(ns, "legacy-hex-1")) && (await succeeded(ns, "stamped-hex-1")), { description: "both delivered", timeoutMs: 60_000 });
+    const byId = (id: string) => r.requests.find((q) => q.headers["x-webhook-id"] === id)!;
+    const legacy = byId("evt-legacy-hex");
+    expect(legacy.headers["x-webhook-signature"]).toBe(`sha256=${createHmac("sha256", plain).update(legacy.bytes).digest("hex")}`);
+    const stamped = byId("evt-stamped-hex");
+    expect(stamped.headers["x-webhook-signature"]).toBe(`sha256=${createHmac("sha256", plain).update(`${String(stamped.headers["x-webhook-timestamp"])}.`).update(stamped.bytes).digest("hex")}`);
   });
 
   it("a StandardWebhooks secret without whsec_ is refused on the subscription (nothing sent) until it is whsec_<base64> of the same bytes", async () => {

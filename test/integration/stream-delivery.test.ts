@@ -126,7 +126,7 @@ describe("stream mode: delivery from JetStream", () => {
     expect(JSON.parse(initech.requests[4]!.body)).toMatchObject({ id: "evt-1001", timestamp, data: { order: 1001 } });
   });
 
-  it("sends the published bytes exactly (non-ASCII, the largest payload), signed, with one webhook-id across attempts", async () => {
+  it("sends the published bytes exactly (non-ASCII, the largest payload), signed, with one webhook-id across attempts and the receiver's credentials", async () => {
     // The first attempt of each event fails: the second must carry the same webhook-id and bytes.
     const seen = new Set<string>();
     const r = await receiver((req) => {
@@ -135,7 +135,8 @@ describe("stream mode: delivery from JetStream", () => {
       seen.add(id);
       return 500;
     });
-    await apply(subscription(ns, "exact", { url: r.url(), eventTypes: ["exact.*"], secretRef: { name: "signing" }, retry: fastRetry(3) }));
+    // Receiver credentials apply as in CR mode: a header from a Secret.
+    await apply([secret(ns, "api-key", { key: "k-12345" }), subscription(ns, "exact", { url: r.url(), eventTypes: ["exact.*"], secretRef: { name: "signing" }, headersFrom: [{ name: "X-Api-Key", secretKeyRef: { name: "api-key", key: "key" } }], retry: fastRetry(3) })]);
     await waitForConsumer(jsm, ns, "exact");
     await publishEvent(conn, ns, "exact.hostile", "evt-hostile", HOSTILE);
     await publishEvent(conn, ns, "exact.largest", "evt-largest", LARGEST);
@@ -150,6 +151,7 @@ describe("stream mode: delivery from JetStream", () => {
         expect(dataBytes(req.bytes).equals(Buffer.from(JSON.stringify(data), "utf8")), `${id}: data bytes as published`).toBe(true);
         expect(() => Receiver.verify(req, TEST_SECRET)).not.toThrow();
         expect(JSON.parse(req.body).id).toBe(id);
+        expect(req.headers["x-api-key"]).toBe("k-12345");
       }
     }
     expect(dataBytes(byId("evt-largest")[0]!.bytes).length).toBe(MAX_PAYLOAD_BYTES);

@@ -28,7 +28,8 @@ import type { Endpoint, EndpointRegistry } from "../endpoints.js";
 import type { Finals } from "../finals.js";
 import { subscriptionRef } from "../objects.js";
 import { webhookBody } from "../payload.js";
-import { signingKeys, type SecretCache } from "../secrets.js";
+import { secretsFor, type Credentials, type ResolvedCredentials } from "../credentials.js";
+import type { SecretCache } from "../secrets.js";
 import type { AttemptLog, AttemptRecord } from "./attempt-log.js";
 import type { StreamDeadLetters } from "./dead-letters.js";
 import { streamKey } from "./keys.js";
@@ -40,6 +41,8 @@ export interface StreamWork {
   caches: Caches;
   endpoints: EndpointRegistry;
   secrets: SecretCache;
+  /** Receiver credentials (headersFrom, tls, oauth2, proxy), resolved as CR mode resolves them. */
+  credentials: Credentials;
   executor: AttemptExecutor;
   attempts: AttemptLog;
   deadLetters: StreamDeadLetters;
@@ -77,6 +80,12 @@ interface Held {
   /** Last time the message's ack wait was reset. */
   since: number;
   timer?: NodeJS.Timeout;
+}
+
+/** What an attempt is signed and sent with, looked up before it was planned. */
+interface Secrets {
+  keys: Buffer[];
+  creds: ResolvedCredentials | undefined;
 }
 
 /** A dead letter's status is computed for the object it becomes: its first generation. */
@@ -229,7 +238,6 @@ export class SubscriptionStream {
     const view = this.w.caches.subscriptionView(sub);
     if (view.kind !== "ok" || view.policy.paused) return {};
     const policy = view.policy;
-    if (policy.secretRef && (await this.w.secrets.keys(this.sub.namespace, policy.secretRef)).kind !== "ok") return { until: now + SECRET_RECHECK_MS };
     const ep = this.w.endpoints.ensure(this.subKey, this.sub.uid, sub.status, policy, now);
     const a = admit(now, policy, this.w.endpoints.view(ep));
     if (a.type === "WaitUntil") return { until: a.at };
@@ -241,6 +249,8 @@ export class SubscriptionStream {
     // Pulls go in batches of at least a quarter of maxInFlight (or when nothing is busy), not one
     // pull per freed slot: a pull is a request of its own.
     if (want <= 0 || (busy > 0 && want < Math.ceil(policy.maxInFlight / 4))) return {};
+    // A Secret missing (signing or credentials): its messages would wait, so none is pulled.
+    if ((await secretsFor(this.w, this.sub.namespace, policy, true)).secret.kind === "missing") return { until: now + SECRET_RECHECK_MS };
     return want;
   }
 
@@ -355,7 +365,7 @@ export class SubscriptionStream {
     const policy = subscription.kind === "ok" ? subscription.policy : undefined;
     const status = h.record?.status;
     const nextAttemptAt = fromRfc3339(status?.nextAttemptAt);
-    const { secret, keys } = await signingKeys(this.w.secrets, this.sub.namespace, policy, nextAttemptAt === undefined || nextAttemptAt <= this.now());
+    const { secret, keys, creds } = await secretsFor(this.w, this.sub.namespace, policy, nextAttemptAt === undefined || nextAttemptAt <= this.now());
     if (this.held.get(h.key) !== h) return; // handed back meanwhile (a drain)
 
     // No await from plan() to the executor taking the endpoint's slots (as in CR mode).
@@ -369,17 +379,17 @@ export class SubscriptionStream {
       endpoint: ep ? this.w.endpoints.view(ep, h.key) : undefined,
     });
     try {
-      await this.act(action, h, policy, ep, keys, now);
+      await this.act(action, h, policy, ep, { keys, creds }, now);
     } finally {
       this.w.endpoints.settle(h.key);
     }
   }
 
-  private async act(action: Action, h: Held, policy: Policy | undefined, ep: Endpoint | undefined, keys: Buffer[], now: number): Promise<void> {
+  private async act(action: Action, h: Held, policy: Policy | undefined, ep: Endpoint | undefined, secrets: Secrets, now: number): Promise<void> {
     const status = h.record?.status;
     switch (action.type) {
       case "Attempt":
-        return this.attempt(h, action, policy!, ep!, keys);
+        return this.attempt(h, action, policy!, ep!, secrets);
       case "WaitUntil": {
         const ms = action.at - now;
         if (ms > HOLD_MS) return this.handBack(h, ms);
@@ -405,7 +415,7 @@ export class SubscriptionStream {
     }
   }
 
-  private async attempt(h: Held, action: Extract<Action, { type: "Attempt" }>, policy: Policy, ep: Endpoint, keys: Buffer[]): Promise<void> {
+  private async attempt(h: Held, action: Extract<Action, { type: "Attempt" }>, policy: Policy, ep: Endpoint, secrets: Secrets): Promise<void> {
     this.held.delete(h.key);
     this.running.add(h.key);
     try {
@@ -418,7 +428,8 @@ export class SubscriptionStream {
           commit: action.commit,
           probe: action.probe,
           viaReplay: false,
-          keys,
+          keys: secrets.keys,
+          credentials: secrets.creds,
           // The webhook id is the event id; `data` the published bytes, unchanged.
           message: () => Promise.resolve({ id: event.id, body: webhookBody(event.id, event.type, event.timestamp, dataText(event)) }),
           signal: this.w.signal,
