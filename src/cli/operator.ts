@@ -153,7 +153,7 @@ export class Operator {
       if (healthy) this.unhealthyReflectors.delete(name);
       else this.unhealthyReflectors.add(name);
     };
-    const subscriptionEvents = config.natsUrl ? withSubscriptionListeners(handlers.subscription, [(k) => stream.delivery?.subscriptionChanged(k), (k) => stream.consumers?.subscriptionChanged(k)]) : handlers.subscription;
+    const subscriptionEvents = config.natsUrl ? withSubscriptionListeners(handlers.subscription, [(k) => stream.delivery?.subscriptionChanged(k), (k, spec) => stream.consumers?.subscriptionChanged(k, spec)]) : handlers.subscription;
     const caches: Caches = (this.caches = new Caches(client, config.watchNamespaces, log.child({ component: "cache" }), { subscription: subscriptionEvents, delivery: handlers.delivery }, defaults, onHealth));
     const rollUp = (subKey: string, urgent: boolean) => handlers.rollUp(subKey, urgent);
     const terminal = (this.terminal = new TerminalIndex({

@@ -1,7 +1,8 @@
 // What only the leader does in stream mode: one durable JetStream consumer per subscription,
 // created and updated with it (filter from eventTypes, max_ack_pending from maxInFlight, ack
 // wait from the timeout: src/stream/consumers.ts) and deleted when the subscription is; a
-// periodic sweep of the consumers whose subscription is gone (deleted while no replica led);
+// periodic sweep of the consumers whose subscription is gone (deleted while no replica led) and
+// of subscriptions whose consumer is missing (removed by hand);
 // and each consumer's lag (webhook_stream_pending_messages, and status.deliveries.pending of
 // the subscription through `pendingOf`). Keys come from the subscription cache, through a work
 // queue of this term (one worker per key, retries with backoff).
@@ -68,9 +69,9 @@ export class ConsumerSync implements LeaderRunnable, Reconciler {
     await controller.stop(graceMs);
   }
 
-  /** A subscription changed in the cache. */
-  subscriptionChanged(subKey: string): void {
-    this.controller?.queue.add(subKey);
+  /** A subscription changed in the cache: its consumer follows a change of its spec (not of its status). */
+  subscriptionChanged(subKey: string, specChanged: boolean): void {
+    if (specChanged) this.controller?.queue.add(subKey);
   }
 
   /** The subscription's events not acknowledged yet, as last read (0 before the first read). */
@@ -121,6 +122,9 @@ export class ConsumerSync implements LeaderRunnable, Reconciler {
         if (s.metadata.uid && !s.metadata.deletionTimestamp) live.push({ namespace: s.metadata.namespace!, name: s.metadata.name, uid: s.metadata.uid });
       }
       for (const c of orphanedConsumers(all, live, this.d.namespaces)) await this.remove(jsm, conn.settings.name, c, "its subscription no longer exists");
+      // A consumer removed by hand (nats consumer rm) is made again.
+      const have = new Set(all.map((c) => `${c.namespace}/${c.name}/${c.uid}`));
+      for (const s of live) if (!have.has(`${s.namespace}/${s.name}/${s.uid}`)) this.controller?.queue.add(`${s.namespace}/${s.name}`);
     } catch (err) {
       if (!this.abort.signal.aborted) this.d.log.warn({ err: (err as Error).message }, "stream mode: the sweep of orphaned consumers failed; next time");
     }

@@ -161,24 +161,27 @@ async function until(done: () => boolean, ms: number): Promise<boolean> {
   return true;
 }
 
-/** The subscription cache's handler, also telling stream mode of every change of a subscription. */
-export function withSubscriptionListeners(inner: ReflectorHandler<SubscriptionObject>, listeners: ReadonlyArray<(subKey: string) => void>): ReflectorHandler<SubscriptionObject> {
-  const tell = (s: SubscriptionObject) => {
+/**
+ * The subscription cache's handler, also telling stream mode of every change of a subscription;
+ * `specChanged` is false for a change of status or metadata only (the leader's rollups).
+ */
+export function withSubscriptionListeners(inner: ReflectorHandler<SubscriptionObject>, listeners: ReadonlyArray<(subKey: string, specChanged: boolean) => void>): ReflectorHandler<SubscriptionObject> {
+  const tell = (s: SubscriptionObject, specChanged: boolean) => {
     const key = objectKey(s.metadata);
-    for (const l of listeners) l(key);
+    for (const l of listeners) l(key, specChanged);
   };
   return {
     add: (s) => {
       inner.add(s);
-      tell(s);
+      tell(s, true);
     },
     update: (old, s) => {
       inner.update(old, s);
-      tell(s);
+      tell(s, old.metadata.generation !== s.metadata.generation || old.metadata.uid !== s.metadata.uid || !!s.metadata.deletionTimestamp);
     },
     delete: (s) => {
       inner.delete(s);
-      tell(s);
+      tell(s, true);
     },
     ...(inner.listed ? { listed: (startedAt: number) => inner.listed!(startedAt) } : {}),
   };
