@@ -3,6 +3,7 @@
 // consumes them through the same executor as CR mode, acknowledges what is delivered, retries
 // with negative acknowledgements, and makes dead letters custom resources that replay as usual.
 import type { JetStreamManager } from "@nats-io/jetstream";
+import { Kvm } from "@nats-io/kv";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { MAX_PAYLOAD_BYTES } from "../../src/api/names.js";
 import { deliveryName } from "../../src/publish/naming.js";
@@ -104,6 +105,11 @@ describe("stream mode: delivery from JetStream", () => {
     for (const s of ["acme", "globex", "initech"]) await waitForDrained(jsm, ns, s);
     // Interest retention: every subscription acknowledged it, so the stream no longer holds it.
     await waitFor(async () => (await jsm.streams.info(STREAM_NAME)).state.messages === 0, { description: "the stream emptied" });
+    // The attempts kept for the retries went with the final outcomes.
+    const attemptsKv = await new Kvm(conn.js).open("hookline-attempts");
+    const left: string[] = [];
+    for await (const k of await attemptsKv.keys()) left.push(k);
+    expect(left).toEqual([]);
 
     // Every request: the event id as webhook-id, a valid signature, the body as CR mode builds it.
     for (const r of [acme, globex, initech]) {

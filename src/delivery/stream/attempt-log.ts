@@ -19,6 +19,9 @@ export const ATTEMPTS_BUCKET = "hookline-attempts";
  */
 export const ATTEMPTS_TTL_MS = 14 * 24 * 3_600_000;
 
+/** How long the marker of a purged entry stays (an outage's worth of retries leaves one per message). */
+const PURGE_MARKER_TTL_MS = 60_000;
+
 /** What is kept of one message's attempts. */
 export interface AttemptRecord {
   status: DeliveryStatus;
@@ -35,6 +38,8 @@ export class AttemptLog {
       description: "Hookline stream mode: the attempts of messages that failed at least once",
       history: 1,
       ttl: ATTEMPTS_TTL_MS,
+      // Message TTLs on: the marker a purge leaves goes after a minute, not after ATTEMPTS_TTL_MS.
+      markerTTL: PURGE_MARKER_TTL_MS,
       storage: StorageType.File,
       replicas: opts.replicas,
     });
@@ -56,6 +61,6 @@ export class AttemptLog {
   }
 
   async delete(consumer: string, seq: number): Promise<void> {
-    await this.kv.purge(AttemptLog.key(consumer, seq));
+    await this.kv.purge(AttemptLog.key(consumer, seq), { ttl: `${PURGE_MARKER_TTL_MS / 1000}s` });
   }
 }
