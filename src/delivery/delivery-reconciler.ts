@@ -3,9 +3,10 @@
 // record what it waits for, dead-letter, discard, or attempt it through the executor and write
 // the outcome in one status patch.
 import type { Logger } from "pino";
+import { ANNOTATIONS } from "../api/names.js";
 import type { DeliverySpec } from "../api/delivery.js";
 import { applyAttempt, deadLetter, discard, type AttemptResult, type OutcomeResult } from "../core/outcome.js";
-import { plan, type Action, type SecretView } from "../core/plan.js";
+import { plan, type Action } from "../core/plan.js";
 import type { Policy } from "../core/policy.js";
 import { fromRfc3339 } from "../core/rfc3339.js";
 import type { EventSink } from "../kube/events.js";
@@ -15,7 +16,7 @@ import type { Result } from "../runtime/controller.js";
 import type { Expectations } from "../runtime/expectations.js";
 import type { AttemptExecutor } from "./attempt.js";
 import type { Caches } from "./caches.js";
-import { withCredentials, type Credentials, type ResolvedCredentials } from "./credentials.js"; // [receiver-credentials]
+import { secretsFor, type Credentials, type ResolvedCredentials } from "./credentials.js"; // [receiver-credentials]
 import type { Endpoint, EndpointRegistry } from "./endpoints.js";
 import type { Finals, OutcomeMeta } from "./finals.js";
 import { subscriptionKey, type DeliveryObject } from "./objects.js";
@@ -110,7 +111,7 @@ export class DeliveryReconciler {
     const status = obj.status ?? {};
     const nextAttemptAt = fromRfc3339(status.nextAttemptAt);
     const due = nextAttemptAt === undefined || nextAttemptAt <= this.now();
-    const { secret, keys, creds } = await this.secretsFor(namespace, policy, due);
+    const { secret, keys, creds } = await secretsFor(this.d, namespace, policy, due);
 
     // From here to the executor taking the endpoint's slots there is no await: the endpoint
     // state plan() reads (a probe granted, a token taken, a free slot) is committed in the same
@@ -120,7 +121,7 @@ export class DeliveryReconciler {
     const backlogFull = policy !== undefined && !policy.paused && !this.d.backlog.admit(subKey, key, policy.maxPending);
     const action = plan({
       now,
-      delivery: { phase: status.phase, attempts: status.attempts ?? 0, nextAttemptAt, eventType: spec.eventType, ...payloadView(obj), backlogFull },
+      delivery: { phase: status.phase, attempts: status.attempts ?? 0, nextAttemptAt, eventType: spec.eventType, ...payloadView(obj), backlogFull, fromStream: obj.metadata.annotations?.[ANNOTATIONS.streamMessage] !== undefined },
       subscription,
       secret,
       endpoint: endpoint ? this.d.endpoints.view(endpoint, key) : undefined,
@@ -128,18 +129,6 @@ export class DeliveryReconciler {
     if (this.d.log.isLevelEnabled("debug")) this.d.log.debug({ delivery: key, action: action.type, ...("why" in action ? { why: action.why } : {}), ...("at" in action ? { inMs: action.at - now } : {}) }, "planned");
     if (action.type !== "Attempt" && action.type !== "Park") this.d.endpoints.kick(endpoint, policy?.maxInFlight ?? 0);
     return this.act(action, { key, obj, subKey, policy, endpoint, keys, creds, signal, now });
-  }
-
-  /**
-   * The signing keys and the receiver credentials (headersFrom, tls, oauth2, proxy), looked up
-   * only when an attempt may follow (due, not paused); a missing one makes the delivery wait.
-   */
-  private async secretsFor(namespace: string, policy: Policy | undefined, due: boolean): Promise<{ secret: SecretView; keys: Buffer[]; creds: ResolvedCredentials | undefined }> {
-    const creds = await this.d.credentials.resolveDue(namespace, due ? policy : undefined);
-    if (!policy?.secretRef || !due || policy.paused) return { secret: withCredentials({ kind: "none" }, creds), keys: [], creds };
-    const lookup = await this.d.secrets.keys(namespace, policy.secretRef);
-    const secret: SecretView = lookup.kind === "ok" ? { kind: "ok" } : lookup;
-    return { secret: withCredentials(secret, creds), keys: lookup.kind === "ok" ? lookup.keys : [], creds };
   }
 
   private async act(action: Action, c: Context): Promise<Result | void> {
