@@ -35,10 +35,12 @@ import { objectPath, splitKey } from "../kube/types.js";
 import { healthServer, metricsServer, serverRunnable } from "../observability/http-servers.js";
 import { createLogger } from "../observability/logger.js";
 import { Metrics } from "../observability/metrics.js";
+import { createAttemptTracer } from "../observability/tracing.js";
 import { publishServer } from "../publish/server.js";
+import { ReloadingTls } from "../publish/tls.js";
 import { Expectations } from "../runtime/expectations.js";
 import { Manager } from "../runtime/manager.js";
-import { USER_AGENT } from "../version.js";
+import { USER_AGENT, VERSION } from "../version.js";
 
 export interface OperatorOptions {
   config: Config;
@@ -158,7 +160,9 @@ export class Operator {
       onInFlight: (n) => metrics.inFlight.set(n),
       observer: new EndpointTransitions({ caches, events, metrics, log: log.child({ component: "endpoints" }), rollUp }),
     });
-    const executor = new AttemptExecutor({ endpoints, credentials, metrics, userAgent: USER_AGENT });
+    // Tracing off: the producer's trace context passes through and no OpenTelemetry module is loaded.
+    const tracing = await createAttemptTracer(config.tracing, { log: log.child({ component: "tracing" }), version: VERSION });
+    const executor = new AttemptExecutor({ endpoints, credentials, metrics, userAgent: USER_AGENT, tracing, log: log.child({ component: "attempt" }) });
     const outcomes = new OutcomeWriter<OutcomeMeta>({ client, statusWriter, expectations: deliveryExpectations, events, log: log.child({ controller: "delivery" }) });
     const finals = new Finals({ endpoints, events, metrics, rollUp: (subKey) => rollUp(subKey, false) });
     const deliveries = new DeliveryReconciler({
@@ -258,13 +262,20 @@ export class Operator {
     manager.addCache({ name: "caches", start: () => caches.start(), stop: () => caches.stop(), waitForSync: (s) => caches.waitForSync(s) });
     manager.addCache({ name: "terminal index", start: () => terminal.start(), stop: () => terminal.stop(), waitForSync: (s) => terminal.waitForSync(s) });
     if (config.publishPort !== undefined) {
+      const publishLog = log.child({ component: "publish" });
+      // A certificate that cannot be used stops the start here, naming PUBLISH_TLS_CERT_FILE or _KEY_FILE.
+      const tls = config.publish.tls ? await ReloadingTls.load(config.publish.tls, publishLog) : undefined;
       const door = publishServer({
         client,
-        log: log.child({ component: "publish" }),
+        log: publishLog,
         ready: () => this.ready,
         subscriptions: () => caches.subscriptions.values(),
         pendingOf: (ns, sub) => caches.deliveriesOf(`${ns}/${sub}`).size,
         watchNamespaces: config.watchNamespaces,
+        reviews: { audiences: config.publish.audiences },
+        authFailures: config.publish.authFailures,
+        metrics: metrics.publishDoor,
+        ...(tls ? { tls } : {}),
       });
       // The HTTP publish door (docs/publishing.md): every replica serves it, leader or not.
       manager.addAfterSync(serverRunnable("publish", door, config.publishPort, (p) => (this.publishPort = p)));
@@ -277,6 +288,7 @@ export class Operator {
       await events.flush();
       drainLog.flushed(report);
     });
+    manager.addCloser(() => tracing.shutdown());
     manager.addCloser(() => sender.destroy());
     manager.addCloser(() => client.destroy());
     await manager.start();
