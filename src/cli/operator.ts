@@ -95,6 +95,9 @@ export class Operator {
 
   async start(): Promise<void> {
     const { config, log, metrics } = this;
+    const publishLog = log.child({ component: "publish" });
+    // A publish door certificate that cannot be used stops the start before anything runs, naming PUBLISH_TLS_CERT_FILE or _KEY_FILE.
+    const tls = config.publishPort !== undefined && config.publish.tls ? await ReloadingTls.load(config.publish.tls, publishLog) : undefined;
     const kc = new KubeConfig();
     if (this.opts.kubeconfig) kc.loadFromFile(this.opts.kubeconfig);
     else kc.loadFromDefault();
@@ -262,9 +265,6 @@ export class Operator {
     manager.addCache({ name: "caches", start: () => caches.start(), stop: () => caches.stop(), waitForSync: (s) => caches.waitForSync(s) });
     manager.addCache({ name: "terminal index", start: () => terminal.start(), stop: () => terminal.stop(), waitForSync: (s) => terminal.waitForSync(s) });
     if (config.publishPort !== undefined) {
-      const publishLog = log.child({ component: "publish" });
-      // A certificate that cannot be used stops the start here, naming PUBLISH_TLS_CERT_FILE or _KEY_FILE.
-      const tls = config.publish.tls ? await ReloadingTls.load(config.publish.tls, publishLog) : undefined;
       const door = publishServer({
         client,
         log: publishLog,

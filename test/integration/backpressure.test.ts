@@ -8,7 +8,7 @@ import { BacklogFullError, publish as libraryPublish } from "../../src/index.js"
 import { createNamespace, deleteNamespace, kubectlOk, waitFor } from "../helpers/cluster.js";
 import { exec } from "../helpers/exec.js";
 import { find, render } from "../helpers/helm.js";
-import { apply, listObjs, secret, subscription } from "../helpers/kube.js";
+import { apply, listObjs, secret, serviceAccountToken, subscription } from "../helpers/kube.js";
 import { startOperator, type TestOperator } from "../helpers/operator.js";
 import { Receiver } from "../helpers/receiver.js";
 
@@ -46,7 +46,7 @@ describe("backpressure: spec.maxPending and a ResourceQuota", () => {
         subjects: [{ kind: "ServiceAccount", name: "publisher", namespace: ns }],
       },
     ]);
-    token = (await kubectlOk(["create", "token", "publisher", "-n", ns, "--duration=10m"])).trim();
+    token = await serviceAccountToken(ns, "publisher");
     op = await startOperator({ namespaces: [ns], env: { PUBLISH_PORT: "0" } });
     base = `http://127.0.0.1:${op.op.publishPort}`;
     await waitFor(() => op.op.caches.subscriptions.size === 2, { description: "2 subscriptions cached" });

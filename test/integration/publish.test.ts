@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { publish as libraryPublish, IdempotencyConflictError, PayloadTooLargeError, PublishInputError } from "../../src/index.js";
 import { createNamespace, deleteNamespace, waitFor } from "../helpers/cluster.js";
 import { exec } from "../helpers/exec.js";
-import { apply, listObjs, subscription } from "../helpers/kube.js";
+import { apply, listObjs, publisherToken, subscription } from "../helpers/kube.js";
 import { startOperator, type TestOperator } from "../helpers/operator.js";
 import { Receiver } from "../helpers/receiver.js";
 
@@ -34,10 +34,10 @@ interface Result {
 
 const labelsOf = (d: { metadata: object }) => (d.metadata as { labels?: Record<string, string> }).labels;
 
-async function httpPublish(op: TestOperator, ns: string, body: unknown): Promise<{ status: number; body: Result }> {
+async function httpPublish(op: TestOperator, ns: string, body: unknown, token: string): Promise<{ status: number; body: Result }> {
   const res = await fetch(`http://127.0.0.1:${op.op.publishPort}/v1/namespaces/${ns}/events`, {
     method: "POST",
-    headers: { authorization: `Bearer ${inject("adminToken")}`, "content-type": "application/json" },
+    headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
     body: JSON.stringify(body),
   });
   return { status: res.status, body: (await res.json()) as Result };
@@ -134,12 +134,15 @@ describe("publish: the library, the CLI and the HTTP door agree", () => {
   const spaces: Record<"http" | "cli" | "library", string> = { http: "", cli: "", library: "" };
   let receiver: Receiver;
   let op: TestOperator;
+  /** A ServiceAccount token for the HTTP door, allowed in the http and library namespaces. */
+  let token: string;
   const input = { type: "order.paid", id: "Order#1001/paid", data: { order: 1001, lines: [{ sku: "A-1", qty: 2 }], note: null } };
 
   beforeAll(async () => {
     receiver = await Receiver.start(() => 200);
     for (const door of ["http", "cli", "library"] as const) spaces[door] = await createNamespace(`publish-${door}`);
     await apply(Object.values(spaces).flatMap((ns) => subscriptions(ns, receiver.url())));
+    token = await publisherToken(spaces.http, "publisher", { publishTo: [spaces.http, spaces.library] });
     op = await startOperator({ namespaces: Object.values(spaces), env: { PUBLISH_PORT: "0" } });
     await waitFor(() => [...op.op.caches.subscriptions.values()].length === 12, { description: "the operator's cache holds the 12 subscriptions" });
   });
@@ -150,7 +153,7 @@ describe("publish: the library, the CLI and the HTTP door agree", () => {
   });
 
   it("gives the same result and the same deliveries for the same input", async () => {
-    const http = await httpPublish(op, spaces.http, input);
+    const http = await httpPublish(op, spaces.http, input, token);
     expect(http.status).toBe(202);
 
     const cliRun = await cli(["-n", spaces.cli, "-t", input.type, "--id", input.id, "-d", JSON.stringify(input.data), "-o", "json"]);
@@ -188,7 +191,7 @@ describe("publish: the library, the CLI and the HTTP door agree", () => {
     expect(viaCli.stderr).toMatch(/0 created, 2 existing/);
 
     const viaLibrary = await libraryPublish({ namespace: spaces.cli, ...input }, { kubeconfig: inject("kubeconfig") });
-    const viaHttp = await httpPublish(op, spaces.library, input);
+    const viaHttp = await httpPublish(op, spaces.library, input, token);
     expect(viaHttp.status).toBe(202);
     expect(viaLibrary.deliveries.map((d) => d.result)).toEqual(["existing", "existing"]);
     expect(viaHttp.body.deliveries.map((d) => d.result)).toEqual(["existing", "existing"]);
