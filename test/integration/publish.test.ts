@@ -20,8 +20,8 @@ function subscriptions(ns: string, url: string): unknown[] {
   ];
 }
 
-function cli(args: string[], input?: string) {
-  return exec(process.execPath, [BIN, "publish", "--kubeconfig", inject("kubeconfig"), ...args], { timeoutMs: 60_000, ...(input !== undefined ? { input } : {}) });
+function cli(args: string[], input?: string, env?: Record<string, string>) {
+  return exec(process.execPath, [BIN, "publish", "--kubeconfig", inject("kubeconfig"), ...args], { timeoutMs: 60_000, ...(input !== undefined ? { input } : {}), ...(env ? { env: { ...process.env, ...env } } : {}) });
 }
 
 interface Result {
@@ -118,6 +118,48 @@ describe("publish: fan-out and idempotency", () => {
     const cliConflict = await cli(["-n", ns, "-t", "order.shipped", "--id", "evt-rich", "-d", '{"other": true}']);
     expect(cliConflict.code).toBe(1);
     expect(cliConflict.stderr).toMatch(/evt-rich" was already published with a different data/);
+  });
+
+  it("stores the producer's trace context from the library option, the CLI flags or TRACEPARENT/TRACESTATE, normalized; refuses a bad one naming the option", async () => {
+    const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    const kubeconfig = inject("kubeconfig");
+    const traceOf = async (name: string) => ((await deliveriesIn(ns)).find((d) => d.metadata.name === name)?.spec as { traceContext?: unknown } | undefined)?.traceContext;
+
+    await libraryPublish({ namespace: ns, type: "invoice.paid", id: "evt-trace-lib", data: {} }, { kubeconfig, traceContext: { traceparent: tp, tracestate: "rojo=1 ,\tcongo=2" } });
+    expect(await traceOf("evt-trace-lib.invoices")).toEqual({ traceparent: tp, tracestate: "rojo=1,congo=2" });
+
+    const flags = await cli(["-n", ns, "-t", "invoice.paid", "--id", "evt-trace-cli", "-d", "{}", "--traceparent", tp, "--tracestate", "rojo=1"]);
+    expect(flags.code, flags.stderr).toBe(0);
+    expect(await traceOf("evt-trace-cli.invoices")).toEqual({ traceparent: tp, tracestate: "rojo=1" });
+
+    // A higher version is read as W3C asks and stored as version 00.
+    const fromEnv = await cli(["-n", ns, "-t", "invoice.paid", "--id", "evt-trace-env", "-d", "{}"], undefined, { TRACEPARENT: tp.replace(/^00/, "01"), TRACESTATE: "congo=2" });
+    expect(fromEnv.code, fromEnv.stderr).toBe(0);
+    expect(await traceOf("evt-trace-env.invoices")).toEqual({ traceparent: tp, tracestate: "congo=2" });
+
+    // A bad environment value (set by another tool) is reported and left out; a bad flag is a usage error.
+    const badEnv = await cli(["-n", ns, "-t", "invoice.paid", "--id", "evt-trace-badenv", "-d", "{}"], undefined, { TRACEPARENT: "garbage" });
+    expect(badEnv.code, badEnv.stderr).toBe(0);
+    expect(badEnv.stderr).toMatch(/warning: TRACEPARENT from the environment is ignored: traceparent "garbage" is not a W3C traceparent/);
+    expect(await traceOf("evt-trace-badenv.invoices")).toBeUndefined();
+    const cases: Array<[string[], RegExp]> = [
+      [["--traceparent", tp.toUpperCase()], /^hookline publish: --traceparent: traceparent .* hex digits must be lowercase/],
+      [["--traceparent", tp.replace(/^00/, "ff")], /--traceparent: .*version ff is forbidden/],
+      [["--traceparent", tp, "--tracestate", "a=1,a=2"], /--tracestate: tracestate is not a W3C tracestate: the key "a" appears twice/],
+      [["--traceparent", tp, "--tracestate", "a=caf\u00e9"], /--tracestate: .*not printable ASCII/],
+      [["--tracestate", "a=1"], /--tracestate needs --traceparent/],
+    ];
+    const runs = await Promise.all(cases.map(([extra]) => cli(["-n", ns, "-t", "invoice.paid", "--id", "evt-trace-refused", "-d", "{}", ...extra])));
+    cases.forEach(([extra, why], i) => {
+      expect(runs[i]!.code, extra.join(" ")).toBe(2);
+      expect(runs[i]!.stderr).toMatch(why);
+    });
+    await expect(libraryPublish({ namespace: ns, type: "invoice.paid", id: "evt-trace-refused", data: {} }, { kubeconfig, traceContext: { traceparent: "00-abc" } })).rejects.toMatchObject({
+      name: "PublishInputError",
+      field: "traceContext.traceparent",
+    });
+    expect(await traceOf("evt-trace-refused.invoices")).toBeUndefined();
+    expect((await deliveriesIn(ns)).some((d) => d.metadata.name.startsWith("evt-trace-refused"))).toBe(false);
   });
 
   it("refuses bad input with typed errors before touching the cluster", async () => {
