@@ -6,9 +6,9 @@ import * as breaker from "./breaker.js";
 import * as health from "./health.js";
 import { matchesEventType, type Policy } from "./policy.js";
 import { attemptsLeft } from "./retry.js";
-import { take, type TokenBucket } from "./token-bucket.js";
+import { share, take, type TokenBucket } from "./token-bucket.js";
 
-export type WaitReason = "SubscriptionNotFound" | "InvalidSubscription" | "SecretNotFound" | "Paused";
+export type WaitReason = "SubscriptionNotFound" | "InvalidSubscription" | "SecretNotFound" | "Paused" | "BacklogFull";
 
 export interface DeliveryView {
   phase: DeliveryPhase | undefined;
@@ -18,6 +18,13 @@ export interface DeliveryView {
   payloadBytes: number;
   /** Why the payload cannot be sent at all (e.g. nested too deep), if it cannot. */
   payloadInvalid?: string;
+  /**
+   * A dead letter that stream mode created and whose status it has not written yet (annotation
+   * hookline.dev/stream-message): its attempts were made from the stream, never here.
+   */
+  fromStream?: boolean;
+  /** Not among the subscription's first spec.maxPending active deliveries: it waits its turn. */
+  backlogFull?: boolean;
 }
 
 export type SubscriptionView =
@@ -36,6 +43,8 @@ export interface EndpointView {
   /** A global slot (WEBHOOK_MAX_IN_FLIGHT, shared fairly between namespaces) may be taken now. */
   globalSlot: boolean;
   healthProbeIntervalMs: number;
+  /** Replicas delivering to this endpoint, each with its own bucket (stream mode): each takes its share of the rate. Default 1. */
+  replicas?: number;
 }
 
 export interface EndpointCommit {
@@ -68,6 +77,9 @@ export interface PlanInput {
 
 export function plan({ now, delivery, subscription, secret, endpoint }: PlanInput): Action {
   if (delivery.phase === "Succeeded" || delivery.phase === "DeadLettered" || delivery.phase === "Discarded") return { type: "Nothing" };
+  // Created by stream mode to record a final outcome; its status write follows (or, after a
+  // crash, the message's redelivery writes it). Attempting it would send the event again.
+  if (delivery.fromStream && delivery.phase === undefined) return { type: "Nothing" };
 
   if (delivery.payloadInvalid !== undefined) return { type: "Discard", reason: "InvalidPayload", message: delivery.payloadInvalid };
   if (delivery.payloadBytes > MAX_PAYLOAD_BYTES) {
@@ -91,6 +103,13 @@ export function plan({ now, delivery, subscription, secret, endpoint }: PlanInpu
   }
   if (policy.paused) return { type: "Wait", reason: "Paused", message: "the subscription is paused" };
   if (secret.kind === "missing") return { type: "Wait", reason: "SecretNotFound", message: secret.message };
+  if (delivery.backlogFull) {
+    return {
+      type: "Wait",
+      reason: "BacklogFull",
+      message: `the subscription's backlog is full (spec.maxPending=${policy.maxPending ?? "?"}): this delivery waits its turn and is attempted when one ahead of it finishes`,
+    };
+  }
 
   if (delivery.nextAttemptAt !== undefined && delivery.nextAttemptAt > now) {
     return { type: "WaitUntil", at: delivery.nextAttemptAt, why: "backoff" };
@@ -102,8 +121,12 @@ export function plan({ now, delivery, subscription, secret, endpoint }: PlanInpu
   return admit(now, policy, endpoint);
 }
 
-/** The endpoint gates, in order: health, breaker, global slots, endpoint slots, rate. */
-function admit(now: number, policy: Policy, ep: EndpointView): Action {
+/**
+ * The endpoint gates, in order: health, breaker, global slots, endpoint slots, rate. Pure: the
+ * Attempt it returns carries the state to commit; stream mode also asks it, without
+ * committing, whether to fetch more messages.
+ */
+export function admit(now: number, policy: Policy, ep: EndpointView): Action {
   const breakerCfg = policy.breaker;
   const h = health.admit(ep.health, now, { degradedAfter: health.HEALTH_DEGRADED_AFTER, disabledAfter: health.HEALTH_DISABLED_AFTER, probeIntervalMs: ep.healthProbeIntervalMs });
   if (h.decision === "wait") return { type: "WaitUntil", at: h.waitUntil ?? now + ep.healthProbeIntervalMs, why: "disabled" };
@@ -121,7 +144,7 @@ function admit(now: number, policy: Policy, ep: EndpointView): Action {
   if (ep.inFlight >= policy.maxInFlight) return { type: "Park", why: "endpoint" };
   let bucket = ep.bucket;
   if (policy.rateLimit) {
-    const t = take(bucket, now, policy.rateLimit);
+    const t = take(bucket, now, share(policy.rateLimit, ep.replicas ?? 1));
     if (!t.ok) return { type: "WaitUntil", at: now + t.retryInMs, why: "rate" };
     bucket = t.bucket;
   }

@@ -3,12 +3,12 @@
 // record what it waits for, dead-letter, discard, or attempt it through the executor and write
 // the outcome in one status patch.
 import type { Logger } from "pino";
-import { conditionDiffers, getCondition } from "../core/conditions.js";
-import { applyAttempt, deadLetter, discard, SUCCEEDED, waiting, type AttemptResult, type OutcomeResult } from "../core/outcome.js";
-import { plan, type Action, type SecretView } from "../core/plan.js";
+import { ANNOTATIONS } from "../api/names.js";
+import type { DeliverySpec } from "../api/delivery.js";
+import { applyAttempt, deadLetter, discard, type AttemptResult, type OutcomeResult } from "../core/outcome.js";
+import { plan, type Action } from "../core/plan.js";
 import type { Policy } from "../core/policy.js";
 import { fromRfc3339 } from "../core/rfc3339.js";
-import { endpointWait } from "../core/waiting.js";
 import type { EventSink } from "../kube/events.js";
 import type { KubeClient } from "../kube/client.js";
 import { splitKey } from "../kube/types.js";
@@ -16,14 +16,16 @@ import type { Result } from "../runtime/controller.js";
 import type { Expectations } from "../runtime/expectations.js";
 import type { AttemptExecutor } from "./attempt.js";
 import type { Caches } from "./caches.js";
-import { withCredentials, type Credentials, type ResolvedCredentials } from "./credentials.js"; // [receiver-credentials]
+import { secretsFor, type Credentials, type ResolvedCredentials } from "./credentials.js"; // [receiver-credentials]
 import type { Endpoint, EndpointRegistry } from "./endpoints.js";
 import type { Finals, OutcomeMeta } from "./finals.js";
-import { deliveryRef, subscriptionKey, type DeliveryObject } from "./objects.js";
+import { subscriptionKey, type DeliveryObject } from "./objects.js";
 import type { OutcomeWriter, Written } from "./outcome-writer.js";
 import { loadRequestBody, payloadView } from "./payload.js";
 import { traceOf } from "./trace.js"; // [tracing]
 import type { SecretCache } from "./secrets.js";
+import type { WaitReports } from "./waits.js";
+import type { Backlog } from "./backlog.js";
 
 export interface DeliveryReconcilerDeps {
   client: KubeClient;
@@ -33,6 +35,9 @@ export interface DeliveryReconcilerDeps {
   /** [receiver-credentials] headersFrom, tls, oauth2 and proxy (src/delivery/credentials.ts). */
   credentials: Credentials;
   executor: AttemptExecutor;
+  waits: WaitReports;
+  /** spec.maxPending for deliveries created directly. */
+  backlog: Backlog;
   outcomes: OutcomeWriter<OutcomeMeta>;
   finals: Finals;
   events: EventSink;
@@ -43,9 +48,6 @@ export interface DeliveryReconcilerDeps {
   now?: () => number;
   random?: () => number;
 }
-
-/** A missing Secret is not watched: look again after 1 s, 2 s, 4 s ... up to 30 s. */
-const SECRET_RECHECK = { initialMs: 1_000, maxMs: 30_000 };
 
 /** One delivery's reconcile, with everything plan() was given. */
 interface Context {
@@ -62,8 +64,6 @@ interface Context {
 }
 
 export class DeliveryReconciler {
-  /** Consecutive Secret rechecks per delivery key, for the recheck backoff. */
-  private readonly secretWaits = new Map<string, number>();
   private readonly now: () => number;
   private readonly random: () => number;
 
@@ -76,7 +76,7 @@ export class DeliveryReconciler {
     if (this.d.outcomes.hasUnwritten(key)) return this.writeUnwritten(key);
     let obj = this.d.caches.delivery(key);
     if (!obj) {
-      this.secretWaits.delete(key);
+      this.d.waits.forget(key);
       return;
     }
     switch (this.d.expectations.check(key, obj.metadata.resourceVersion)) {
@@ -99,57 +99,55 @@ export class DeliveryReconciler {
       await this.finish(key, obj, discard(obj.status, obj.metadata.generation, this.now(), "InvalidSpec", parsed.message), undefined);
       return;
     }
+    return this.planAndAct(key, obj, parsed.spec, signal);
+  }
+
+  /** plan() from the delivery, its subscription's policy, its signing keys and credentials and its endpoint; then act. */
+  private async planAndAct(key: string, obj: DeliveryObject, spec: DeliverySpec, signal: AbortSignal): Promise<Result | void> {
     const { namespace } = splitKey(key);
-    const subKey = subscriptionKey(namespace, parsed.spec.subscriptionRef.name);
+    const subKey = subscriptionKey(namespace, spec.subscriptionRef.name);
     const subObj = this.d.caches.subscription(subKey);
     const subscription = this.d.caches.subscriptionView(subObj);
     const policy = subscription.kind === "ok" ? subscription.policy : undefined;
     const status = obj.status ?? {};
     const nextAttemptAt = fromRfc3339(status.nextAttemptAt);
     const due = nextAttemptAt === undefined || nextAttemptAt <= this.now();
-    const signing = await this.signingKeys(namespace, policy, due);
-    // [receiver-credentials] read with the signing Secret; a missing or unusable one makes the delivery wait the same way.
-    const creds = await this.d.credentials.resolveDue(namespace, due ? policy : undefined);
-    const { secret, keys } = { secret: withCredentials(signing.secret, creds), keys: signing.keys };
+    const { secret, keys, creds } = await secretsFor(this.d, namespace, policy, due);
 
     // From here to the executor taking the endpoint's slots there is no await: the endpoint
     // state plan() reads (a probe granted, a token taken, a free slot) is committed in the same
     // turn, so two deliveries never both take the one probe or the last token.
     const now = this.now();
     const endpoint = policy && subObj ? this.d.endpoints.ensure(subKey, subObj.metadata.uid, subObj.status, policy, now) : undefined;
+    const backlogFull = policy !== undefined && !policy.paused && !this.d.backlog.admit(subKey, key, policy.maxPending);
     const action = plan({
       now,
-      delivery: { phase: status.phase, attempts: status.attempts ?? 0, nextAttemptAt, eventType: parsed.spec.eventType, ...payloadView(obj) },
+      delivery: { phase: status.phase, attempts: status.attempts ?? 0, nextAttemptAt, eventType: spec.eventType, ...payloadView(obj), backlogFull, fromStream: obj.metadata.annotations?.[ANNOTATIONS.streamMessage] !== undefined },
       subscription,
       secret,
       endpoint: endpoint ? this.d.endpoints.view(endpoint, key) : undefined,
     });
     if (this.d.log.isLevelEnabled("debug")) this.d.log.debug({ delivery: key, action: action.type, ...("why" in action ? { why: action.why } : {}), ...("at" in action ? { inMs: action.at - now } : {}) }, "planned");
     if (action.type !== "Attempt" && action.type !== "Park") this.d.endpoints.kick(endpoint, policy?.maxInFlight ?? 0);
-    return this.act(action, { key, obj, subKey, policy, endpoint, keys, creds, signal, now }); // [receiver-credentials] creds
-  }
-
-  /** The signing keys, looked up only when an attempt may follow (due, not paused). */
-  private async signingKeys(namespace: string, policy: Policy | undefined, due: boolean): Promise<{ secret: SecretView; keys: Buffer[] }> {
-    if (!policy?.secretRef || !due || policy.paused) return { secret: { kind: "none" }, keys: [] };
-    const lookup = await this.d.secrets.keys(namespace, policy.secretRef);
-    return lookup.kind === "ok" ? { secret: { kind: "ok" }, keys: lookup.keys } : { secret: lookup, keys: [] };
+    return this.act(action, { key, obj, subKey, policy, endpoint, keys, creds, signal, now });
   }
 
   private async act(action: Action, c: Context): Promise<Result | void> {
     switch (action.type) {
       case "Nothing":
         return;
-      case "WaitUntil":
-        await this.reportWait(action, c);
-        return { requeueAfter: Math.max(0, action.at - c.now) };
-      case "Park":
+      case "WaitUntil": {
+        const report = await this.d.waits.endpointHold(action, c.key, c.obj, c.policy, c.now, c.subKey);
+        return { requeueAfter: Math.min(Math.max(0, action.at - c.now), report ?? Infinity) };
+      }
+      case "Park": {
         // Parked before the report is written: a slot freed meanwhile wakes it (no idle slot).
         this.d.endpoints.park(c.endpoint!, c.key, action.why);
-        await this.reportWait(action, c);
-        return;
+        const report = await this.d.waits.endpointHold(action, c.key, c.obj, c.policy, c.now, c.subKey);
+        return report === undefined ? undefined : { requeueAfter: report };
+      }
       case "Wait":
-        return this.waitFor(action, c);
+        return this.d.waits.userFix(action, c.key, c.obj, c.subKey);
       case "DeadLetter":
         if (action.reason === "BreakerOpen") this.d.executor.countBreakerOpen(c.subKey);
         await this.finish(c.key, c.obj, deadLetter(c.obj.status, c.obj.metadata.generation, this.now(), action.reason, action.message), c.subKey);
@@ -158,36 +156,8 @@ export class DeliveryReconciler {
         await this.finish(c.key, c.obj, discard(c.obj.status, c.obj.metadata.generation, this.now(), action.reason, action.message), c.subKey);
         return;
       case "Attempt":
-        this.secretWaits.delete(c.key);
+        this.d.waits.forget(c.key);
         return this.attempt(action, c);
-    }
-  }
-
-  /** Waiting for something the user must fix: the Succeeded condition (and an Event) says what. */
-  private async waitFor(action: Extract<Action, { type: "Wait" }>, c: Context): Promise<Result | void> {
-    const generation = c.obj.metadata.generation;
-    if (conditionDiffers(c.obj.status?.conditions, { type: SUCCEEDED, status: "Unknown", reason: action.reason, message: action.message }, generation)) {
-      const written = await this.d.outcomes.write(c.key, c.obj, (s) => ({ status: waiting(s, generation, this.now(), action.reason, action.message) }));
-      if (written) this.d.events.record(deliveryRef(c.obj), action.reason === "Paused" ? "Normal" : "Warning", action.reason, `${action.message}; the delivery waits and nothing is lost`);
-    }
-    // Subscriptions are watched: their changes wake the delivery. Secrets are not: look again.
-    if (action.reason !== "SecretNotFound") return;
-    const n = this.secretWaits.get(c.key) ?? 0;
-    this.secretWaits.set(c.key, n + 1);
-    return { requeueAfter: Math.min(SECRET_RECHECK.maxMs, SECRET_RECHECK.initialMs * 2 ** n) };
-  }
-
-  /** Writes what a due delivery held by its endpoint waits for, once per reason (core/waiting.ts). */
-  private async reportWait(action: Action, c: Context): Promise<void> {
-    const due = fromRfc3339(c.obj.status?.nextAttemptAt) ?? fromRfc3339(c.obj.metadata.creationTimestamp) ?? c.now;
-    const w = endpointWait(action, { now: c.now, overdueMs: c.now - due, maxInFlight: c.policy?.maxInFlight ?? 0, ...(c.policy?.rateLimit ? { ratePerSecond: c.policy.rateLimit.perSecond } : {}) });
-    if (!w || getCondition(c.obj.status?.conditions, SUCCEEDED)?.reason === w.reason) return;
-    const generation = c.obj.metadata.generation;
-    try {
-      await this.d.outcomes.write(c.key, c.obj, (s) => ({ status: waiting(s, generation, this.now(), w.reason, w.message) }));
-    } catch (err) {
-      // Informational: the delivery waits the same without it, and its next plan reports again.
-      this.d.log.warn({ delivery: c.key, reason: w.reason, err: (err as Error).message }, "could not record why the delivery waits");
     }
   }
 

@@ -3,17 +3,22 @@
 // real OpenTelemetry Collector (hack/build-otelcol.sh) and the receiver gets a traceparent whose
 // parent id is that span's. In front of the collector, a forwarding server records what the
 // exporter sent (OTEL_EXPORTER_OTLP_HEADERS). Without the variable, the producer's context is
-// passed through unchanged.
+// passed through unchanged. Stream mode (a real nats-server) sends and records the same.
 import { createServer, type IncomingHttpHeaders, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { publish } from "../../src/index.js";
+import { deliveryName } from "../../src/publish/naming.js";
+import { publishToStream } from "../../src/publish/stream.js";
+import type { StreamConnection } from "../../src/stream/jetstream.js";
 import { closeServer } from "../../src/observability/http-servers.js";
 import { createNamespace, deleteNamespace, kubectlOk, waitFor } from "../helpers/cluster.js";
 import { apply, getObj, subscription, waitForPhase } from "../helpers/kube.js";
+import { connectStream, startNats, type TestNats } from "../helpers/nats.js";
 import { startOperator, type TestOperator } from "../helpers/operator.js";
 import { TestCollector, type ReceivedSpan } from "../helpers/otelcol.js";
 import { Receiver, type ReceivedRequest } from "../helpers/receiver.js";
+import { waitForConsumer } from "../helpers/stream.js";
 
 const OTLP_TOKEN = "otlp-s3cret-9f2c41d7";
 const quick = { initialBackoff: "50ms", maxBackoff: "50ms", jitterPercent: 0, maxAttempts: 3 };
@@ -221,5 +226,101 @@ describe("tracing off: the producer's trace context passes through", () => {
     expect(JSON.parse(line!)).toMatchObject({ trace_id: "4bf92f3577b34da6a3ce929d0e0e4736" });
     expect(JSON.parse(line!)).not.toHaveProperty("span_id");
     expect(op.logs.some((l) => l.includes("exporting a span per attempt"))).toBe(false);
+  });
+});
+
+describe("tracing in stream mode: the message's trace context, a span per attempt, and the dead letter's replay in the same trace", () => {
+  let nats: TestNats;
+  let conn: StreamConnection;
+  let ns: string;
+  let collector: TestCollector;
+  let receiver: Receiver;
+  let op: TestOperator;
+  let flakyCalls = 0;
+  let permanentFixed = false;
+
+  const requestsFor = (id: string) => receiver.requests.filter((r) => r.headers["webhook-id"] === id);
+  const spansOf = (id: string): ReceivedSpan[] => collector.spans().filter((s) => s.attributes["hookline.event.id"] === id);
+  const waitForSpans = (id: string, n: number) => waitFor(() => (spansOf(id).length >= n ? spansOf(id) : undefined), { description: `${n} spans of ${id} at the collector`, timeoutMs: 60_000 });
+  const byAttempt = (spans: ReceivedSpan[]) => [...spans].sort((a, b) => Number(a.attributes["hookline.attempt"]) - Number(b.attributes["hookline.attempt"]));
+
+  beforeAll(async () => {
+    collector = await TestCollector.start("tracing-stream");
+    receiver = await Receiver.start((r) => {
+      if (r.path === "/flaky") return ++flakyCalls === 1 ? 503 : 200;
+      if (r.path === "/permanent") return permanentFixed ? 200 : 400;
+      return 200;
+    });
+    nats = await startNats("tracing");
+    conn = await connectStream(nats.url);
+    await conn.ensureStream();
+    const jsm = await conn.jetstreamManager();
+    ns = await createNamespace("tracing-stream");
+    await apply([
+      subscription(ns, "flaky", { url: receiver.url("/flaky"), eventTypes: ["order.paid"], retry: quick }),
+      subscription(ns, "permanent", { url: receiver.url("/permanent"), eventTypes: ["order.refunded"], retry: quick }),
+    ]);
+    op = await startOperator({
+      namespaces: [ns],
+      env: { HOOKLINE_NATS_URL: nats.url, OTEL_EXPORTER_OTLP_ENDPOINT: collector.endpoint, OTEL_SERVICE_NAME: "hookline-stream", OTEL_BSP_SCHEDULE_DELAY: "50" },
+    });
+    for (const s of ["flaky", "permanent"]) await waitForConsumer(jsm, ns, s);
+  });
+  afterAll(async () => {
+    await op?.stop();
+    await conn?.close();
+    await nats?.close();
+    await receiver?.close();
+    await collector?.close();
+    if (ns) await deleteNamespace(ns);
+  });
+
+  it("each attempt of a stream message is a CLIENT span, child of the producer's context from the message's headers, and its id the receiver's parent id", async () => {
+    const producer = { traceId: "5bf92f3577b34da6a3ce929d0e0e4737", parentId: "10f067aa0ba902b8" };
+    const traceContext = { traceparent: `00-${producer.traceId}-${producer.parentId}-01`, tracestate: "vendor=stream" };
+    await publishToStream(conn, { namespace: ns, type: "order.paid", id: "evt-stream-traced", data: { order: 1 } }, { traceContext });
+    await waitFor(() => (requestsFor("evt-stream-traced").length >= 2 ? true : undefined), { description: "two attempts of evt-stream-traced", timeoutMs: 60_000 });
+
+    const sent = requestsFor("evt-stream-traced");
+    expect(sent).toHaveLength(2);
+    const ids = sent.map((r) => parent(r));
+    for (const p of ids) expect(p).toMatchObject({ traceId: producer.traceId, flags: "01" });
+    for (const r of sent) expect(r.headers.tracestate).toBe("vendor=stream");
+    expect(new Set(ids.map((p) => p.spanId)).size).toBe(2);
+
+    const spans = byAttempt(await waitForSpans("evt-stream-traced", 2));
+    expect(spans.map((s) => s.spanId)).toEqual(ids.map((p) => p.spanId));
+    for (const s of spans) {
+      expect(s).toMatchObject({ traceId: producer.traceId, parentSpanId: producer.parentId, name: "POST", kind: 3 });
+      expect(s.resource).toMatchObject({ "service.name": "hookline-stream" });
+      expect(s.attributes).toMatchObject({ "hookline.namespace": ns, "hookline.subscription": "flaky", "hookline.event.id": "evt-stream-traced", "hookline.replay": false });
+    }
+    expect(spans.map((s) => [s.attributes["hookline.attempt"], s.attributes["http.response.status_code"], s.attributes["error.type"], s.statusCode])).toEqual([
+      [1, 503, "503", 2],
+      [2, 200, undefined, 0],
+    ]);
+  });
+
+  it("a stream dead letter keeps the trace context (spec.traceContext), and its replay is a span in the producer's trace", async () => {
+    const traceId = "1af7651916cd43dd8448eb211c80319d";
+    const traceContext = { traceparent: `00-${traceId}-c7ad6b7169203332-01` };
+    await publishToStream(conn, { namespace: ns, type: "order.refunded", id: "evt-stream-dead", data: { order: 2 } }, { traceContext });
+    const name = deliveryName("evt-stream-dead", "permanent");
+    const [dead] = await waitForPhase(ns, name, "DeadLettered", 60_000);
+    expect((dead as unknown as { spec: { traceContext: unknown } }).spec.traceContext).toEqual(traceContext);
+
+    permanentFixed = true;
+    await kubectlOk(["annotate", "whdel", "-n", ns, name, "hookline.dev/replay=receiver fixed, INC-9"]);
+    await waitForPhase(ns, name, "Succeeded", 60_000);
+
+    const sent = requestsFor("evt-stream-dead");
+    expect(sent).toHaveLength(2);
+    const spans = byAttempt(await waitForSpans("evt-stream-dead", 2));
+    expect(spans.map((s) => [s.traceId, s.parentSpanId, s.attributes["hookline.attempt"], s.attributes["hookline.replay"], s.attributes["http.response.status_code"]])).toEqual([
+      [traceId, "c7ad6b7169203332", 1, false, 400],
+      [traceId, "c7ad6b7169203332", 2, true, 200],
+    ]);
+    expect(spans.map((s) => s.spanId)).toEqual(sent.map((r) => parent(r).spanId));
+    expect(spans[1]!.attributes["hookline.delivery"]).toBe(name);
   });
 });
