@@ -55,4 +55,17 @@ export default tseslint.config(
   layer(["src/stream/**"], ["../kube/*", "../runtime/*", "../delivery/*", "../observability/*", "../cluster/*", "../publish/*", "../cli/*", "../config/*", "undici", "@kubernetes/*", "pino", "prom-client"], "src/stream is the JetStream layer: NATS, the API schemas and core only; take a logger callback, not pino."),
   layer(["src/kube/**", "src/runtime/**"], ["../delivery/*", "../publish/*", "../cli/*", "../cluster/*"], "kube and runtime are generic plumbing: they know nothing of delivery."),
   layer(["src/delivery/**", "src/publish/**", "src/observability/**", "src/cluster/**"], ["../cli/*"], "Only the CLI wires things together."),
+  // Tracing costs nothing when off: the OpenTelemetry SDK is imported by one module, which
+  // src/observability/tracing.ts loads with import() only when OTEL_EXPORTER_OTLP_ENDPOINT is set.
+  {
+    files: ["src/**/*.ts"],
+    ignores: ["src/observability/otel.ts"],
+    rules: {
+      "no-restricted-syntax": [
+        "error",
+        { selector: "ImportDeclaration[source.value=/^@opentelemetry\\//]", message: "Only src/observability/otel.ts imports @opentelemetry/* (loaded on demand by tracing.ts)." },
+        { selector: "ImportExpression[source.value=/^@opentelemetry\\//]", message: "Only src/observability/otel.ts imports @opentelemetry/* (loaded on demand by tracing.ts)." },
+      ],
+    },
+  },
 );

@@ -10,10 +10,15 @@
 // and the publish returns once JetStream stored it; no Kubernetes credentials are used.
 //
 //   const { seq, result } = await publish({ namespace: "shop", type: "order.paid", id: "evt-1001", data: { order: 1001 } }, { nats: "nats://nats.nats.svc:4222" });
+//
+// Tracing (docs/receivers.md): pass the producer's W3C trace context, and every attempt is sent
+// (and, when the operator exports traces, recorded) in that trace.
+//
+//   await publish(event, { traceContext: { traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01" } });
 import { KubeConfig } from "@kubernetes/client-node";
 import { KubeClient } from "./kube/client.js";
 import { publish as fanOut, type PublishResult } from "./publish/fanout.js";
-import { validateEvent, type PublishInput } from "./publish/input.js";
+import { validateEvent, validateTraceContext, type PublishInput } from "./publish/input.js";
 import { publishToStream, type StreamPublishResult } from "./publish/stream.js";
 import { StreamConnection } from "./stream/jetstream.js";
 import type { TraceContext } from "./stream/message.js";
@@ -33,15 +38,26 @@ export interface StreamConnectOptions {
   timeoutMs?: number;
 }
 
+/** Per event: the producer's W3C trace context, stored on each delivery (spec.traceContext) and sent with every attempt. */
+export interface PublishOptions {
+  /**
+   * The W3C trace context of the code publishing the event: `traceparent` (and `tracestate`)
+   * as they would travel in HTTP headers. With OpenTelemetry, `propagation.inject(context.active(), carrier)`
+   * fills such an object. Validated strictly (PublishInputError naming traceContext.traceparent
+   * or traceContext.tracestate); a tracestate above 512 characters is truncated by whole entries.
+   */
+  traceContext?: TraceContext;
+}
+
 /** A reusable publisher: one connection pool for many events. Close it when done. */
 export interface Publisher {
-  publish(input: PublishInput, opts?: { signal?: AbortSignal }): Promise<PublishResult>;
+  publish(input: PublishInput, opts?: PublishOptions & { signal?: AbortSignal }): Promise<PublishResult>;
   close(): Promise<void>;
 }
 
 /** A reusable stream-mode publisher: one NATS connection (reconnecting by itself) for many events. */
 export interface StreamPublisher {
-  publish(input: PublishInput, opts?: { traceContext?: TraceContext }): Promise<StreamPublishResult>;
+  publish(input: PublishInput, opts?: PublishOptions): Promise<StreamPublishResult>;
   close(): Promise<void>;
 }
 
@@ -75,7 +91,7 @@ async function createStreamPublisher(opts: StreamConnectOptions): Promise<Stream
 async function createKubePublisher(opts: ConnectOptions): Promise<Publisher> {
   const client = await KubeClient.create(loadKubeConfig(opts.kubeconfig), { userAgent: USER_AGENT, connections: 16 });
   return {
-    publish: (input, o = {}) => fanOut(client, input, { ...(opts.concurrency ? { concurrency: opts.concurrency } : {}), ...(o.signal ? { signal: o.signal } : {}) }),
+    publish: (input, o = {}) => fanOut(client, input, { ...(opts.concurrency ? { concurrency: opts.concurrency } : {}), ...(o.signal ? { signal: o.signal } : {}), ...(o.traceContext ? { traceContext: o.traceContext } : {}) }),
     close: () => client.close(),
   };
 }
@@ -85,22 +101,25 @@ async function createKubePublisher(opts: ConnectOptions): Promise<Publisher> {
  * `input.namespace`, named from the event id, so publishing the same id again creates nothing
  * new. Returns the id (generated when absent) and, per subscription, `created` or `existing`.
  */
-export async function publish(input: PublishInput, opts: StreamConnectOptions): Promise<StreamPublishResult>;
-export async function publish(input: PublishInput, opts?: ConnectOptions): Promise<PublishResult>;
-export async function publish(input: PublishInput, opts: ConnectOptions | StreamConnectOptions = {}): Promise<PublishResult | StreamPublishResult> {
+export async function publish(input: PublishInput, opts: StreamConnectOptions & PublishOptions): Promise<StreamPublishResult>;
+export async function publish(input: PublishInput, opts?: ConnectOptions & PublishOptions): Promise<PublishResult>;
+export async function publish(input: PublishInput, opts: (ConnectOptions | StreamConnectOptions) & PublishOptions = {}): Promise<PublishResult | StreamPublishResult> {
+  // An input problem is reported as such even when the cluster or NATS is down.
+  const traceContext = validateTraceContext(opts.traceContext);
+  const each = traceContext ? { traceContext } : {};
   if (isStream(opts)) {
-    // An input problem is reported as such even when NATS is down; the id is settled once.
+    // The id is settled once.
     const { id } = validateEvent(input);
     const publisher = await createStreamPublisher(opts);
     try {
-      return await publisher.publish({ ...input, id });
+      return await publisher.publish({ ...input, id }, each);
     } finally {
       await publisher.close();
     }
   }
   const publisher = await createKubePublisher(opts);
   try {
-    return await publisher.publish(input);
+    return await publisher.publish(input, each);
   } finally {
     await publisher.close();
   }

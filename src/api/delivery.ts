@@ -3,6 +3,7 @@
 import { z } from "zod";
 import { conditions, objectName, timestamp, withRules } from "./fields.js";
 import { DEAD_LETTER_REASONS, DELIVERY_PHASES, DISCARD_REASONS, REPLAY_REASON_MAX_LENGTH } from "./names.js";
+import { traceContextSchema } from "./trace-context.js";
 
 const immutable = (field: string) => ({
   rule: "self == oldSelf",
@@ -33,6 +34,7 @@ export const deliverySpecSchema = withRules(
         description: "The event data: any JSON value, sent as `data` in the body. Above 256 KiB serialized the delivery is Discarded (PayloadTooLarge), nested deeper than 1000 arrays and objects it is Discarded (InvalidPayload).",
         "x-kubernetes-preserve-unknown-fields": true,
       }),
+    traceContext: traceContextSchema.optional(),
   }),
   { description: "One event for one subscription. Immutable after create." },
   [
@@ -42,10 +44,15 @@ export const deliverySpecSchema = withRules(
       fieldPath: ".eventId",
     },
     {
+      rule: "has(self.traceContext) == has(oldSelf.traceContext)",
+      message: "traceContext is immutable: create a new WebhookDelivery instead",
+      fieldPath: ".traceContext",
+    },
+    {
       // CEL cannot read a schemaless field, but it can compare whole objects: when every typed
       // field is unchanged and the spec still differs, the payload changed.
       rule:
-        "self == oldSelf || self.subscriptionRef != oldSelf.subscriptionRef || self.eventType != oldSelf.eventType || has(self.eventId) != has(oldSelf.eventId) || (has(self.eventId) && self.eventId != oldSelf.eventId)",
+        "self == oldSelf || self.subscriptionRef != oldSelf.subscriptionRef || self.eventType != oldSelf.eventType || has(self.eventId) != has(oldSelf.eventId) || (has(self.eventId) && self.eventId != oldSelf.eventId) || has(self.traceContext) != has(oldSelf.traceContext) || (has(self.traceContext) && self.traceContext != oldSelf.traceContext)",
       message: "payload is immutable: create a new WebhookDelivery instead",
       fieldPath: ".payload",
     },

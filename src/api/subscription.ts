@@ -15,6 +15,9 @@ export const RESERVED_HEADERS = [
   "x-webhook-id",
   "x-webhook-timestamp",
   "x-webhook-signature",
+  // The W3C trace context of the attempt (src/observability/tracing.ts).
+  "traceparent",
+  "tracestate",
 ] as const;
 
 /**

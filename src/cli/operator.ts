@@ -41,10 +41,12 @@ import { objectPath, splitKey } from "../kube/types.js";
 import { healthServer, metricsServer, serverRunnable } from "../observability/http-servers.js";
 import { createLogger } from "../observability/logger.js";
 import { Metrics } from "../observability/metrics.js";
+import { createAttemptTracer } from "../observability/tracing.js";
 import { publishServer } from "../publish/server.js";
+import { ReloadingTls } from "../publish/tls.js";
 import { Expectations } from "../runtime/expectations.js";
 import { Manager } from "../runtime/manager.js";
-import { USER_AGENT } from "../version.js";
+import { USER_AGENT, VERSION } from "../version.js";
 
 export interface OperatorOptions {
   config: Config;
@@ -103,6 +105,9 @@ export class Operator {
 
   async start(): Promise<void> {
     const { config, log, metrics } = this;
+    const publishLog = log.child({ component: "publish" });
+    // A publish door certificate that cannot be used stops the start before anything runs, naming PUBLISH_TLS_CERT_FILE or _KEY_FILE.
+    const tls = config.publishPort !== undefined && config.publish.tls ? await ReloadingTls.load(config.publish.tls, publishLog) : undefined;
     const kc = new KubeConfig();
     if (this.opts.kubeconfig) kc.loadFromFile(this.opts.kubeconfig);
     else kc.loadFromDefault();
@@ -193,7 +198,9 @@ export class Operator {
       observer: shared ?? transitions,
       ...(shared ? { replicas: () => shared.replicas() } : {}),
     });
-    const executor = new AttemptExecutor({ endpoints, credentials, metrics, userAgent: USER_AGENT, ...(shared ? { probes: shared } : {}) });
+    // Tracing off: the producer's trace context passes through and no OpenTelemetry module is loaded.
+    const tracing = await createAttemptTracer(config.tracing, { log: log.child({ component: "tracing" }), version: VERSION });
+    const executor = new AttemptExecutor({ endpoints, credentials, metrics, userAgent: USER_AGENT, tracing, log: log.child({ component: "attempt" }), ...(shared ? { probes: shared } : {}) });
     const outcomes = new OutcomeWriter<OutcomeMeta>({ client, statusWriter, expectations: deliveryExpectations, events, log: log.child({ controller: "delivery" }) });
     const finals = new Finals({ endpoints, events, metrics, rollUp: (subKey) => rollUp(subKey, false) });
     const deliveries = new DeliveryReconciler({
@@ -320,11 +327,15 @@ export class Operator {
     if (config.publishPort !== undefined) {
       const door = publishServer({
         client,
-        log: log.child({ component: "publish" }),
+        log: publishLog,
         ready: () => this.ready,
         subscriptions: () => caches.subscriptions.values(),
         pendingOf: (ns, sub) => caches.deliveriesOf(`${ns}/${sub}`).size,
         watchNamespaces: config.watchNamespaces,
+        reviews: { audiences: config.publish.audiences },
+        authFailures: config.publish.authFailures,
+        metrics: metrics.publishDoor,
+        ...(tls ? { tls } : {}),
         ...(link ? { stream: link } : {}),
       });
       // The HTTP publish door (docs/publishing.md): every replica serves it, leader or not.
@@ -344,6 +355,7 @@ export class Operator {
       await events.flush();
       drainLog.flushed(report);
     });
+    manager.addCloser(() => tracing.shutdown());
     manager.addCloser(() => sender.destroy());
     manager.addCloser(() => client.destroy());
     await manager.start();

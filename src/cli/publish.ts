@@ -9,14 +9,15 @@ import { MAX_PAYLOAD_BYTES } from "../api/names.js";
 import { ApiError, KubeClient } from "../kube/client.js";
 import { IdempotencyConflictError, PublishFailedError, PublishInputError } from "../publish/errors.js";
 import { publish, type PublishResult } from "../publish/fanout.js";
-import { validateEvent } from "../publish/input.js";
+import { validateEvent, validateTraceContext } from "../publish/input.js";
 import { publishToStream, type StreamPublishResult } from "../publish/stream.js";
 import { StreamConnection, StreamUnavailableError } from "../stream/jetstream.js";
+import type { TraceContext } from "../stream/message.js";
 import { NatsUrlError, parseNatsUrl } from "../stream/url.js";
 import { USER_AGENT } from "../version.js";
 import { loadKubeConfig, UsageError } from "./kubeconfig.js";
 
-const USAGE = `usage: hookline publish --namespace NS --type TYPE [--id ID] --data JSON|@FILE|@- [--kubeconfig PATH] [--context NAME] [--nats URL] [-o table|json|yaml]
+const USAGE = `usage: hookline publish --namespace NS --type TYPE [--id ID] --data JSON|@FILE|@- [--traceparent TP [--tracestate TS]] [--kubeconfig PATH] [--context NAME] [--nats URL] [-o table|json|yaml]
 
 Publishes one event: creates one WebhookDelivery for every subscription of the namespace whose
 eventTypes match TYPE (and that is not paused). The delivery names derive from the event id, so
@@ -28,6 +29,11 @@ is generated and printed.
       --id ID            event id, the idempotency key (default: a random UUID)
   -d, --data JSON        the event data: inline JSON, @FILE, or @- for stdin (required;
                          at most ${MAX_PAYLOAD_BYTES} bytes serialized)
+      --traceparent TP   the W3C traceparent of the trace this event belongs to
+                         (00-<32 hex trace id>-<16 hex parent id>-<flags>); every attempt
+                         is sent in that trace. Default: the TRACEPARENT environment
+                         variable (the OpenTelemetry convention), if set
+      --tracestate TS    the W3C tracestate that goes with it (default: TRACESTATE)
       --kubeconfig PATH  default: KUBECONFIG, ~/.kube/config, or in-cluster credentials
       --context NAME     kubeconfig context (default: the current context)
       --nats URL         stream mode: write the event once to NATS JetStream at URL
@@ -44,7 +50,37 @@ examples:
   hookline publish -n shop -t invoice.paid -d @invoice.json -o json
 `;
 
-const FLAG: Record<string, string> = { namespace: "--namespace", type: "--type", id: "--id", data: "--data", event: "--data" };
+const FLAG: Record<string, string> = {
+  namespace: "--namespace",
+  type: "--type",
+  id: "--id",
+  data: "--data",
+  event: "--data",
+  "traceContext.traceparent": "--traceparent",
+  "traceContext.tracestate": "--tracestate",
+};
+
+/**
+ * --traceparent/--tracestate, else TRACEPARENT/TRACESTATE from the environment (OpenTelemetry's
+ * environment carrier). A bad flag is a usage error; a bad environment value (set by some other
+ * tool) is reported and left out.
+ */
+function traceContextOf(values: { traceparent?: string | undefined; tracestate?: string | undefined }): TraceContext | undefined {
+  if (values.traceparent !== undefined || values.tracestate !== undefined) {
+    if (values.traceparent === undefined) throw new UsageError("--tracestate needs --traceparent");
+    return validateTraceContext({ traceparent: values.traceparent, ...(values.tracestate !== undefined ? { tracestate: values.tracestate } : {}) });
+  }
+  const traceparent = process.env.TRACEPARENT?.trim();
+  if (!traceparent) return undefined;
+  const tracestate = process.env.TRACESTATE;
+  try {
+    return validateTraceContext({ traceparent, ...(tracestate !== undefined ? { tracestate } : {}) });
+  } catch (err) {
+    if (!(err instanceof PublishInputError)) throw err;
+    process.stderr.write(`hookline publish: warning: ${err.field === "traceContext.tracestate" ? "TRACESTATE" : "TRACEPARENT"} from the environment is ignored: ${err.message}\n`);
+    return undefined;
+  }
+}
 
 
 function readData(arg: string): unknown {
@@ -82,7 +118,7 @@ function printStreamResult(result: StreamPublishResult, output: string): void {
 }
 
 /** --nats: validate, connect once, publish, close. */
-async function publishStream(url: string, input: { namespace: string; type: string; id?: string; data: unknown }, output: string): Promise<number> {
+async function publishStream(url: string, input: { namespace: string; type: string; id?: string; data: unknown }, output: string, traceContext: TraceContext | undefined): Promise<number> {
   try {
     parseNatsUrl(url);
   } catch (err) {
@@ -93,7 +129,7 @@ async function publishStream(url: string, input: { namespace: string; type: stri
   const { id } = validateEvent(input);
   const connection = await StreamConnection.connect({ url, source: "--nats", name: "hookline publish" });
   try {
-    printStreamResult(await publishToStream(connection, { ...input, id }), output);
+    printStreamResult(await publishToStream(connection, { ...input, id }, traceContext ? { traceContext } : {}), output);
     return 0;
   } finally {
     await connection.close();
@@ -136,6 +172,8 @@ export async function publishCommand(args: string[]): Promise<number> {
         context: { type: "string" },
         output: { type: "string", short: "o", default: "table" },
         nats: { type: "string" },
+        traceparent: { type: "string" },
+        tracestate: { type: "string" },
         help: { type: "boolean", short: "h" },
       },
       allowPositionals: false,
@@ -154,14 +192,15 @@ export async function publishCommand(args: string[]): Promise<number> {
     if (output !== "table" && output !== "json" && output !== "yaml") throw new UsageError(`--output must be table, json or yaml, got "${output}"`);
     const data = readData(values.data!);
     const input = { namespace: values.namespace!, type: values.type!, ...(values.id !== undefined ? { id: values.id } : {}), data };
+    const traceContext = traceContextOf(values);
     if (values.nats !== undefined) {
       if (values.kubeconfig !== undefined || values.context !== undefined) throw new UsageError("--nats publishes to NATS JetStream: --kubeconfig and --context do not apply");
-      return await publishStream(values.nats, input, output);
+      return await publishStream(values.nats, input, output, traceContext);
     }
     const kc = loadKubeConfig(values);
     const client = await KubeClient.create(kc, { userAgent: USER_AGENT, connections: 8 });
     try {
-      const result = await publish(client, input);
+      const result = await publish(client, input, traceContext ? { traceContext } : {});
       printResult(result, output);
       return 0;
     } finally {

@@ -9,6 +9,11 @@ import { describeRetrySchedule, largestRetryDelayMs } from "../core/advice.js";
 import { parseCidrList, type Cidr } from "../core/netguard.js";
 import { NO_PROXY_NONE, parseNoProxy, parseProxyUrl, redactProxyUrl, type ProxyEnv } from "../core/proxy-env.js";
 import { NatsUrlError, parseNatsUrl, redactNatsUrl } from "../stream/url.js";
+import { DEFAULT_AUDIENCE, loadPublishDoor, PUBLISH_VARS, type PublishDoorConfig } from "./publish-door.js";
+import { loadTracing, TRACING_ENV_DOCS, type TracingConfig, type TracingWarning } from "./tracing.js";
+
+export type { PublishDoorConfig } from "./publish-door.js";
+export type { TracingConfig } from "./tracing.js";
 
 export interface Config {
   /** Per-attempt timeout when a subscription sets none. */
@@ -40,6 +45,16 @@ export interface Config {
   healthPort: number;
   /** Port of the publish HTTP door; undefined when it is off. */
   publishPort: number | undefined;
+  /** The publish door's token audiences, TLS files and failed-authentication limit. */
+  publish: Omit<PublishDoorConfig, "port">;
+  /**
+   * Export of a CLIENT span per attempt and per replay (OTEL_EXPORTER_OTLP_ENDPOINT and the
+   * other OpenTelemetry variables); undefined: off, and the OpenTelemetry SDK is not loaded.
+   * `headers` may hold credentials: log headerNames and urlRedacted, never this.
+   */
+  tracing: TracingConfig | undefined;
+  /** Advice about the tracing variables, logged at start with configWarnings. */
+  tracingWarnings: TracingWarning[];
   /** How often a Disabled endpoint is probed. */
   healthProbeIntervalMs: number;
   /** How long a Secret read for a subscription is used before it is read again. */
@@ -123,6 +138,15 @@ export const ENV_DOCS: Array<{ name: string; default: string; range: string; wha
     ] as const
   ).map(([v, what]) => ({ name: v.name, default: String(v.default), range: `${v.min}..${v.max}`, what })),
   { name: "PUBLISH_PORT", default: "empty: off", range: "0..65535", what: "the HTTP publish endpoint" },
+  { name: "PUBLISH_TOKEN_AUDIENCES", default: DEFAULT_AUDIENCE, range: "comma-separated audiences", what: "the publish door accepts only bearer tokens issued for one of these (TokenReview audiences): callers send a token projected for Hookline (`kubectl create token SA --audience hookline`), not their API credential" },
+  { name: "PUBLISH_TLS_CERT_FILE", default: "empty: plain HTTP", range: "file path (with PUBLISH_TLS_KEY_FILE)", what: "the publish door serves HTTPS with this certificate (tls.crt of a mounted kubernetes.io/tls Secret); a renewed certificate is picked up without a restart" },
+  { name: "PUBLISH_TLS_KEY_FILE", default: "empty: plain HTTP", range: "file path (with PUBLISH_TLS_CERT_FILE)", what: "its private key (tls.key)" },
+  ...(
+    [
+      [PUBLISH_VARS.authFailureBurst, "failed authentications a client address may make at the publish door before it gets 429 (a token bucket's size)"],
+      [PUBLISH_VARS.authFailurePerMinute, "how fast that allowance refills, per minute"],
+    ] as const
+  ).map(([v, what]) => ({ name: v.name, default: String(v.default), range: `${v.min}..${v.max}`, what })),
   { name: "LEADER_ELECT", default: "true", range: "true, false", what: "leader election on a Lease" },
   { name: "LEADER_ELECTION_LEASE_NAME", default: "hookline-leader", range: "RFC 1123 name", what: "the Lease" },
   { name: "LEADER_ELECTION_NAMESPACE", default: "POD_NAMESPACE, else default", range: "RFC 1123 name", what: "where the Lease lives" },
@@ -138,6 +162,7 @@ export const ENV_DOCS: Array<{ name: string; default: string; range: string; wha
   { name: "LOG_LEVEL", default: "info", range: "fatal, error, warn, info, debug, trace, silent", what: "pino level" },
   { name: "HOOKLINE_NATS_URL", default: "empty: stream mode off", range: "nats:// or tls:// URL, or a comma-separated list", what: "stream mode: the NATS server(s) with JetStream (credentials as nats://USER:PASSWORD@HOST or nats://TOKEN@HOST); see docs/stream-mode.md" },
   { name: INT_VARS.streamReplicas.name, default: String(INT_VARS.streamReplicas.default), range: `${INT_VARS.streamReplicas.min}..${INT_VARS.streamReplicas.max}`, what: "stream mode: replicas of the HOOKLINE stream and its key-value buckets on a NATS cluster (3 in production); the operator keeps the stream at this" },
+  ...TRACING_ENV_DOCS,
 ];
 
 const LOG_LEVELS = ["fatal", "error", "warn", "info", "debug", "trace", "silent"] as const;
@@ -225,12 +250,9 @@ export function loadConfig(env: Env, overrides: { leaderElect?: boolean } = {}):
     if (!NAMESPACE.test(ns) || ns.length > 63) problems.push(`WATCH_NAMESPACES contains ${JSON.stringify(ns)}, which is not a namespace name (a comma-separated list of namespaces; empty: all)`);
   }
 
-  let publishPort: number | undefined;
-  const publishRaw = env.PUBLISH_PORT?.trim();
-  if (publishRaw) {
-    if (/^\d+$/.test(publishRaw) && Number(publishRaw) <= 65_535) publishPort = Number(publishRaw);
-    else problems.push(`PUBLISH_PORT=${JSON.stringify(publishRaw)} is invalid: must be an integer from 0 to 65535 (empty: the publish endpoint is off)`);
-  }
+  const { port: publishPort, ...publish } = loadPublishDoor(env, problems, int);
+  const tracingWarnings: TracingWarning[] = [];
+  const tracing = loadTracing(env, problems, tracingWarnings);
 
   const leaseName = env.LEADER_ELECTION_LEASE_NAME?.trim() || "hookline-leader";
   const leaseNamespace = env.LEADER_ELECTION_NAMESPACE?.trim() || env.POD_NAMESPACE?.trim() || "default";
@@ -260,6 +282,9 @@ export function loadConfig(env: Env, overrides: { leaderElect?: boolean } = {}):
     metricsPort,
     healthPort,
     publishPort,
+    publish,
+    tracing,
+    tracingWarnings,
     healthProbeIntervalMs,
     secretRefreshMs,
     leaderElection: { enabled: leaderElect, leaseName, leaseNamespace, identity, leaseDurationMs, renewDeadlineMs, retryPeriodMs },
@@ -278,13 +303,17 @@ export interface ConfigWarning {
 }
 
 /**
- * What the operator should warn about at start. Today one thing: WEBHOOK_CB_TIMEOUT_MS shorter
- * than the largest delay of the default retry policy (the one a subscription setting no `retry`
- * gets), so an open breaker would probe sooner than the retries wait. Subscriptions with their
- * own retry or circuitBreaker.cooldown get the same advice on their ConfigurationAdvice
- * condition (core/advice.ts).
+ * What the operator should warn about at start: WEBHOOK_CB_TIMEOUT_MS shorter than the largest
+ * delay of the default retry policy (the one a subscription setting no `retry` gets), so an
+ * open breaker would probe sooner than the retries wait (subscriptions with their own retry or
+ * circuitBreaker.cooldown get the same advice on their ConfigurationAdvice condition,
+ * core/advice.ts); and advice about the OpenTelemetry variables.
  */
-export function configWarnings(config: Pick<Config, "breaker">): ConfigWarning[] {
+export function configWarnings(config: Pick<Config, "breaker"> & Partial<Pick<Config, "tracingWarnings">>): ConfigWarning[] {
+  return [...breakerWarnings(config), ...(config.tracingWarnings ?? [])];
+}
+
+function breakerWarnings(config: Pick<Config, "breaker">): ConfigWarning[] {
   const r = retrySchema.parse({});
   const retry = { maxAttempts: r.maxAttempts, initialBackoffMs: parseDuration(r.initialBackoff), multiplier: r.multiplier, maxBackoffMs: parseDuration(r.maxBackoff), jitterPercent: r.jitterPercent };
   const largest = largestRetryDelayMs(retry);

@@ -8,6 +8,9 @@ import type { AttemptResult } from "../core/outcome.js";
 import type { EndpointCommit } from "../core/plan.js";
 import type { Policy } from "../core/policy.js";
 import type { Metrics } from "../observability/metrics.js";
+import { PASS_THROUGH, type AttemptTracer } from "../observability/tracing.js"; // [tracing]
+import type { TraceContext } from "../core/trace-context.js"; // [tracing]
+import type { Logger } from "pino"; // [tracing]
 import type { Credentials, ResolvedCredentials } from "./credentials.js"; // [receiver-credentials]
 import type { Endpoint, EndpointRegistry } from "./endpoints.js";
 import { splitKey } from "../kube/types.js";
@@ -34,6 +37,8 @@ export interface AttemptSpec {
   message: (signal: AbortSignal) => Promise<RequestBody | undefined>;
   /** Aborted by a shutdown: the attempt ends as interrupted. */
   signal: AbortSignal;
+  /** [tracing] The producer's trace context (spec.traceContext, a stream message's headers) and this attempt's number. */
+  trace?: { context?: TraceContext | undefined; attempt?: number | undefined };
 }
 
 /**
@@ -53,6 +58,10 @@ export interface AttemptExecutorDeps {
   credentials: Pick<Credentials, "resolve" | "send">;
   metrics: Metrics;
   userAgent: string;
+  /** [tracing] Sends each attempt in the producer's trace, as a CLIENT span when tracing is on (src/observability/tracing.ts); default: pass-through. */
+  tracing?: AttemptTracer;
+  /** [tracing] One debug line per attempt, with trace_id. */
+  log?: Logger;
   /** Stream mode: probes are claimed across replicas before they are sent. */
   probes?: ProbeClaims;
   now?: () => number;
@@ -93,8 +102,18 @@ export class AttemptExecutor {
       const credentials = spec.credentials ?? (await this.d.credentials.resolve(splitKey(spec.key).namespace, policy));
       // A replay whose Secret went missing sends nothing and is tried again (a plan() waits instead).
       if (credentials.kind === "missing") throw new Error(credentials.message);
-      const sent = await this.d.credentials.send(credentials, buildRequest({ message, policy, keys: spec.keys, userAgent: this.d.userAgent, startedAt, signal: spec.signal }));
-      const result = toAttemptResult(sent, startedAt);
+      const request = buildRequest({ message, policy, keys: spec.keys, userAgent: this.d.userAgent, startedAt, signal: spec.signal });
+      const trace = this.startTrace(spec, message.id); // [tracing]
+      Object.assign(request.headers, trace.headers); // [tracing] traceparent, tracestate
+      let result: AttemptResult;
+      try {
+        result = toAttemptResult(await this.d.credentials.send(credentials, request), startedAt);
+      } catch (err) {
+        trace.end({ error: err as Error }); // [tracing]
+        throw err;
+      }
+      trace.end(result); // [tracing]
+      this.logAttempt(spec, result, trace.log); // [tracing]
       this.count(ep.key, result);
       endpoints.report(ep, policy, result.classification, { probe, viaReplay: spec.viaReplay });
       return await record(result);
@@ -102,6 +121,32 @@ export class AttemptExecutor {
       endpoints.release(ep, policy.maxInFlight);
       if (claimed) probes!.settled(ep, policy, true);
     }
+  }
+
+  /** [tracing] The attempt's span (or the producer's context passed through), started right before the request. */
+  private startTrace(spec: AttemptSpec, eventId: string) {
+    const { namespace, name } = splitKey(spec.key);
+    return (this.d.tracing ?? PASS_THROUGH).start({
+      namespace,
+      delivery: name,
+      subscription: splitKey(spec.endpoint.key).name,
+      attempt: spec.trace?.attempt,
+      replay: spec.viaReplay,
+      eventId,
+      url: spec.policy.url,
+      parent: spec.trace?.context,
+    });
+  }
+
+  /** [tracing] One line per attempt at debug level, with the trace it was sent in. */
+  private logAttempt(spec: AttemptSpec, result: AttemptResult, trace: { trace_id?: string; span_id?: string }): void {
+    const log = this.d.log;
+    if (!log?.isLevelEnabled("debug")) return;
+    const c = result.classification;
+    log.debug(
+      { delivery: spec.key, subscription: spec.endpoint.key, attempt: spec.trace?.attempt, replay: spec.viaReplay, status: result.responseStatus, reason: c === "interrupted" ? "interrupted" : c.reason, durationMs: result.durationMs, ...trace },
+      "attempt",
+    );
   }
 
   /** An attempt refused because the endpoint's breaker is open (whenOpen: DeadLetter). */

@@ -22,6 +22,7 @@ import type { Finals, OutcomeMeta } from "./finals.js";
 import { subscriptionKey, type DeliveryObject } from "./objects.js";
 import type { OutcomeWriter, Written } from "./outcome-writer.js";
 import { loadRequestBody, payloadView } from "./payload.js";
+import { traceOf } from "./trace.js"; // [tracing]
 import type { SecretCache } from "./secrets.js";
 import type { WaitReports } from "./waits.js";
 import type { Backlog } from "./backlog.js";
@@ -165,7 +166,7 @@ export class DeliveryReconciler {
     const { key, obj, subKey } = c;
     const policy = c.policy!;
     const written = await this.d.executor.run(
-      { key, endpoint: c.endpoint!, policy, commit: action.commit, probe: action.probe, viaReplay: false, keys: c.keys, credentials: c.creds, message: (signal) => loadRequestBody(this.d.client, obj, signal), signal: c.signal }, // [receiver-credentials] credentials
+      { key, endpoint: c.endpoint!, policy, commit: action.commit, probe: action.probe, viaReplay: false, keys: c.keys, credentials: c.creds, message: (signal) => loadRequestBody(this.d.client, obj, signal), signal: c.signal, trace: traceOf(obj) }, // [receiver-credentials] credentials [tracing] trace
       (result) => this.recordAttempt(key, obj, policy, result, subKey),
     );
     return written ? this.afterOutcome(written) : undefined;

@@ -19,6 +19,8 @@ export interface StoredDeliverySpec {
   eventType?: string;
   eventId?: string;
   payload?: unknown;
+  /** The producer's W3C trace context (src/api/trace-context.ts). */
+  traceContext?: { traceparent?: string; tracestate?: string };
 }
 
 /** A subscription's spec is only ever read through caches.subscriptionSpec() (validated). */

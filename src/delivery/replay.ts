@@ -26,6 +26,7 @@ import type { Finals, OutcomeMeta } from "./finals.js";
 import { DELIVERIES, deliveryRef, SUBSCRIPTIONS, subscriptionKey, subscriptionRef, type DeliveryObject, type SubscriptionObject } from "./objects.js";
 import type { OutcomeWriter } from "./outcome-writer.js";
 import { loadRequestBody, payloadKey } from "./payload.js";
+import { traceOf } from "./trace.js"; // [tracing]
 import type { SecretCache } from "./secrets.js";
 
 /** What replay needs of the index of finished deliveries. */
@@ -181,7 +182,7 @@ export class Replayer {
       return { outcome: "parked" };
     }
     const written = await this.d.executor.run(
-      { key, endpoint: ep, policy, commit: { breaker: ep.breaker, health: ep.health, bucket: ep.bucket }, probe: false, viaReplay: true, keys, message: (s) => loadRequestBody(this.d.client, obj, s), signal },
+      { key, endpoint: ep, policy, commit: { breaker: ep.breaker, health: ep.health, bucket: ep.bucket }, probe: false, viaReplay: true, keys, message: (s) => loadRequestBody(this.d.client, obj, s), signal, trace: traceOf(obj) }, // [tracing] trace: the executor's span is the replay's
       async (attempt) => {
         const compute = (status: DeliveryObject["status"]) => applyAttempt({ status, generation: obj.metadata.generation, now: this.now(), attempt, policy, random: Math.random, replay });
         const w = await this.d.outcomes.writeOrKeep(key, obj, compute, { subKey, replay: true });

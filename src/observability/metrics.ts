@@ -56,6 +56,8 @@ export class Metrics implements RequestObserver {
   private leading = false;
   /** The storage budget's series (docs/capacity.md), kept in their own block below. */
   readonly storage = storageMetrics(this.registry, () => this.leading);
+  /** The HTTP publish door's refusals of unauthenticated callers, in their own block below. */
+  readonly publishDoor = publishDoorMetrics(this.registry);
 
   constructor(opts: { defaultMetrics?: boolean } = {}) {
     const registers = [this.registry];
@@ -273,4 +275,32 @@ function storageMetrics(registry: Registry, leading: () => boolean): StorageMetr
     },
   });
   return { evicted, budget, stored, setStoredSource: (s) => (source = s) };
+}
+
+/** Why the publish door refused a caller's credentials: the reason the caller is not told. */
+export const PUBLISH_AUTH_FAILURE_REASONS = ["missing_token", "invalid_token", "wrong_audience"] as const;
+export type PublishAuthFailureReason = (typeof PUBLISH_AUTH_FAILURE_REASONS)[number];
+
+export interface PublishDoorMetrics {
+  /** hookline_publish_auth_failures_total{reason}: answered 401. */
+  authFailures: Counter<"reason">;
+  /** hookline_publish_auth_throttled_total: answered 429, too many failed authentications from the address. */
+  authThrottled: Counter;
+}
+
+function publishDoorMetrics(registry: Registry): PublishDoorMetrics {
+  const registers = [registry];
+  const authFailures = new Counter({
+    name: "hookline_publish_auth_failures_total",
+    help: "Publish door requests refused 401, by why the credentials failed: missing_token, invalid_token (unknown, expired, revoked), wrong_audience (a token not issued for the door's audiences). The caller is told none of this.",
+    labelNames: ["reason"],
+    registers,
+  });
+  for (const reason of PUBLISH_AUTH_FAILURE_REASONS) authFailures.inc({ reason }, 0);
+  const authThrottled = new Counter({
+    name: "hookline_publish_auth_throttled_total",
+    help: "Publish door requests refused 429 without a TokenReview: their client address had used up its allowance of failed authentications (PUBLISH_AUTH_FAILURE_BURST, PUBLISH_AUTH_FAILURE_PER_MINUTE).",
+    registers,
+  });
+  return { authFailures, authThrottled };
 }

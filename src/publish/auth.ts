@@ -1,13 +1,18 @@
 // Who is calling the publish endpoint, and may they create deliveries in this namespace? The
-// caller's bearer token is checked with a TokenReview and the caller with a SubjectAccessReview
-// for `create webhookdeliveries.hookline.dev`, both answered by the API server with its own
-// authenticators and authorizers (RBAC, webhooks...). Answers are kept briefly (default 10 s,
-// bounded) and concurrent identical questions share one request, so a burst from one service
-// costs two API calls. Tokens are kept only as SHA-256 digests and never logged.
+// caller's bearer token is checked with a TokenReview for the door's audiences (`hookline` by
+// default: a ServiceAccount token projected for Hookline, not the caller's API credential) and
+// the caller with a SubjectAccessReview for `create webhookdeliveries.hookline.dev`, both
+// answered by the API server with its own authenticators and authorizers (RBAC, webhooks...).
+// Answers are kept briefly (default 10 s, bounded) and concurrent identical questions share one
+// request, so a burst from one service costs two API calls. Tokens are kept only as SHA-256
+// digests and never logged.
 import { createHash } from "node:crypto";
 import { DELIVERY, GROUP } from "../api/names.js";
 import type { KubeClient } from "../kube/client.js";
 import { collectionPath, CORE } from "../kube/types.js";
+
+/** The audience callers' tokens are issued for unless PUBLISH_TOKEN_AUDIENCES says otherwise. */
+export const DEFAULT_AUDIENCE = "hookline";
 
 export interface Caller {
   username: string;
@@ -16,7 +21,13 @@ export interface Caller {
   extra?: Record<string, string[]>;
 }
 
-export type Authentication = { ok: true; caller: Caller } | { ok: false; reason: string };
+/**
+ * Why a token was not accepted, for the log and the metric label only: the caller is told
+ * none of it (an attacker learns nothing from the answer).
+ */
+export type AuthFailure = "invalid_token" | "wrong_audience";
+
+export type Authentication = { ok: true; caller: Caller } | { ok: false; failure: AuthFailure; reason: string };
 export type Authorization = { allowed: true } | { allowed: false; reason: string };
 
 /** A time-bounded, size-bounded map of promises; failed promises are forgotten at once. */
@@ -31,6 +42,12 @@ export class TtlCache<V> {
 
   get size(): number {
     return this.entries.size;
+  }
+
+  /** Whether an answer for `key` is held (pending or settled) and not expired. */
+  has(key: string): boolean {
+    const hit = this.entries.get(key);
+    return hit !== undefined && hit.expires > this.now();
   }
 
   get(key: string, load: () => Promise<V>): Promise<V> {
@@ -53,6 +70,11 @@ export class TtlCache<V> {
 }
 
 export interface ReviewerOptions {
+  /**
+   * Audiences a token must be issued for (TokenReview spec.audiences); default ["hookline"].
+   * A token for another audience (the API server's own, say) is not accepted.
+   */
+  audiences?: readonly string[];
   /** How long an answer is reused; default 10 s. */
   ttlMs?: number;
   /** Answers kept at most (per kind); default 10 000. */
@@ -62,6 +84,7 @@ export interface ReviewerOptions {
 
 interface TokenReviewStatus {
   authenticated?: boolean;
+  audiences?: string[];
   user?: { username?: string; uid?: string; groups?: string[]; extra?: Record<string, string[]> };
   error?: string;
 }
@@ -79,6 +102,7 @@ export function tokenDigest(token: string): string {
 export class Reviewer {
   private readonly tokens: TtlCache<Authentication>;
   private readonly access: TtlCache<Authorization>;
+  private readonly audiences: readonly string[];
 
   constructor(
     private readonly client: KubeClient,
@@ -88,18 +112,36 @@ export class Reviewer {
     const max = opts.maxEntries ?? 10_000;
     this.tokens = new TtlCache(ttl, max, opts.now);
     this.access = new TtlCache(ttl, max, opts.now);
+    this.audiences = opts.audiences?.length ? [...opts.audiences] : [DEFAULT_AUDIENCE];
   }
 
-  /** TokenReview of a bearer token. Throws only when the API server cannot answer. */
+  /** Whether this token's review is held (pending or answered): asking again costs no API call. */
+  knows(token: string): boolean {
+    return this.tokens.has(tokenDigest(token));
+  }
+
+  /**
+   * TokenReview of a bearer token for the door's audiences. Throws only when the API server
+   * cannot answer.
+   */
   authenticate(token: string): Promise<Authentication> {
     return this.tokens.get(tokenDigest(token), async () => {
       const review = await this.client.request<{ status?: TokenReviewStatus }>({
         method: "POST",
         path: collectionPath(CORE.tokenReviews),
-        body: { apiVersion: "authentication.k8s.io/v1", kind: "TokenReview", spec: { token } },
+        body: { apiVersion: "authentication.k8s.io/v1", kind: "TokenReview", spec: { token, audiences: [...this.audiences] } },
       });
       const s = review.status ?? {};
-      if (!s.authenticated || !s.user?.username) return { ok: false, reason: "the bearer token is not valid (expired, revoked or unknown)" };
+      if (!s.authenticated || !s.user?.username) {
+        // The API server's words (no token in them) say whether the audience was the problem.
+        const failure: AuthFailure = /audience/i.test(s.error ?? "") ? "wrong_audience" : "invalid_token";
+        return { ok: false, failure, reason: s.error ? s.error.slice(0, 512) : "not authenticated" };
+      }
+      // An authenticator that ignores audiences answers without status.audiences: such a token is
+      // valid for the API server, not for this door (the TokenReview API asks clients to check).
+      if (!(s.audiences ?? []).some((a) => this.audiences.includes(a))) {
+        return { ok: false, failure: "wrong_audience", reason: `authenticated for audiences ${JSON.stringify(s.audiences ?? [])}, none of ${JSON.stringify(this.audiences)}` };
+      }
       return { ok: true, caller: { username: s.user.username, ...(s.user.uid ? { uid: s.user.uid } : {}), groups: s.user.groups ?? [], ...(s.user.extra ? { extra: s.user.extra } : {}) } };
     });
   }

@@ -8,7 +8,8 @@ import { matchesEventType } from "../core/policy.js";
 import { ACCEPT, ApiError, type KubeClient } from "../kube/client.js";
 import { collectionPath, objectPath, type ResourceType } from "../kube/types.js";
 import { BacklogFullError, IdempotencyConflictError, PublishFailedError, type FullSubscription, type PublishFailure } from "./errors.js";
-import { validateEvent, type ValidEvent } from "./input.js";
+import type { TraceContext } from "../core/trace-context.js";
+import { validateEvent, validateTraceContext, type ValidEvent } from "./input.js";
 import { deliveryName, labelValue } from "./naming.js";
 
 const SUBSCRIPTIONS: ResourceType = { group: GROUP, version: VERSION, plural: SUBSCRIPTION.plural };
@@ -64,6 +65,12 @@ export interface FanoutOptions {
    * maxPending of them).
    */
   pendingCount?: (namespace: string, subscription: string, maxPending: number) => number | Promise<number>;
+  /**
+   * The producer's W3C trace context, stored on every delivery as spec.traceContext (validated
+   * and normalized: validateTraceContext). Not part of the event's identity: publishing the
+   * same event again with another trace context finds the deliveries `existing`.
+   */
+  traceContext?: TraceContext;
 }
 
 /** The pending deliveries of one subscription, by the CRD's selectable fields. */
@@ -119,7 +126,7 @@ export function selectSubscriptions(subscriptions: Iterable<SubscriptionLike>, n
 }
 
 /** The WebhookDelivery a publish creates for one subscription. */
-export function deliveryFor(event: ValidEvent, subscription: string): { apiVersion: string; kind: string; metadata: { name: string; namespace: string; labels: Record<string, string> }; spec: Record<string, unknown> } {
+export function deliveryFor(event: ValidEvent, subscription: string, traceContext?: TraceContext): { apiVersion: string; kind: string; metadata: { name: string; namespace: string; labels: Record<string, string> }; spec: Record<string, unknown> } {
   return {
     apiVersion: API_VERSION,
     kind: DELIVERY.kind,
@@ -134,6 +141,7 @@ export function deliveryFor(event: ValidEvent, subscription: string): { apiVersi
       eventId: event.id,
       // A null payload is sent as `data: null`; the API server would prune a null field anyway.
       ...(event.data === null ? {} : { payload: event.data }),
+      ...(traceContext ? { traceContext } : {}),
     },
   };
 }
@@ -202,6 +210,7 @@ async function checkExisting(client: KubeClient, event: ValidEvent, subscription
  */
 export async function publish(client: KubeClient, input: { namespace: string; type: string; id?: string; data: unknown }, opts: FanoutOptions = {}): Promise<PublishResult> {
   const event = validateEvent(input, opts.newId);
+  const traceContext = validateTraceContext(opts.traceContext);
   const subscriptions = opts.subscriptions ? opts.subscriptions() : await listSubscriptions(client, event.namespace, opts.signal);
   const subs = [...subscriptions];
   const { matched, skipped } = selectSubscriptions(subs, event.namespace, event.type);
@@ -222,7 +231,7 @@ export async function publish(client: KubeClient, input: { namespace: string; ty
   };
 
   const createOne = async (subscription: string): Promise<void> => {
-    const body = deliveryFor(event, subscription);
+    const body = deliveryFor(event, subscription, traceContext);
     const name = body.metadata.name;
     try {
       if (await backlogFull(subscription, name)) return;

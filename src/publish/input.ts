@@ -6,6 +6,7 @@ import { z } from "zod";
 import { deliverySpecSchema } from "../api/delivery.js";
 import { MAX_PAYLOAD_BYTES, MAX_PAYLOAD_DEPTH } from "../api/names.js";
 import { jsonDepth } from "../core/json-depth.js";
+import { normalizeTraceContext, type TraceContext } from "../core/trace-context.js";
 import { PayloadTooLargeError, PublishInputError } from "./errors.js";
 
 /** One event, as a producer hands it over. */
@@ -76,4 +77,21 @@ export function validateEvent(input: unknown, newId: () => string = randomUUID):
   const size = jsonSize(data);
   if (size > MAX_PAYLOAD_BYTES) throw new PayloadTooLargeError(size, MAX_PAYLOAD_BYTES);
   return { namespace, type, id: id ?? newId(), data, size };
+}
+
+/**
+ * A producer's W3C trace context in the stored form (spec.traceContext: higher versions
+ * downgraded, whitespace dropped, a tracestate above 512 characters truncated by whole
+ * entries), or a PublishInputError naming `traceContext.traceparent` or
+ * `traceContext.tracestate`. Undefined stays undefined.
+ */
+export function validateTraceContext(trace: unknown): TraceContext | undefined {
+  if (trace === undefined) return undefined;
+  if (typeof trace !== "object" || trace === null || Array.isArray(trace)) throw new PublishInputError("traceContext", "traceContext must be an object {traceparent, tracestate?}");
+  const { traceparent, tracestate } = trace as Record<string, unknown>;
+  if (typeof traceparent !== "string") throw new PublishInputError("traceContext.traceparent", "traceContext.traceparent is required: a W3C traceparent such as 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
+  if (tracestate !== undefined && typeof tracestate !== "string") throw new PublishInputError("traceContext.tracestate", "traceContext.tracestate must be a string");
+  const r = normalizeTraceContext({ traceparent, tracestate });
+  if (!r.ok) throw new PublishInputError(`traceContext.${r.field}`, r.message);
+  return r.value;
 }

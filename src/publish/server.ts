@@ -1,23 +1,33 @@
 // The HTTP publish door, on its own port (PUBLISH_PORT): `POST /v1/namespaces/{ns}/events` with
-// `{"type","id"?,"data"}`, for services in any language. The caller is authenticated with its
-// own Kubernetes bearer token (TokenReview) and authorized like a kubectl user would be (a
-// SubjectAccessReview for `create webhookdeliveries.hookline.dev` in that namespace); only then
-// are the deliveries created, with the operator's identity. Matching reads the operator's
-// subscription cache. Bodies are streamed against a limit, never buffered past it. Tokens and
-// payloads are never logged. See docs/publishing.md for the API reference. In stream mode (a
-// `stream` publisher given) the event becomes one JetStream message instead of deliveries, with
-// the same checks before it and the same answers (docs/stream-mode.md).
+// `{"type","id"?,"data"}`, for services in any language. The caller is authenticated with a
+// Kubernetes ServiceAccount token issued for the door's audience (TokenReview with audiences,
+// `hookline` by default) and authorized like a kubectl user would be (a SubjectAccessReview for
+// `create webhookdeliveries.hookline.dev` in that namespace); only then are the deliveries
+// created, with the operator's identity. Unauthenticated callers get one generic answer (which
+// check failed goes to the log and a metric label), and an address that keeps failing gets 429
+// before any TokenReview (auth-failures.ts). Optionally HTTPS, with a certificate reloaded from
+// its files (tls.ts). Matching reads the operator's subscription cache. Bodies are streamed
+// against a limit, never buffered past it. Tokens and payloads are never logged. The W3C
+// traceparent/tracestate headers are the event's trace context (spec.traceContext). See
+// docs/publishing.md for the API reference. In stream mode (a `stream` publisher given) the
+// event becomes one JetStream message instead of deliveries, with the same checks before it and
+// the same answers (docs/stream-mode.md).
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import { createServer as createHttpsServer, type Server as HttpsServer } from "node:https";
 import type { Logger } from "pino";
 import { MAX_PAYLOAD_BYTES } from "../api/names.js";
 import { ApiError, type KubeClient } from "../kube/client.js";
 import { StreamUnavailableError } from "../stream/jetstream.js";
-import { traceContextProblem, type TraceContext } from "../stream/message.js";
+import type { TraceContext } from "../stream/message.js";
+import type { PublishDoorMetrics } from "../observability/metrics.js";
 import { objectPath, CORE } from "../kube/types.js";
-import { Reviewer, TtlCache, type ReviewerOptions } from "./auth.js";
+import { DEFAULT_AUDIENCE, Reviewer, TtlCache, type AuthFailure, type Caller, type ReviewerOptions } from "./auth.js";
+import { AuthFailureLimiter, clientKey, type AuthFailureLimit } from "./auth-failures.js";
 import { BacklogFullError, IdempotencyConflictError, PayloadTooLargeError, PublishFailedError, PublishInputError } from "./errors.js";
 import { publish, type SubscriptionLike } from "./fanout.js";
+import { validateTraceContext } from "./input.js";
 import { publishToStream, type StreamPublisher } from "./stream.js";
+import type { ReloadingTls } from "./tls.js";
 
 export interface PublishServerOptions {
   /** The operator's client: it runs the reviews and creates the deliveries. */
@@ -29,8 +39,16 @@ export interface PublishServerOptions {
   subscriptions?: () => Iterable<SubscriptionLike>;
   /** Namespaces the operator watches (empty: all); others answer 404. */
   watchNamespaces?: readonly string[];
-  /** TokenReview / SubjectAccessReview answer cache (default 10 s, 10 000 entries). */
+  /** TokenReview / SubjectAccessReview answer cache (default 10 s, 10 000 entries) and the token audiences (default ["hookline"]). */
   reviews?: ReviewerOptions;
+  /** Failed authentications allowed per client address (default: 10 at once, then 10 a minute). */
+  authFailures?: AuthFailureLimit;
+  /** Counters of refused credentials; absent in tests that do not read them. */
+  metrics?: PublishDoorMetrics;
+  /** Serve HTTPS with this certificate, reloaded when its files change; absent: plain HTTP. */
+  tls?: ReloadingTls;
+  /** For tests: the clock of the failed-authentication limit. */
+  now?: () => number;
   /** Largest request body; default MAX_PAYLOAD_BYTES plus 16 KiB for the envelope. */
   maxBodyBytes?: number;
   /** Pending deliveries of a subscription (the operator's cache), for spec.maxPending; when absent, listed. */
@@ -51,6 +69,9 @@ const ENVELOPE_BYTES = 16 * 1024;
 const DISCARD_LIMIT_BYTES = 4 * 1024 * 1024;
 const BODY_FIELDS = new Set(["type", "id", "data"]);
 const NAMESPACE = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
+/** Room for the longest W3C tracestate (16 447 characters) beside a bearer token and the usual headers. */
+const MAX_HEADER_BYTES = 32 * 1024;
+const DEFAULT_AUTH_FAILURES: AuthFailureLimit = { burst: 10, perMinute: 10 };
 /** Strict: invalid bytes throw; a leading BOM is kept (and refused by JSON.parse, as before). */
 const UTF8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
 
@@ -185,19 +206,78 @@ function publishErrorReply(err: unknown): Reply | undefined {
   return undefined;
 }
 
-/** The request's W3C trace context; an invalid one is ignored, as the W3C specification asks of receivers. */
-function traceContextOf(req: IncomingMessage): TraceContext | undefined {
-  const traceparent = req.headers.traceparent;
-  if (typeof traceparent !== "string") return undefined;
-  const tracestate = req.headers.tracestate;
-  const trace: TraceContext = { traceparent: traceparent.trim(), ...(typeof tracestate === "string" && tracestate.trim() !== "" ? { tracestate: tracestate.trim() } : {}) };
-  return traceContextProblem(trace) ? undefined : trace;
+/**
+ * The request's W3C trace context in the stored form, or the 400 naming the header. Refused
+ * rather than ignored (as W3C lets a tracing participant do): a producer sends it to have its
+ * webhooks traced, and a silent drop would hide its mistake. Several tracestate headers are
+ * joined by Node with ", ", as W3C asks; several traceparent headers are refused.
+ */
+function traceContextOf(req: IncomingMessage): { ok: true; trace: TraceContext | undefined } | { ok: false; reply: Reply } {
+  const traceparent = req.headersDistinct.traceparent;
+  const tracestate = req.headersDistinct.tracestate?.join(",");
+  if (!traceparent) {
+    if (tracestate !== undefined && tracestate.replace(/[ \t,]/g, "") !== "") return { ok: false, reply: refuse(400, "the tracestate header needs a traceparent header beside it", { field: "tracestate" }) };
+    return { ok: true, trace: undefined };
+  }
+  if (traceparent.length > 1) return { ok: false, reply: refuse(400, "send one traceparent header, not several", { field: "traceparent" }) };
+  try {
+    return { ok: true, trace: validateTraceContext({ traceparent: traceparent[0]!, ...(tracestate !== undefined ? { tracestate } : {}) }) };
+  } catch (err) {
+    if (!(err instanceof PublishInputError)) throw err;
+    const header = err.field === "traceContext.tracestate" ? "tracestate" : "traceparent";
+    return { ok: false, reply: refuse(400, `the ${header} header is invalid: ${err.message}`, { field: header }) };
+  }
 }
 
-export function publishServer(opts: PublishServerOptions): Server {
+export function publishServer(opts: PublishServerOptions): Server | HttpsServer {
   const { client, log } = opts;
   const limit = opts.maxBodyBytes ?? MAX_PAYLOAD_BYTES + ENVELOPE_BYTES;
   const reviewer = new Reviewer(client, opts.reviews);
+  const limiter = new AuthFailureLimiter(opts.authFailures ?? DEFAULT_AUTH_FAILURES, opts.now ? { now: opts.now } : {});
+  const audience = opts.reviews?.audiences?.[0] ?? DEFAULT_AUDIENCE;
+  // One answer for every failed authentication: which check failed is for the log and the metric.
+  const unauthenticated = refuse(
+    401,
+    `authentication failed: send a Kubernetes ServiceAccount token issued for this door as Authorization: Bearer <token> (kubectl create token SERVICEACCOUNT --audience ${audience}, or a projected token in the pod)`,
+    {},
+    { "www-authenticate": 'Bearer realm="hookline"' },
+  );
+
+  /** A failed authentication: counted, logged (never the token), and 429 once the address has failed too often. */
+  const failed = (client: string, failure: AuthFailure | "missing_token", detail: string, counted: boolean): Reply => {
+    const allowance = counted ? { ok: true as const } : limiter.take(client);
+    if (!allowance.ok) return throttled(client, allowance.retryAfterSeconds);
+    opts.metrics?.authFailures.inc({ reason: failure });
+    log.info({ client, reason: failure, detail }, "publish authentication failed");
+    return unauthenticated;
+  };
+  const throttled = (client: string, retryAfterSeconds: number): Reply => {
+    opts.metrics?.authThrottled.inc();
+    log.debug({ client, retryAfterSeconds }, "publish authentication throttled");
+    return refuse(429, `too many failed authentications from your address; retry in ${retryAfterSeconds} s with a valid token`, {}, { "retry-after": String(retryAfterSeconds) });
+  };
+
+  /**
+   * The TokenReview, behind the failed-authentication limit: a token already reviewed (valid or
+   * not) costs no API call; a new one takes from the address's allowance first, given back if
+   * it is valid.
+   */
+  const authenticate = async (req: IncomingMessage): Promise<{ ok: true; caller: Caller; token: string } | { ok: false; reply: Reply }> => {
+    const client = clientKey(req.socket.remoteAddress);
+    const token = bearerToken(req);
+    if (!token) return { ok: false, reply: failed(client, "missing_token", req.headers.authorization ? "the Authorization header is not Bearer <token>" : "no Authorization header", false) };
+    const known = reviewer.knows(token);
+    if (!known) {
+      const allowance = limiter.take(client);
+      if (!allowance.ok) return { ok: false, reply: throttled(client, allowance.retryAfterSeconds) };
+    }
+    const authn = await reviewer.authenticate(token);
+    if (authn.ok) {
+      if (!known) limiter.refund(client);
+      return { ok: true, caller: authn.caller, token };
+    }
+    return { ok: false, reply: failed(client, authn.failure, authn.reason, !known) };
+  };
   const namespaces = new TtlCache<boolean | undefined>(opts.reviews?.ttlMs ?? 10_000, 10_000, opts.reviews?.now);
   const watched = opts.watchNamespaces?.length ? new Set(opts.watchNamespaces) : undefined;
 
@@ -225,13 +305,10 @@ export function publishServer(opts: PublishServerOptions): Server {
     const declared = req.headers["content-length"] !== undefined ? Number(req.headers["content-length"]) : undefined;
     if (declared !== undefined && declared > limit) return tooLarge(limit, declared);
 
-    const token = bearerToken(req);
-    const challenge = { "www-authenticate": 'Bearer realm="hookline"' };
-    if (!token) return refuse(401, "authentication required: send your Kubernetes token as Authorization: Bearer <token> (e.g. kubectl create token SERVICEACCOUNT)", {}, challenge);
-    const authn = await reviewer.authenticate(token);
-    if (!authn.ok) return refuse(401, authn.reason, {}, challenge);
+    const authn = await authenticate(req);
+    if (!authn.ok) return authn.reply;
     const caller = authn.caller.username;
-    const authz = await reviewer.authorize(token, authn.caller, namespace);
+    const authz = await reviewer.authorize(authn.token, authn.caller, namespace);
     if (!authz.allowed) return { ...refuse(403, `forbidden: ${authz.reason}`), caller };
 
     const exists = await namespaceExists(namespace);
@@ -242,9 +319,11 @@ export function publishServer(opts: PublishServerOptions): Server {
     if (!read.ok) return { ...tooLarge(limit), caller };
     const parsed = parseBody(read.body, namespace);
     if (!parsed.ok) return { ...parsed.reply, caller };
+    const trace = traceContextOf(req);
+    if (!trace.ok) return { ...trace.reply, caller };
+    const traceContext = trace.trace;
     if (opts.stream) {
       try {
-        const traceContext = traceContextOf(req);
         const result = await publishToStream(opts.stream, parsed.input, traceContext ? { traceContext } : {});
         log.info({ namespace, type: result.type, id: result.id, caller, stream: result.stream, seq: result.seq, duplicate: result.result === "duplicate" }, "event published");
         return { status: 202, body: result as unknown as Record<string, unknown>, caller };
@@ -256,7 +335,11 @@ export function publishServer(opts: PublishServerOptions): Server {
     }
     try {
       const pendingOf = opts.pendingOf;
-      const result = await publish(client, parsed.input, { ...(opts.subscriptions ? { subscriptions: opts.subscriptions } : {}), ...(pendingOf ? { pendingCount: (ns: string, sub: string) => pendingOf(ns, sub) } : {}) });
+      const result = await publish(client, parsed.input, {
+        ...(opts.subscriptions ? { subscriptions: opts.subscriptions } : {}),
+        ...(pendingOf ? { pendingCount: (ns: string, sub: string) => pendingOf(ns, sub) } : {}),
+        ...(traceContext ? { traceContext } : {}),
+      });
       const created = result.deliveries.filter((d) => d.result === "created").length;
       log.info({ namespace, type: result.type, id: result.id, caller, created, existing: result.deliveries.length - created }, "event published");
       return { status: 202, body: result as unknown as Record<string, unknown>, caller };
@@ -267,7 +350,7 @@ export function publishServer(opts: PublishServerOptions): Server {
     }
   };
 
-  const server = createServer((req, res) => {
+  const onRequest = (req: IncomingMessage, res: ServerResponse) => {
     const started = performance.now();
     handle(req)
       .catch((err: Error): Reply => {
@@ -280,7 +363,17 @@ export function publishServer(opts: PublishServerOptions): Server {
         if (reply.status !== 202) log.debug({ status: reply.status, caller: reply.caller, path: (req.url ?? "").split("?")[0], durationMs: Math.round(performance.now() - started) }, "publish request refused");
       })
       .catch(() => res.destroy());
-  });
+  };
+  let server: Server | HttpsServer;
+  if (opts.tls) {
+    const { cert, key } = opts.tls.current;
+    const https = createHttpsServer({ cert, key, minVersion: "TLSv1.2", maxHeaderSize: MAX_HEADER_BYTES }, onRequest);
+    opts.tls.serve(https);
+    https.on("close", () => opts.tls?.close());
+    server = https;
+  } else {
+    server = createServer({ maxHeaderSize: MAX_HEADER_BYTES }, onRequest);
+  }
   // Slow or stalled clients cannot hold a connection for long.
   server.requestTimeout = 30_000;
   server.headersTimeout = 10_000;

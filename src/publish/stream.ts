@@ -8,7 +8,7 @@ import { toRfc3339 } from "../core/rfc3339.js";
 import type { StreamAck } from "../stream/jetstream.js";
 import { encodeMessage, StreamMessageError, type OutgoingMessage, type TraceContext } from "../stream/message.js";
 import { PublishInputError } from "./errors.js";
-import { validateEvent, type PublishInput } from "./input.js";
+import { validateEvent, validateTraceContext, type PublishInput } from "./input.js";
 
 /** Where stream-mode events go: a StreamConnection (src/stream/jetstream.ts) is one. */
 export interface StreamPublisher {
@@ -36,7 +36,7 @@ export interface StreamPublishOptions {
   newId?: () => string;
   /** Epoch ms of the publish, the event's `timestamp`; default Date.now. */
   now?: () => number;
-  /** W3C trace context to carry with the event (headers traceparent, tracestate). */
+  /** W3C trace context to carry with the event (headers traceparent, tracestate), validated and normalized as in CR mode. */
   traceContext?: TraceContext;
   /** How long to wait for JetStream's acknowledgement. */
   timeoutMs?: number;
@@ -49,9 +49,10 @@ export interface StreamPublishOptions {
  */
 export async function publishToStream(publisher: StreamPublisher, input: PublishInput, opts: StreamPublishOptions = {}): Promise<StreamPublishResult> {
   const event = validateEvent(input, opts.newId);
+  const traceContext = validateTraceContext(opts.traceContext);
   let message: OutgoingMessage;
   try {
-    message = encodeMessage({ id: event.id, type: event.type, namespace: event.namespace, timestamp: toRfc3339((opts.now ?? Date.now)()), data: event.data }, opts.traceContext);
+    message = encodeMessage({ id: event.id, type: event.type, namespace: event.namespace, timestamp: toRfc3339((opts.now ?? Date.now)()), data: event.data }, traceContext);
   } catch (err) {
     if (err instanceof StreamMessageError) throw new PublishInputError(err.field, err.message);
     throw err;

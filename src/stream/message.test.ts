@@ -60,7 +60,7 @@ describe("encodeMessage / decodeMessage", () => {
     const id = "\u0001".repeat(256); // every character escaped as \u0001: the longest id in JSON
     const type = `a${".x".repeat(127)}b`.slice(0, 256);
     const namespace = "n".repeat(63);
-    const trace = { traceparent: `00-${"a".repeat(32)}-${"b".repeat(16)}-01`, tracestate: "k=v".padEnd(512, "v") };
+    const trace = { traceparent: `00-${"a".repeat(32)}-${"b".repeat(16)}-01`, tracestate: `a=${"v".repeat(254)},b=${"v".repeat(253)}` }; // the longest stored: 512 characters
     // Multi-byte characters up to the limit: "😀" is 4 bytes, "é" 2, the quotes 2.
     const data = `${"😀".repeat(Math.floor((MAX_PAYLOAD_BYTES - 2) / 4))}é`;
     const m = encodeMessage({ id, type, namespace, timestamp: event.timestamp, data }, trace);

@@ -21,6 +21,7 @@ import { createHash } from "node:crypto";
 import { MAX_PAYLOAD_BYTES, MAX_PAYLOAD_DEPTH } from "../api/names.js";
 import { jsonDepth } from "../core/json-depth.js";
 import { fromRfc3339 } from "../core/rfc3339.js";
+import { normalizeTraceContext, type TraceContext } from "../core/trace-context.js";
 import { eventSubject, parseEventSubject, SubjectError } from "./subjects.js";
 
 export const MSG_ID_HEADER = "Nats-Msg-Id";
@@ -32,7 +33,6 @@ export const ENVELOPE_BYTES = 16 * 1024;
 /** The stream's max_msg_size: the largest data plus the envelope. */
 export const MAX_MESSAGE_BYTES = MAX_PAYLOAD_BYTES + ENVELOPE_BYTES;
 export const MAX_ID_LENGTH = 256;
-const MAX_TRACESTATE_LENGTH = 512;
 
 /** One event as the publish doors hand it to the stream (already validated by publish/input.ts). */
 export interface StreamEvent {
@@ -46,10 +46,7 @@ export interface StreamEvent {
 }
 
 /** W3C trace context (https://www.w3.org/TR/trace-context/), carried as headers of the same names. */
-export interface TraceContext {
-  traceparent: string;
-  tracestate?: string;
-}
+export type { TraceContext } from "../core/trace-context.js";
 
 export interface OutgoingMessage {
   subject: string;
@@ -91,8 +88,6 @@ const DATA_KEY = ENCODER.encode(',"data":');
 const CLOSE = 0x7d; // "}"
 const HASHED = "sha256:";
 const VISIBLE_ASCII = /^[\x21-\x7e]+$/;
-const TRACEPARENT = /^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-[\x21-\x7e]*)?$/;
-const TRACESTATE = /^[\x20-\x7e]*$/;
 
 /** The Nats-Msg-Id of event `id` in `namespace`: `<namespace>/<id>`, or `<namespace>/sha256:<hex>` for an id that cannot be a header value. */
 export function messageId(namespace: string, id: string): string {
@@ -100,17 +95,13 @@ export function messageId(namespace: string, id: string): string {
   return `${namespace}/${HASHED}${createHash("sha256").update(JSON.stringify(id)).digest("hex")}`;
 }
 
-/** Why a trace context cannot be carried, or undefined when it is valid (W3C Trace Context level 1). */
+/**
+ * Why a trace context cannot be carried, or undefined when it is valid: the one rule of every
+ * door (src/core/trace-context.ts), which also says what is carried (the stored form).
+ */
 export function traceContextProblem(trace: TraceContext): { field: string; message: string } | undefined {
-  const m = TRACEPARENT.exec(trace.traceparent);
-  const bad = { field: "traceContext.traceparent", message: `traceparent ${JSON.stringify(trace.traceparent)} is not a W3C traceparent (00-<32 hex trace id>-<16 hex parent id>-<2 hex flags>)` };
-  if (!m) return bad;
-  const [, version, traceId, parentId] = m;
-  if (version === "ff" || /^0+$/.test(traceId!) || /^0+$/.test(parentId!) || (version === "00" && m[5] !== undefined)) return bad;
-  if (trace.tracestate !== undefined && (trace.tracestate.length > MAX_TRACESTATE_LENGTH || !TRACESTATE.test(trace.tracestate))) {
-    return { field: "traceContext.tracestate", message: `tracestate must be at most ${MAX_TRACESTATE_LENGTH} printable ASCII characters` };
-  }
-  return undefined;
+  const r = normalizeTraceContext(trace);
+  return r.ok ? undefined : { field: `traceContext.${r.field}`, message: r.message };
 }
 
 function head(id: string, type: string, namespace: string, timestamp: string): string {
@@ -155,10 +146,10 @@ export function encodeMessage(event: StreamEvent, trace?: TraceContext): Outgoin
   const msgId = messageId(event.namespace, event.id);
   const headers: Array<[string, string]> = [[MSG_ID_HEADER, msgId]];
   if (trace) {
-    const problem = traceContextProblem(trace);
-    if (problem) throw new StreamMessageError(problem.field, problem.message);
-    headers.push([TRACEPARENT_HEADER, trace.traceparent]);
-    if (trace.tracestate !== undefined && trace.tracestate.trim() !== "") headers.push([TRACESTATE_HEADER, trace.tracestate.trim()]);
+    const r = normalizeTraceContext(trace);
+    if (!r.ok) throw new StreamMessageError(`traceContext.${r.field}`, r.message);
+    headers.push([TRACEPARENT_HEADER, r.value.traceparent]);
+    if (r.value.tracestate !== undefined) headers.push([TRACESTATE_HEADER, r.value.tracestate]);
   }
   return { subject, msgId, headers, body, dataBytes: data.length };
 }
@@ -254,13 +245,17 @@ function readData(data: Uint8Array): Uint8Array {
   return data;
 }
 
-/** The trace context headers; an invalid one is dropped, as W3C asks of receivers (the event itself is fine). */
+/** The trace context headers in the stored form; an invalid one is dropped, as W3C asks of receivers (the event itself is fine). */
 function readTraceContext(headers: HeaderReader | undefined): TraceContext | undefined {
   const traceparent = headers?.get(TRACEPARENT_HEADER) || undefined;
   if (traceparent === undefined) return undefined;
   const tracestate = headers?.get(TRACESTATE_HEADER) || undefined;
-  const trace: TraceContext = { traceparent, ...(tracestate !== undefined ? { tracestate } : {}) };
-  return traceContextProblem(trace) ? undefined : trace;
+  const r = normalizeTraceContext({ traceparent, tracestate });
+  if (r.ok) return r.value;
+  if (r.field !== "tracestate") return undefined;
+  // A bad tracestate does not cost the traceparent (W3C: failing to parse tracestate MUST NOT affect traceparent).
+  const parentOnly = normalizeTraceContext({ traceparent });
+  return parentOnly.ok ? parentOnly.value : undefined;
 }
 
 /** `data` as text (for the webhook body), decoded whole and strictly. */

@@ -6,6 +6,7 @@
 // private copy of the CRD and checks that the same write is then accepted, so every rule in
 // this table is shown to be the thing doing the refusing.
 import { DURATION_PATTERN } from "../../src/api/duration.js";
+import { TRACEPARENT_MESSAGE } from "../../src/api/trace-context.js";
 import { kubectl, kubectlOk } from "./cluster.js";
 import type { KubectlResult } from "./cluster.js";
 
@@ -70,6 +71,7 @@ export function describeEnforcer(e: Enforcer): string {
 
 const URL_OK = "https://hooks.example.com/orders";
 const sub = (extra: JsonObject = {}): JsonObject => ({ url: URL_OK, ...extra });
+const TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
 const del = (extra: JsonObject = {}): JsonObject => ({ subscriptionRef: { name: "acme" }, eventType: "order.paid", payload: { order: 1001 }, ...extra });
 
 const ge = (n: number) => `should be greater than or equal to ${n}`;
@@ -598,6 +600,100 @@ export const INVALID_SPEC_CASES: InvalidSpecCase[] = [
     field: "spec.payload",
     message: "payload is immutable: create a new WebhookDelivery instead",
     enforcedBy: { path: at("spec"), rule: "self.subscriptionRef != oldSelf.subscriptionRef" },
+  },
+  // spec.traceContext: the stored W3C form, immutable.
+  ...(
+    [
+      ["upper-case hex", "00-4BF92F3577B34DA6A3CE929D0E0E4736-00F067AA0BA902B7-01"],
+      ["version ff", "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"],
+      ["a higher version (the doors downgrade it; the stored form is 00)", "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"],
+      ["reserved flags", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-ff"],
+      ["an all-zero trace id", "00-00000000000000000000000000000000-00f067aa0ba902b7-01"],
+      ["an all-zero parent id", "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01"],
+      ["non-ASCII", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b\u00e9-01"],
+    ] as const
+  ).map(([what, traceparent]): InvalidSpecCase => ({
+    name: `delivery traceparent with ${what}`,
+    kind: "delivery",
+    spec: del({ traceContext: { traceparent } }),
+    field: "spec.traceContext.traceparent",
+    message: TRACEPARENT_MESSAGE,
+    enforcedBy: { path: at("spec.traceContext.traceparent"), rule: "self.matches(r'^00-" },
+  })),
+  {
+    name: "delivery tracestate with spaces around its entries",
+    kind: "delivery",
+    spec: del({ traceContext: { traceparent: TRACEPARENT, tracestate: "rojo=1, congo=2" } }),
+    field: "spec.traceContext.tracestate",
+    message: "must be a W3C tracestate",
+    enforcedBy: { path: at("spec.traceContext.tracestate"), rule: "self.matches(" },
+  },
+  {
+    name: "delivery tracestate with an upper-case key",
+    kind: "delivery",
+    spec: del({ traceContext: { traceparent: TRACEPARENT, tracestate: "Rojo=1" } }),
+    field: "spec.traceContext.tracestate",
+    message: "must be a W3C tracestate",
+    enforcedBy: { path: at("spec.traceContext.tracestate"), rule: "self.matches(" },
+  },
+  {
+    name: "delivery tracestate with 33 entries",
+    kind: "delivery",
+    spec: del({ traceContext: { traceparent: TRACEPARENT, tracestate: Array.from({ length: 33 }, (_, i) => `k${i}=v`).join(",") } }),
+    field: "spec.traceContext.tracestate",
+    message: "must have at most 32 entries (W3C)",
+    enforcedBy: { path: at("spec.traceContext.tracestate"), rule: "self.split(',').size() <= 32" },
+  },
+  {
+    name: "delivery tracestate with a key of 257 characters",
+    kind: "delivery",
+    spec: del({ traceContext: { traceparent: TRACEPARENT, tracestate: `${"k".repeat(257)}=v` } }),
+    field: "spec.traceContext.tracestate",
+    message: "keys and values must be at most 256 characters each (W3C)",
+    enforcedBy: { path: at("spec.traceContext.tracestate"), rule: "m.indexOf('=') <= 256" },
+  },
+  {
+    name: "delivery tracestate with a repeated key",
+    kind: "delivery",
+    spec: del({ traceContext: { traceparent: TRACEPARENT, tracestate: "rojo=1,congo=2,rojo=3" } }),
+    field: "spec.traceContext.tracestate",
+    message: "must not repeat a key (W3C: one entry per key)",
+    enforcedBy: { path: at("spec.traceContext.tracestate"), rule: "(',' + self).split(" },
+  },
+  {
+    name: "delivery tracestate without a traceparent",
+    kind: "delivery",
+    spec: del({ traceContext: { tracestate: "rojo=1" } }),
+    field: "spec.traceContext.traceparent",
+    message: "Required value",
+    enforcedBy: { path: at("spec.traceContext"), required: "traceparent" },
+  },
+  {
+    name: "delivery traceContext changed",
+    kind: "delivery",
+    spec: del({ traceContext: { traceparent: TRACEPARENT } }),
+    update: del({ traceContext: { traceparent: TRACEPARENT, tracestate: "rojo=1" } }),
+    field: "spec.traceContext",
+    message: "traceContext is immutable: create a new WebhookDelivery instead",
+    enforcedBy: { path: at("spec.traceContext"), rule: "self == oldSelf" },
+  },
+  {
+    name: "delivery traceContext added after create",
+    kind: "delivery",
+    spec: del(),
+    update: del({ traceContext: { traceparent: TRACEPARENT } }),
+    field: "spec.traceContext",
+    message: "traceContext is immutable: create a new WebhookDelivery instead",
+    enforcedBy: { path: at("spec"), rule: "has(self.traceContext) == has(oldSelf.traceContext)" },
+  },
+  {
+    name: "delivery traceContext removed after create",
+    kind: "delivery",
+    spec: del({ traceContext: { traceparent: TRACEPARENT } }),
+    update: del(),
+    field: "spec.traceContext",
+    message: "traceContext is immutable: create a new WebhookDelivery instead",
+    enforcedBy: { path: at("spec"), rule: "has(self.traceContext) == has(oldSelf.traceContext)" },
   },
   {
     name: "delivery payload replaced by a scalar",

@@ -66,3 +66,33 @@ export async function waitForPhase(namespace: string, names: string | string[], 
     { description: `${list.length === 1 ? list[0] : `${list.length} deliveries`} ${phase}`, timeoutMs },
   );
 }
+
+/**
+ * A ServiceAccount `name` in `namespace` that may create deliveries in each of `publishTo`
+ * (default: its own namespace), and a token for it: issued for the publish door's audience
+ * (`hookline`) unless `audience` says another, or `null` for the API server's own (what
+ * `kubectl create token` gives without --audience).
+ */
+export async function publisherToken(namespace: string, name: string, opts: { publishTo?: string[]; audience?: string | null; duration?: string } = {}): Promise<string> {
+  const targets = opts.publishTo ?? [namespace];
+  await apply([
+    { apiVersion: "v1", kind: "ServiceAccount", metadata: { name, namespace } },
+    ...targets.flatMap((ns) => [
+      { apiVersion: "rbac.authorization.k8s.io/v1", kind: "Role", metadata: { name: `${name}-publishes`, namespace: ns }, rules: [{ apiGroups: ["hookline.dev"], resources: ["webhookdeliveries"], verbs: ["create"] }] },
+      {
+        apiVersion: "rbac.authorization.k8s.io/v1",
+        kind: "RoleBinding",
+        metadata: { name: `${name}-publishes`, namespace: ns },
+        roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "Role", name: `${name}-publishes` },
+        subjects: [{ kind: "ServiceAccount", name, namespace }],
+      },
+    ]),
+  ]);
+  return serviceAccountToken(namespace, name, opts);
+}
+
+/** `kubectl create token`: for the publish door's audience (`hookline`) by default; `audience: null` for the API server's own. */
+export async function serviceAccountToken(namespace: string, name: string, opts: { audience?: string | null; duration?: string } = {}): Promise<string> {
+  const audience = opts.audience === undefined ? "hookline" : opts.audience;
+  return (await kubectlOk(["create", "token", name, "-n", namespace, `--duration=${opts.duration ?? "10m"}`, ...(audience === null ? [] : ["--audience", audience])])).trim();
+}

@@ -9,7 +9,7 @@ import { createNamespace, deleteNamespace, kubectlOk, waitFor } from "../helpers
 import { exec } from "../helpers/exec.js";
 import { find, render } from "../helpers/helm.js";
 import { operatorFixture } from "../helpers/fixture.js";
-import { apply, create, delivery, events, getObj, listObjs, secret, subscription, waitForPhase } from "../helpers/kube.js";
+import { apply, create, delivery, events, getObj, listObjs, secret, serviceAccountToken, subscription, waitForPhase } from "../helpers/kube.js";
 import { startOperator, type TestOperator } from "../helpers/operator.js";
 import { Receiver } from "../helpers/receiver.js";
 
@@ -47,7 +47,7 @@ describe("backpressure: spec.maxPending and a ResourceQuota", () => {
         subjects: [{ kind: "ServiceAccount", name: "publisher", namespace: ns }],
       },
     ]);
-    token = (await kubectlOk(["create", "token", "publisher", "-n", ns, "--duration=10m"])).trim();
+    token = await serviceAccountToken(ns, "publisher");
     op = await startOperator({ namespaces: [ns], env: { PUBLISH_PORT: "0" } });
     base = `http://127.0.0.1:${op.op.publishPort}`;
     await waitFor(() => op.op.caches.subscriptions.size === 2, { description: "2 subscriptions cached" });

@@ -321,6 +321,50 @@ describe("helm chart", () => {
     expect(notes.match(/^YAML$/gm)).toHaveLength(2);
   });
 
+  it("the publish door's audiences, TLS Secret and failed-authentication limit, and tracing, reach the pod; nothing of them by default", async () => {
+    const plain = env(find((await render({ release: "hl", namespace: ns, showOnly: ["templates/deployment.yaml"] })).objects, "Deployment"));
+    for (const name of ["PUBLISH_TOKEN_AUDIENCES", "PUBLISH_TLS_CERT_FILE", "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_HEADERS"]) expect(plain, name).not.toHaveProperty(name);
+
+    const { objects } = await render(variant("namespaced-values.yaml", "hl"));
+    const deploy = find(objects, "Deployment");
+    const e = env(deploy);
+    expect(e.PUBLISH_TOKEN_AUDIENCES!.value).toBe("hookline,hookline.example.com/publish");
+    expect(e.PUBLISH_AUTH_FAILURE_BURST!.value).toBe("20");
+    expect(e.PUBLISH_AUTH_FAILURE_PER_MINUTE!.value).toBe("30");
+    expect(e.PUBLISH_TLS_CERT_FILE!.value).toBe("/etc/hookline/publish-tls/tls.crt");
+    expect(e.PUBLISH_TLS_KEY_FILE!.value).toBe("/etc/hookline/publish-tls/tls.key");
+    const pod = deploy.spec.template.spec;
+    expect(pod.containers[0].volumeMounts).toContainEqual({ name: "publish-tls", mountPath: "/etc/hookline/publish-tls", readOnly: true });
+    expect(pod.volumes).toContainEqual({ name: "publish-tls", secret: { secretName: "hookline-publish-tls", items: [{ key: "tls.crt", path: "tls.crt" }, { key: "tls.key", path: "tls.key" }] } });
+    const door = objects.find((o) => o.kind === "Service" && o.metadata.name === "hl-hookline-publish")!;
+    expect(door.spec.ports[0].appProtocol).toBe("https");
+
+    expect(e.OTEL_EXPORTER_OTLP_ENDPOINT!.value).toBe("http://otel-collector.observability.svc:4318");
+    expect(e.OTEL_SERVICE_NAME!.value).toBe("hookline-teams");
+    expect(e.OTEL_TRACES_SAMPLER!.value).toBe("parentbased_traceidratio");
+    expect(e.OTEL_TRACES_SAMPLER_ARG!.value).toBe("0.5");
+    expect(e.OTEL_RESOURCE_ATTRIBUTES!.value).toBe("deployment.environment.name=prod,team=a%20b%2Cc%3Dd");
+    expect(e.OTEL_EXPORTER_OTLP_HEADERS).toEqual({ name: "OTEL_EXPORTER_OTLP_HEADERS", valueFrom: { secretKeyRef: { name: "hookline-otlp", key: "OTEL_EXPORTER_OTLP_HEADERS" } } });
+
+    // What the chart renders, the operator accepts: its own configuration parser reads these values.
+    const { loadConfig } = await import("../../src/config/config.js");
+    const values = Object.fromEntries(Object.entries(e).flatMap(([k, v]) => (v.value !== undefined ? [[k, v.value]] : [])));
+    const config = loadConfig({ ...values, OTEL_EXPORTER_OTLP_HEADERS: "api-key=x" });
+    expect(config.publish).toMatchObject({ audiences: ["hookline", "hookline.example.com/publish"], authFailures: { burst: 20, perMinute: 30 } });
+    expect(config.tracing).toMatchObject({ url: "http://otel-collector.observability.svc:4318/v1/traces", serviceName: "hookline-teams", resourceAttributes: { "deployment.environment.name": "prod", team: "a b,c=d" } });
+
+    // Stream mode beside tracing: both reach the pod (every replica delivers, and exports its spans).
+    const streamed = env(find((await render({ ...variant("stream-values.yaml", "hl"), setJson: { tracing: { otlpEndpoint: "http://otel-collector.observability.svc:4318", headersSecret: "hookline-otlp" } } })).objects, "Deployment"));
+    expect(streamed.HOOKLINE_NATS_URL).toEqual({ name: "HOOKLINE_NATS_URL", valueFrom: { secretKeyRef: { name: "hookline-nats", key: "url" } } });
+    expect(streamed.OTEL_EXPORTER_OTLP_ENDPOINT!.value).toBe("http://otel-collector.observability.svc:4318");
+    expect(streamed.OTEL_EXPORTER_OTLP_HEADERS!.valueFrom).toEqual({ secretKeyRef: { name: "hookline-otlp", key: "OTEL_EXPORTER_OTLP_HEADERS" } });
+
+    for (const bad of ['publish.audiences=["a,b"]', "publish.authFailures.burst=0", 'tracing.otlpEndpoint="collector:4318"', 'tracing.sampler="sometimes"']) {
+      const r = await helm(["template", "hl", CHART, "--set-json", bad]);
+      expect(r.code, bad).not.toBe(0);
+    }
+  });
+
   it("proxy credentials from a Secret: HTTPS_PROXY and HTTP_PROXY from proxy.existingSecret, never in the Deployment", async () => {
     const { objects } = await render({ release: "hl", namespace: ns, setJson: { proxy: { httpsProxy: "http://ignored:3128", httpProxy: "", noProxy: [".svc"], existingSecret: "egress-proxy" } }, showOnly: ["templates/deployment.yaml"] });
     const e = env(find(objects, "Deployment"));

@@ -346,6 +346,25 @@ describe("CRDs through the real API server and kubectl", () => {
       expect((await getObj("whsub", ns, "valid-headers"))!.spec.headers).toEqual(VALID_HEADERS);
     });
 
+    it("accepts the longest stored trace contexts and the odd characters W3C allows, as they are", async () => {
+      const traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-03";
+      // 32 entries in exactly 512 characters; keys with @, *, / and digits first; values with inner
+      // and leading spaces and every other printable character but "," and "=".
+      const keys = ["0t@sys", "a*/-_b", ...Array.from({ length: 30 }, (_, i) => `k${i}`)];
+      const odd = " !\"#$%&'()*+-./:;<>?[\\]^`{|}~";
+      let tracestate = keys.map((k, i) => `${k}=${odd.slice(i % 26, (i % 26) + 4)}v`).join(",");
+      tracestate += "x".repeat(512 - tracestate.length);
+      expect(tracestate.length).toBe(512);
+      for (const [name, traceContext] of [
+        ["trace-longest", { traceparent, tracestate }],
+        ["trace-max-value", { traceparent, tracestate: `k=${"v".repeat(255)}!,${"a".repeat(251)}=v` }],
+        ["trace-parent-only", { traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00" }],
+      ] as const) {
+        await kubectlOk(["create", "-f", "-"], { input: JSON.stringify(delivery(ns, name, "acme", { traceContext })) });
+        expect((await getObj("whdel", ns, name))!.spec.traceContext, name).toEqual(traceContext);
+      }
+    });
+
     it("accepts every receiver-credential field at once, and writes their defaults", async () => {
       const spec = {
         url: "https://hooks.example.com/orders",

@@ -1,17 +1,27 @@
-// The HTTP publish door: authentication (TokenReview), authorization (SubjectAccessReview),
-// validation and limits, against the real API server with the real operator. Nothing may be
-// created on any refusal.
+// The HTTP publish door: authentication (TokenReview for the audience hookline, with real
+// ServiceAccount tokens), authorization (SubjectAccessReview), the limit on failed
+// authentications, HTTPS with a certificate reloaded from its files, the W3C trace context
+// headers, validation and limits, against the real API server with the real operator. Nothing
+// may be created on any refusal.
+import { X509Certificate } from "node:crypto";
+import { mkdir, mkdtemp, rename, rm, symlink, writeFile } from "node:fs/promises";
 import { request } from "node:http";
+import { request as httpsRequest } from "node:https";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { connect as tlsConnect } from "node:tls";
 import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { KubeConfig } from "@kubernetes/client-node";
 import { KubeClient } from "../../src/kube/client.js";
 import { publishServer } from "../../src/publish/server.js";
 import { listen, closeServer } from "../../src/observability/http-servers.js";
+import { Metrics } from "../../src/observability/metrics.js";
 import { createNamespace, deleteNamespace, kubectlOk, waitFor } from "../helpers/cluster.js";
-import { apply, listObjs, secret, subscription, TEST_SECRET } from "../helpers/kube.js";
+import { apply, listObjs, publisherToken, secret, serviceAccountToken, subscription, TEST_SECRET } from "../helpers/kube.js";
 import { startOperator, type TestOperator } from "../helpers/operator.js";
 import { Receiver } from "../helpers/receiver.js";
+import { TestCa, type Pem } from "../helpers/pki.js";
 
 const PAYLOAD_MARKER = "payload-marker-5e1f0c";
 
@@ -25,7 +35,15 @@ describe("publish over HTTP", () => {
   let ns: string;
   let op: TestOperator;
   let receiver: Receiver;
+  /** publisher: may create deliveries in ns; its token is issued for the door's audience, hookline. */
   let saToken: string;
+  /** The same ServiceAccount's token for the API server's audience: what the door must refuse. */
+  let apiToken: string;
+  /** A ServiceAccount with no rights, token for hookline. */
+  let strangerToken: string;
+  /** A ServiceAccount that may create deliveries in every namespace (ClusterRoleBinding), token for hookline. */
+  let everywhereToken: string;
+  let everywhere: string;
   let base: string;
 
   const post = async (path: string, body: string | undefined, token?: string, method = "POST"): Promise<Answer> => {
@@ -49,47 +67,68 @@ describe("publish over HTTP", () => {
       subscription(ns, "orders", { url: receiver.url("/orders"), eventTypes: ["order.*"], secretRef: { name: "signing" } }),
       subscription(ns, "paid", { url: receiver.url("/paid"), eventTypes: ["order.paid"], secretRef: { name: "signing" } }),
       subscription(ns, "invoices", { url: receiver.url("/invoices"), eventTypes: ["invoice.paid"], secretRef: { name: "signing" } }),
-      { apiVersion: "v1", kind: "ServiceAccount", metadata: { name: "publisher", namespace: ns } },
+      { apiVersion: "v1", kind: "ServiceAccount", metadata: { name: "stranger", namespace: ns } },
+    ]);
+    saToken = await publisherToken(ns, "publisher");
+    apiToken = await serviceAccountToken(ns, "publisher", { audience: null });
+    strangerToken = await serviceAccountToken(ns, "stranger");
+    everywhere = `${ns}-publishes-everywhere`;
+    await apply([
+      { apiVersion: "v1", kind: "ServiceAccount", metadata: { name: "everywhere", namespace: ns } },
+      { apiVersion: "rbac.authorization.k8s.io/v1", kind: "ClusterRole", metadata: { name: everywhere }, rules: [{ apiGroups: ["hookline.dev"], resources: ["webhookdeliveries"], verbs: ["create"] }] },
       {
         apiVersion: "rbac.authorization.k8s.io/v1",
-        kind: "Role",
-        metadata: { name: "publish-events", namespace: ns },
-        rules: [{ apiGroups: ["hookline.dev"], resources: ["webhookdeliveries"], verbs: ["create"] }],
-      },
-      {
-        apiVersion: "rbac.authorization.k8s.io/v1",
-        kind: "RoleBinding",
-        metadata: { name: "publisher-publishes", namespace: ns },
-        roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "Role", name: "publish-events" },
-        subjects: [{ kind: "ServiceAccount", name: "publisher", namespace: ns }],
+        kind: "ClusterRoleBinding",
+        metadata: { name: everywhere },
+        roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: everywhere },
+        subjects: [{ kind: "ServiceAccount", name: "everywhere", namespace: ns }],
       },
     ]);
-    saToken = (await kubectlOk(["create", "token", "publisher", "-n", ns, "--duration=10m"])).trim();
-    op = await startOperator({ namespaces: [ns], env: { PUBLISH_PORT: "0" } });
+    everywhereToken = await serviceAccountToken(ns, "everywhere");
+    // The refusals below fail authentication many times from 127.0.0.1: room for all of them here
+    // (the limit has its own test).
+    op = await startOperator({ namespaces: [ns], env: { PUBLISH_PORT: "0", PUBLISH_AUTH_FAILURE_BURST: "1000" } });
     base = `http://127.0.0.1:${op.op.publishPort}`;
     await waitFor(() => [...op.op.caches.subscriptions.values()].length === 3, { description: "3 subscriptions in the operator's cache" });
   });
   afterAll(async () => {
     await op?.stop();
     await receiver?.close();
+    if (everywhere) await kubectlOk(["delete", "clusterrolebinding,clusterrole", everywhere, "--ignore-not-found"]);
     await deleteNamespace(ns);
   });
 
-  it("refuses callers without a valid token (401), without the right (403), and bad bodies (400, 413), creating nothing", async () => {
+  it("refuses callers without a token for its audience with one generic 401, the reason in the log and a metric; without the right 403; bad bodies 400, 413; creating nothing", async () => {
     const event = { type: "order.paid", id: "evt-refused", data: { order: 1 } };
+    const failures = async (reason: string) => op.metric("hookline_publish_auth_failures_total", { reason });
+    const before = { missing: await failures("missing_token"), invalid: await failures("invalid_token"), audience: await failures("wrong_audience") };
 
     const noToken = await publish(event, "");
     expect(noToken.status).toBe(401);
     expect(noToken.headers.get("www-authenticate")).toMatch(/^Bearer/);
-    expect(noToken.body.error).toMatch(/authentication required/);
+    expect(noToken.body.error).toMatch(/^authentication failed: send a Kubernetes ServiceAccount token issued for this door as Authorization: Bearer <token> \(kubectl create token SERVICEACCOUNT --audience hookline/);
 
+    // A made-up token, the caller's API credential (a real token for the API server's audience),
+    // and a static token of the API server: all the same answer, which tells nothing of why.
     const badToken = await publish(event, "not-a-real-token");
-    expect(badToken.status).toBe(401);
-    expect(badToken.body.error).toMatch(/not valid/);
+    const forTheApiServer = await publish(event, apiToken);
+    const staticToken = await publish(event, inject("unprivilegedToken"));
+    for (const r of [badToken, forTheApiServer, staticToken]) {
+      expect(r.status).toBe(401);
+      expect(r.body).toEqual(noToken.body);
+      expect(r.headers.get("www-authenticate")).toBe(noToken.headers.get("www-authenticate"));
+    }
+    // Which check failed is for the operator's log and metrics.
+    expect(await failures("missing_token")).toBe(before.missing + 1);
+    expect(await failures("invalid_token")).toBeGreaterThanOrEqual(before.invalid + 1);
+    expect(await failures("wrong_audience")).toBe(before.audience + 1);
+    const lines = op.logs.filter((l) => l.includes('"msg":"publish authentication failed"'));
+    expect(lines.some((l) => l.includes('"reason":"wrong_audience"') && l.includes('"client":"127.0.0.1"'))).toBe(true);
+    for (const t of [apiToken, "not-a-real-token", inject("unprivilegedToken")]) expect(op.logs.join("\n")).not.toContain(t);
 
-    const unprivileged = await publish(event, inject("unprivilegedToken"));
+    const unprivileged = await publish(event, strangerToken);
     expect(unprivileged.status).toBe(403);
-    expect(unprivileged.body.error).toMatch(new RegExp(`unprivileged may not create webhookdeliveries.hookline.dev in namespace "${ns}"`));
+    expect(unprivileged.body.error).toMatch(new RegExp(`system:serviceaccount:${ns}:stranger may not create webhookdeliveries.hookline.dev in namespace "${ns}"`));
 
     // The publisher may create deliveries in its own namespace only.
     const elsewhere = await publish(event, saToken, "default");
@@ -166,13 +205,13 @@ describe("publish over HTTP", () => {
   });
 
   it("answers 404 for a namespace that does not exist (to a caller allowed there) and for other routes, 405 for other methods", async () => {
-    const missing = await publish({ type: "order.paid", data: {} }, inject("adminToken"), "no-such-namespace-xyz");
+    const missing = await publish({ type: "order.paid", data: {} }, everywhereToken, "no-such-namespace-xyz");
     expect(missing.status).toBe(404);
     expect(missing.body.error).toBe('namespace "no-such-namespace-xyz" not found');
     // A caller not allowed there learns nothing about it.
     expect((await publish({ type: "order.paid", data: {} }, saToken, "no-such-namespace-xyz")).status).toBe(403);
     // A namespace the operator does not watch.
-    const unwatched = await publish({ type: "order.paid", data: {} }, inject("adminToken"), "default");
+    const unwatched = await publish({ type: "order.paid", data: {} }, everywhereToken, "default");
     expect(unwatched.status).toBe(404);
     expect(unwatched.body.error).toMatch(/not watched by this operator/);
 
@@ -227,7 +266,7 @@ describe("publish over HTTP", () => {
       const sar = await op.apiRequests("subjectaccessreviews");
       return (tr.create ?? 0) + (sar.create ?? 0);
     };
-    const token = (await kubectlOk(["create", "token", "publisher", "-n", ns, "--duration=10m"])).trim();
+    const token = await serviceAccountToken(ns, "publisher");
     const before = await reviews();
     const burst = await Promise.all(Array.from({ length: 10 }, (_, i) => publish({ type: "refund.issued", id: `evt-burst-${i}`, data: {} }, token)));
     expect(burst.map((r) => r.status)).toEqual(Array(10).fill(202));
@@ -253,8 +292,7 @@ describe("publish over HTTP", () => {
 
   it("never logs tokens or payloads", () => {
     const all = op.logs.join("\n");
-    expect(all).not.toContain(saToken);
-    expect(all).not.toContain(inject("unprivilegedToken"));
+    for (const t of [saToken, apiToken, strangerToken, everywhereToken, inject("unprivilegedToken")]) expect(all).not.toContain(t);
     expect(all).not.toContain(PAYLOAD_MARKER);
     expect(op.logs.some((l) => l.includes('"msg":"event published"') && l.includes("system:serviceaccount:"))).toBe(true);
   });
@@ -293,5 +331,244 @@ describe("publish over HTTP", () => {
     expect(refused.status).toBe(400);
     expect(JSON.parse(refused.body)).toMatchObject({ field: "body", error: "the body is not valid UTF-8; send JSON encoded as UTF-8" });
     expect((await deliveries()).some((d) => d.metadata.name.startsWith("evt-latin1"))).toBe(false);
+  });
+  it("stores the W3C traceparent and tracestate headers on every delivery and sends them with each attempt; refuses invalid ones (400) naming the header", async () => {
+    const traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    const withHeaders = (body: unknown, headers: Record<string, string | string[]>) =>
+      new Promise<{ status: number; body: Answer["body"] }>((resolve, reject) => {
+        const req = request(`${base}${events(ns)}`, { method: "POST", headers: { authorization: `Bearer ${saToken}`, "content-type": "application/json", ...headers } }, (res) => {
+          let text = "";
+          res.setEncoding("utf8").on("data", (c: string) => (text += c));
+          res.on("end", () => resolve({ status: res.statusCode ?? 0, body: JSON.parse(text) as Answer["body"] }));
+        });
+        req.on("error", reject);
+        req.end(JSON.stringify(body));
+      });
+
+    // Two tracestate header fields are one list (W3C); optional whitespace is dropped.
+    const ok = await withHeaders({ type: "invoice.paid", id: "evt-traced", data: {} }, { traceparent, tracestate: ["rojo=00f067aa0ba902b7 ", " congo=t61rcWkgMzE"] });
+    expect(ok.status).toBe(202);
+    const stored = (await deliveries()).find((d) => d.metadata.name === "evt-traced.invoices");
+    expect(stored?.spec.traceContext).toEqual({ traceparent, tracestate: "rojo=00f067aa0ba902b7,congo=t61rcWkgMzE" });
+    // Tracing is off in this operator: the producer's context is sent as it is.
+    const sent = await waitFor(() => receiver.requests.find((r) => r.headers["webhook-id"] === "evt-traced"), { description: "the traced event delivered" });
+    expect(sent.headers.traceparent).toBe(traceparent);
+    expect(sent.headers.tracestate).toBe("rojo=00f067aa0ba902b7,congo=t61rcWkgMzE");
+
+    // The longest tracestate W3C allows (32 entries of 256-character keys and values, 16 447
+    // characters) is read whole and kept within 512 characters by whole entries.
+    const longest = Array.from({ length: 32 }, (_, i) => `${String(i).padStart(2, "0")}${"k".repeat(254)}=${"v".repeat(256)}`);
+    expect(longest.join(",").length).toBe(16_447);
+    const big = await withHeaders({ type: "invoice.paid", id: "evt-traced-longest", data: {} }, { traceparent, tracestate: longest.join(",") });
+    expect(big.status).toBe(202);
+    // Entries longer than 128 characters go first: none of these fits.
+    expect((await deliveries()).find((d) => d.metadata.name === "evt-traced-longest.invoices")?.spec.traceContext).toEqual({ traceparent });
+    const mixed = await withHeaders({ type: "invoice.paid", id: "evt-traced-mixed", data: {} }, { traceparent, tracestate: [...longest.slice(0, 15), "small=1", ...longest.slice(15, 31)].join(",") });
+    expect(mixed.status).toBe(202);
+    expect((await deliveries()).find((d) => d.metadata.name === "evt-traced-mixed.invoices")?.spec.traceContext).toEqual({ traceparent, tracestate: "small=1" });
+    // Exactly 512 characters are kept whole.
+    const full = `a=${"v".repeat(254)},b=${"v".repeat(253)}`;
+    expect((await withHeaders({ type: "invoice.paid", id: "evt-traced-512", data: {} }, { traceparent, tracestate: full })).status).toBe(202);
+    expect((await deliveries()).find((d) => d.metadata.name === "evt-traced-512.invoices")?.spec.traceContext).toEqual({ traceparent, tracestate: full });
+
+    const cases: Array<[Record<string, string | string[]>, string, RegExp]> = [
+      [{ traceparent: traceparent.toUpperCase() }, "traceparent", /hex digits must be lowercase/],
+      [{ traceparent: traceparent.replace(/^00/, "ff") }, "traceparent", /version ff is forbidden/],
+      [{ traceparent: traceparent.replace(/-01$/, "-ff") }, "traceparent", /reserved bits/],
+      [{ traceparent: [traceparent, traceparent] }, "traceparent", /one traceparent header/],
+      [{ traceparent, tracestate: "rojo=1,rojo=2" }, "tracestate", /appears twice/],
+      [{ traceparent, tracestate: Array.from({ length: 33 }, (_, i) => `k${i}=v`).join(",") }, "tracestate", /33 entries/],
+      [{ tracestate: "rojo=1" }, "tracestate", /needs a traceparent/],
+    ];
+    for (const [headers, field, why] of cases) {
+      const r = await withHeaders({ type: "invoice.paid", id: "evt-trace-refused", data: {} }, headers);
+      expect(r.status, JSON.stringify(headers).slice(0, 100)).toBe(400);
+      expect(r.body.field).toBe(field);
+      expect(r.body.error).toMatch(why);
+    }
+    expect((await deliveries()).some((d) => d.metadata.name.startsWith("evt-trace-refused"))).toBe(false);
+  });
+});
+
+describe("publish over HTTP: failed authentications are limited per client address", () => {
+  let ns: string;
+  let token: string;
+
+  beforeAll(async () => {
+    ns = await createNamespace("publish-limit");
+    token = await publisherToken(ns, "publisher");
+  });
+  afterAll(() => deleteNamespace(ns));
+
+  it("answers 429 with Retry-After, without a TokenReview, once an address has failed too often; a token it already knows to be valid still publishes", async () => {
+    let now = 1_000_000;
+    let tokenReviews = 0;
+    const kc = new KubeConfig();
+    kc.loadFromFile(inject("kubeconfig"));
+    const client = await KubeClient.create(kc, { observer: { observe: (verb, resource) => void (resource === "tokenreviews" && verb === "create" && tokenReviews++) } });
+    const metrics = new Metrics({ defaultMetrics: false });
+    const server = publishServer({
+      client,
+      log: pino({ level: "silent" }),
+      ready: () => ({ ready: true }),
+      subscriptions: () => [],
+      watchNamespaces: [ns],
+      authFailures: { burst: 3, perMinute: 6 },
+      metrics: metrics.publishDoor,
+      now: () => now,
+    });
+    const port = await listen(server, 0, "127.0.0.1");
+    const post = async (bearer: string | undefined) => {
+      const res = await fetch(`http://127.0.0.1:${port}/v1/namespaces/${ns}/events`, {
+        method: "POST",
+        headers: { "content-type": "application/json", ...(bearer ? { authorization: `Bearer ${bearer}` } : {}) },
+        body: JSON.stringify({ type: "order.paid", data: {} }),
+      });
+      return { status: res.status, retryAfter: res.headers.get("retry-after"), body: (await res.json()) as { error: string } };
+    };
+    const counter = async (name: string, labels: Record<string, string> = {}) => {
+      const values = (await metrics.registry.getSingleMetric(name)!.get()).values;
+      return values.filter((v) => Object.entries(labels).every(([k, l]) => v.labels[k] === l)).reduce((n, v) => n + v.value, 0);
+    };
+    try {
+      expect((await post(token)).status).toBe(202);
+      const reviewed = tokenReviews;
+
+      // Three failures are allowed at once: each costs one TokenReview.
+      for (let i = 0; i < 3; i++) expect((await post(`made-up-token-${i}`)).status).toBe(401);
+      expect(tokenReviews - reviewed).toBe(3);
+      // Then the address waits, whatever it sends, and the API server is not asked.
+      for (const bearer of ["made-up-token-4", undefined, "made-up-token-0"]) {
+        const throttled = await post(bearer);
+        expect(throttled.status).toBe(429);
+        expect(throttled.retryAfter).toBe("10");
+        expect(throttled.body.error).toBe("too many failed authentications from your address; retry in 10 s with a valid token");
+      }
+      expect(tokenReviews - reviewed).toBe(3);
+      // A token already reviewed valid is not held back (a service behind the same address keeps publishing)...
+      expect((await post(token)).status).toBe(202);
+      // ...a new one would need a review, so it waits too.
+      const fresh = await serviceAccountToken(ns, "publisher");
+      expect((await post(fresh)).status).toBe(429);
+      expect(tokenReviews - reviewed).toBe(3);
+
+      // One failure's worth refills in 10 s (6 a minute): the new token is reviewed and accepted,
+      // and what it took is given back, so the next made-up token still gets a 401 and a review.
+      now += 10_000;
+      expect((await post(fresh)).status).toBe(202);
+      expect((await post("made-up-token-5")).status).toBe(401);
+      expect(tokenReviews - reviewed).toBe(5);
+      expect((await post("made-up-token-6")).status).toBe(429);
+
+      expect(await counter("hookline_publish_auth_throttled_total")).toBe(5);
+      expect(await counter("hookline_publish_auth_failures_total", { reason: "invalid_token" })).toBe(4);
+    } finally {
+      await closeServer(server);
+      await client.destroy();
+    }
+  });
+});
+
+/** A folder laid out as the kubelet writes a Secret volume: the files are links through `..data`, swapped atomically. */
+class SecretVolume {
+  private n = 0;
+  private constructor(readonly dir: string) {}
+
+  static async create(files: Record<string, string>): Promise<SecretVolume> {
+    const v = new SecretVolume(await mkdtemp(join(tmpdir(), "hookline-secret-volume-")));
+    await v.write(files);
+    for (const name of Object.keys(files)) await symlink(join("..data", name), join(v.dir, name));
+    return v;
+  }
+
+  path(name: string): string {
+    return join(this.dir, name);
+  }
+
+  /** A new timestamped folder, then `..data` renamed over: readers see the old files or the new ones, never a mix. */
+  async write(files: Record<string, string>): Promise<void> {
+    const version = `..${Date.now()}_${this.n++}`;
+    await mkdir(join(this.dir, version));
+    for (const [name, text] of Object.entries(files)) await writeFile(join(this.dir, version, name), text);
+    await symlink(version, join(this.dir, "..data_tmp"));
+    await rename(join(this.dir, "..data_tmp"), join(this.dir, "..data"));
+  }
+
+  close(): Promise<void> {
+    return rm(this.dir, { recursive: true, force: true });
+  }
+}
+
+describe("publish over HTTPS", () => {
+  let ns: string;
+  let token: string;
+  let ca: TestCa;
+  let first: Pem;
+  let renewed: Pem;
+  let volume: SecretVolume;
+  let op: TestOperator;
+
+  const fingerprint = (pem: Pem) => new X509Certificate(pem.cert).fingerprint256;
+  /** The certificate the door presents now. */
+  const served = () =>
+    new Promise<string>((resolve, reject) => {
+      const socket = tlsConnect({ host: "127.0.0.1", port: op.op.publishPort!, ca: ca.cert }, () => {
+        resolve(socket.getPeerCertificate().fingerprint256);
+        socket.end();
+      });
+      socket.on("error", reject);
+    });
+  const publishOverHttps = () =>
+    new Promise<number>((resolve, reject) => {
+      const req = httpsRequest(
+        { host: "127.0.0.1", port: op.op.publishPort!, path: `/v1/namespaces/${ns}/events`, method: "POST", ca: ca.cert, agent: false, headers: { authorization: `Bearer ${token}`, "content-type": "application/json" } },
+        (res) => {
+          res.resume();
+          res.on("end", () => resolve(res.statusCode ?? 0));
+        },
+      );
+      req.on("error", reject);
+      req.end(JSON.stringify({ type: "order.paid", data: {} }));
+    });
+
+  beforeAll(async () => {
+    ns = await createNamespace("publish-tls");
+    token = await publisherToken(ns, "publisher");
+    ca = await TestCa.create();
+    first = await ca.issue("hookline-publish-1", "server");
+    renewed = await ca.issue("hookline-publish-2", "server");
+    volume = await SecretVolume.create({ "tls.crt": first.cert, "tls.key": first.key });
+    op = await startOperator({ namespaces: [ns], env: { PUBLISH_PORT: "0", PUBLISH_TLS_CERT_FILE: volume.path("tls.crt"), PUBLISH_TLS_KEY_FILE: volume.path("tls.key") } });
+  });
+  afterAll(async () => {
+    await op?.stop();
+    await volume?.close();
+    await ca?.close();
+    await deleteNamespace(ns);
+  });
+
+  it("serves the door over HTTPS from a kubernetes.io/tls Secret's files, and a renewed certificate without a restart; a broken pair is never served", async () => {
+    expect(await served()).toBe(fingerprint(first));
+    expect(await publishOverHttps()).toBe(202);
+    // Plain HTTP to the HTTPS port gets no answer from the door.
+    await expect(fetch(`http://127.0.0.1:${op.op.publishPort}/v1/namespaces/${ns}/events`, { method: "POST", body: "{}" }).then((r) => r.status)).rejects.toThrow();
+
+    // A renewal written half-right (the new certificate with the old key) is not used.
+    await volume.write({ "tls.crt": renewed.cert, "tls.key": first.key });
+    await waitFor(() => op.logs.some((l) => l.includes("publish door certificate not reloaded") && l.includes("is not the key of the certificate")), { description: "the mismatched pair refused" });
+    expect(await served()).toBe(fingerprint(first));
+
+    await volume.write({ "tls.crt": renewed.cert, "tls.key": renewed.key });
+    await waitFor(async () => (await served()) === fingerprint(renewed), { description: "the renewed certificate served" });
+    expect(await publishOverHttps()).toBe(202);
+    expect(op.logs.some((l) => l.includes('"msg":"publish door certificate reloaded"') && l.includes(fingerprint(renewed)))).toBe(true);
+    // Never a key in the log.
+    const all = op.logs.join("\n");
+    for (const pem of [first, renewed]) expect(all).not.toContain(pem.key.split("\n")[1]!);
+  });
+
+  it("refuses to start when the certificate files cannot be used, naming the variable", async () => {
+    const config = { namespaces: [ns], env: { PUBLISH_PORT: "0", PUBLISH_TLS_CERT_FILE: volume.path("tls.crt"), PUBLISH_TLS_KEY_FILE: join(volume.dir, "no-such.key") } };
+    await expect(startOperator(config)).rejects.toThrow(/^PUBLISH_TLS_KEY_FILE: cannot read .*no-such\.key \(ENOENT\)/);
   });
 });

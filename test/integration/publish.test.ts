@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { publish as libraryPublish, IdempotencyConflictError, PayloadTooLargeError, PublishInputError } from "../../src/index.js";
 import { createNamespace, deleteNamespace, waitFor } from "../helpers/cluster.js";
 import { exec } from "../helpers/exec.js";
-import { apply, listObjs, subscription } from "../helpers/kube.js";
+import { apply, listObjs, publisherToken, subscription } from "../helpers/kube.js";
 import { startOperator, type TestOperator } from "../helpers/operator.js";
 import { Receiver } from "../helpers/receiver.js";
 
@@ -20,8 +20,8 @@ function subscriptions(ns: string, url: string): unknown[] {
   ];
 }
 
-function cli(args: string[], input?: string) {
-  return exec(process.execPath, [BIN, "publish", "--kubeconfig", inject("kubeconfig"), ...args], { timeoutMs: 60_000, ...(input !== undefined ? { input } : {}) });
+function cli(args: string[], input?: string, env?: Record<string, string>) {
+  return exec(process.execPath, [BIN, "publish", "--kubeconfig", inject("kubeconfig"), ...args], { timeoutMs: 60_000, ...(input !== undefined ? { input } : {}), ...(env ? { env: { ...process.env, ...env } } : {}) });
 }
 
 interface Result {
@@ -34,10 +34,10 @@ interface Result {
 
 const labelsOf = (d: { metadata: object }) => (d.metadata as { labels?: Record<string, string> }).labels;
 
-async function httpPublish(op: TestOperator, ns: string, body: unknown): Promise<{ status: number; body: Result }> {
+async function httpPublish(op: TestOperator, ns: string, body: unknown, token: string): Promise<{ status: number; body: Result }> {
   const res = await fetch(`http://127.0.0.1:${op.op.publishPort}/v1/namespaces/${ns}/events`, {
     method: "POST",
-    headers: { authorization: `Bearer ${inject("adminToken")}`, "content-type": "application/json" },
+    headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
     body: JSON.stringify(body),
   });
   return { status: res.status, body: (await res.json()) as Result };
@@ -120,6 +120,48 @@ describe("publish: fan-out and idempotency", () => {
     expect(cliConflict.stderr).toMatch(/evt-rich" was already published with a different data/);
   });
 
+  it("stores the producer's trace context from the library option, the CLI flags or TRACEPARENT/TRACESTATE, normalized; refuses a bad one naming the option", async () => {
+    const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    const kubeconfig = inject("kubeconfig");
+    const traceOf = async (name: string) => ((await deliveriesIn(ns)).find((d) => d.metadata.name === name)?.spec as { traceContext?: unknown } | undefined)?.traceContext;
+
+    await libraryPublish({ namespace: ns, type: "invoice.paid", id: "evt-trace-lib", data: {} }, { kubeconfig, traceContext: { traceparent: tp, tracestate: "rojo=1 ,\tcongo=2" } });
+    expect(await traceOf("evt-trace-lib.invoices")).toEqual({ traceparent: tp, tracestate: "rojo=1,congo=2" });
+
+    const flags = await cli(["-n", ns, "-t", "invoice.paid", "--id", "evt-trace-cli", "-d", "{}", "--traceparent", tp, "--tracestate", "rojo=1"]);
+    expect(flags.code, flags.stderr).toBe(0);
+    expect(await traceOf("evt-trace-cli.invoices")).toEqual({ traceparent: tp, tracestate: "rojo=1" });
+
+    // A higher version is read as W3C asks and stored as version 00.
+    const fromEnv = await cli(["-n", ns, "-t", "invoice.paid", "--id", "evt-trace-env", "-d", "{}"], undefined, { TRACEPARENT: tp.replace(/^00/, "01"), TRACESTATE: "congo=2" });
+    expect(fromEnv.code, fromEnv.stderr).toBe(0);
+    expect(await traceOf("evt-trace-env.invoices")).toEqual({ traceparent: tp, tracestate: "congo=2" });
+
+    // A bad environment value (set by another tool) is reported and left out; a bad flag is a usage error.
+    const badEnv = await cli(["-n", ns, "-t", "invoice.paid", "--id", "evt-trace-badenv", "-d", "{}"], undefined, { TRACEPARENT: "garbage" });
+    expect(badEnv.code, badEnv.stderr).toBe(0);
+    expect(badEnv.stderr).toMatch(/warning: TRACEPARENT from the environment is ignored: traceparent "garbage" is not a W3C traceparent/);
+    expect(await traceOf("evt-trace-badenv.invoices")).toBeUndefined();
+    const cases: Array<[string[], RegExp]> = [
+      [["--traceparent", tp.toUpperCase()], /^hookline publish: --traceparent: traceparent .* hex digits must be lowercase/],
+      [["--traceparent", tp.replace(/^00/, "ff")], /--traceparent: .*version ff is forbidden/],
+      [["--traceparent", tp, "--tracestate", "a=1,a=2"], /--tracestate: tracestate is not a W3C tracestate: the key "a" appears twice/],
+      [["--traceparent", tp, "--tracestate", "a=caf\u00e9"], /--tracestate: .*not printable ASCII/],
+      [["--tracestate", "a=1"], /--tracestate needs --traceparent/],
+    ];
+    const runs = await Promise.all(cases.map(([extra]) => cli(["-n", ns, "-t", "invoice.paid", "--id", "evt-trace-refused", "-d", "{}", ...extra])));
+    cases.forEach(([extra, why], i) => {
+      expect(runs[i]!.code, extra.join(" ")).toBe(2);
+      expect(runs[i]!.stderr).toMatch(why);
+    });
+    await expect(libraryPublish({ namespace: ns, type: "invoice.paid", id: "evt-trace-refused", data: {} }, { kubeconfig, traceContext: { traceparent: "00-abc" } })).rejects.toMatchObject({
+      name: "PublishInputError",
+      field: "traceContext.traceparent",
+    });
+    expect(await traceOf("evt-trace-refused.invoices")).toBeUndefined();
+    expect((await deliveriesIn(ns)).some((d) => d.metadata.name.startsWith("evt-trace-refused"))).toBe(false);
+  });
+
   it("refuses bad input with typed errors before touching the cluster", async () => {
     const kubeconfig = inject("kubeconfig");
     const before = (await deliveriesIn(ns)).length;
@@ -134,12 +176,15 @@ describe("publish: the library, the CLI and the HTTP door agree", () => {
   const spaces: Record<"http" | "cli" | "library", string> = { http: "", cli: "", library: "" };
   let receiver: Receiver;
   let op: TestOperator;
+  /** A ServiceAccount token for the HTTP door, allowed in the http and library namespaces. */
+  let token: string;
   const input = { type: "order.paid", id: "Order#1001/paid", data: { order: 1001, lines: [{ sku: "A-1", qty: 2 }], note: null } };
 
   beforeAll(async () => {
     receiver = await Receiver.start(() => 200);
     for (const door of ["http", "cli", "library"] as const) spaces[door] = await createNamespace(`publish-${door}`);
     await apply(Object.values(spaces).flatMap((ns) => subscriptions(ns, receiver.url())));
+    token = await publisherToken(spaces.http, "publisher", { publishTo: [spaces.http, spaces.library] });
     op = await startOperator({ namespaces: Object.values(spaces), env: { PUBLISH_PORT: "0" } });
     await waitFor(() => [...op.op.caches.subscriptions.values()].length === 12, { description: "the operator's cache holds the 12 subscriptions" });
   });
@@ -150,7 +195,7 @@ describe("publish: the library, the CLI and the HTTP door agree", () => {
   });
 
   it("gives the same result and the same deliveries for the same input", async () => {
-    const http = await httpPublish(op, spaces.http, input);
+    const http = await httpPublish(op, spaces.http, input, token);
     expect(http.status).toBe(202);
 
     const cliRun = await cli(["-n", spaces.cli, "-t", input.type, "--id", input.id, "-d", JSON.stringify(input.data), "-o", "json"]);
@@ -188,7 +233,7 @@ describe("publish: the library, the CLI and the HTTP door agree", () => {
     expect(viaCli.stderr).toMatch(/0 created, 2 existing/);
 
     const viaLibrary = await libraryPublish({ namespace: spaces.cli, ...input }, { kubeconfig: inject("kubeconfig") });
-    const viaHttp = await httpPublish(op, spaces.library, input);
+    const viaHttp = await httpPublish(op, spaces.library, input, token);
     expect(viaHttp.status).toBe(202);
     expect(viaLibrary.deliveries.map((d) => d.result)).toEqual(["existing", "existing"]);
     expect(viaHttp.body.deliveries.map((d) => d.result)).toEqual(["existing", "existing"]);

@@ -25,6 +25,7 @@ import { STREAM_NAME, type StreamConnection } from "../../src/stream/jetstream.j
 import { dataText, decodeMessage, type StreamMessage } from "../../src/stream/message.js";
 import { createNamespace, deleteNamespace, waitFor } from "../helpers/cluster.js";
 import { exec } from "../helpers/exec.js";
+import { publisherToken } from "../helpers/kube.js";
 import { connectStream, startNats, type TestNats } from "../helpers/nats.js";
 
 const ROOT = fileURLToPath(new URL("../..", import.meta.url));
@@ -40,6 +41,8 @@ describe("publishing in stream mode (real nats-server, three doors)", () => {
   let conn: StreamConnection;
   let jsm: JetStreamManager;
   let ns: string;
+  /** A ServiceAccount token for the HTTP door (audience hookline), allowed to publish in ns. */
+  let token: string;
   let consumer: string;
   let client: KubeClient;
   let server: Server;
@@ -49,7 +52,7 @@ describe("publishing in stream mode (real nats-server, three doors)", () => {
   const post = async (body: unknown, headers: Record<string, string> = {}, namespace = ns) => {
     const res = await fetch(`${base}/v1/namespaces/${namespace}/events`, {
       method: "POST",
-      headers: { "content-type": "application/json", authorization: `Bearer ${inject("adminToken")}`, ...headers },
+      headers: { "content-type": "application/json", authorization: `Bearer ${token}`, ...headers },
       body: typeof body === "string" ? body : JSON.stringify(body),
     });
     return { status: res.status, headers: res.headers, body: (await res.json()) as Record<string, unknown> };
@@ -73,6 +76,7 @@ describe("publishing in stream mode (real nats-server, three doors)", () => {
     await conn.ensureStream();
     jsm = await conn.jetstreamManager();
     ns = await createNamespace("stream-publish");
+    token = await publisherToken(ns, "publisher");
     consumer = (await ensureConsumer(jsm, STREAM_NAME, { namespace: ns, name: "everything", uid: randomUUID() }, { eventTypes: undefined, maxInFlight: 100, timeoutMs: 10_000 })).name;
     const kc = new KubeConfig();
     kc.loadFromFile(inject("kubeconfig"));
@@ -94,14 +98,15 @@ describe("publishing in stream mode (real nats-server, three doors)", () => {
   it("the three doors write one message per event that a consumer reads byte for byte, after JetStream's acknowledgement", async () => {
     const before = await stored();
 
-    const lib = await libraryPublish({ namespace: ns, type: "order.paid", id: "evt-lib", data: HOSTILE }, { nats: nats.url });
+    // Each door's trace context travels in the message headers, normalized as in CR mode.
+    const lib = await libraryPublish({ namespace: ns, type: "order.paid", id: "evt-lib", data: HOSTILE }, { nats: nats.url, traceContext: { traceparent: "01-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01-future", tracestate: " rojo=1 , ,congo=2" } });
     expect(lib).toMatchObject({ id: "evt-lib", namespace: ns, type: "order.paid", mode: "stream", stream: STREAM_NAME, result: "published" });
     // Returned after the acknowledgement: it is stored at that point, not later.
     expect(await stored()).toBe(before + 1);
 
     const file = join(tmp, "hostile.json");
     writeFileSync(file, JSON.stringify(HOSTILE));
-    const cli = await hookline(["publish", "--nats", nats.url, "-n", ns, "-t", "order.paid", "--id", "evt-cli", "-d", `@${file}`, "-o", "json"]);
+    const cli = await hookline(["publish", "--nats", nats.url, "-n", ns, "-t", "order.paid", "--id", "evt-cli", "-d", `@${file}`, "-o", "json", "--traceparent", "00-11111111111111111111111111111111-2222222222222222-00"]);
     expect(cli.code, cli.stderr).toBe(0);
     expect(JSON.parse(cli.stdout)).toMatchObject({ id: "evt-cli", mode: "stream", result: "published" });
 
@@ -118,7 +123,12 @@ describe("publishing in stream mode (real nats-server, three doors)", () => {
       expect(msg.headers?.get("Nats-Msg-Id")).toBe(`${ns}/${id}`);
       expect(Buffer.from(decoded.data).equals(expected), `${id}: data bytes as published`).toBe(true);
       expect(new Date(decoded.timestamp).getTime()).toBeGreaterThan(Date.now() - 60_000);
-      if (id === "evt-http") expect(decoded.traceContext).toEqual({ traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01" });
+      const traces: Record<string, unknown> = {
+        "evt-lib": { traceparent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", tracestate: "rojo=1,congo=2" },
+        "evt-cli": { traceparent: "00-11111111111111111111111111111111-2222222222222222-00" },
+        "evt-http": { traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01" },
+      };
+      expect(decoded.traceContext).toEqual(traces[id]);
     }
     await noMore();
   });

@@ -1,8 +1,8 @@
 // Stream mode's final outcomes other than delivered become custom resources, as in CR mode: a
-// WebhookDelivery for the subscription (spec: subscriptionRef, eventType, eventId, payload),
-// then one status write with the outcome core/outcome.ts computed (attempt history, deadLetter
-// or discard reason), so replay, the field selector, retention, the dashboard and every
-// dead-letter rule work on it unchanged.
+// WebhookDelivery for the subscription (spec: subscriptionRef, eventType, eventId, payload,
+// traceContext), then one status write with the outcome core/outcome.ts computed (attempt
+// history, deadLetter or discard reason), so replay, the field selector, retention, the
+// dashboard and every dead-letter rule work on it unchanged.
 //
 // The name is deterministic, like the publish doors' (deliveryName(event id, subscription)),
 // and the annotation hookline.dev/stream-message records the message it came from. A crash
@@ -13,6 +13,7 @@
 // message in it. Until its status is written, CR mode never attempts it (core/plan.ts).
 import { ANNOTATIONS, API_VERSION, DELIVERY, FIELD_MANAGER, isTerminalPhase, LABELS } from "../../api/names.js";
 import type { Final, OutcomeResult } from "../../core/outcome.js";
+import type { TraceContext } from "../../core/trace-context.js";
 import { ApiError, type KubeClient } from "../../kube/client.js";
 import { collectionPath, objectKey } from "../../kube/types.js";
 import { deliveryName, labelValue } from "../../publish/naming.js";
@@ -32,6 +33,8 @@ export interface StreamFinal {
   payload: unknown;
   /** `<stream>/<sequence>` of the message. */
   origin: string;
+  /** [tracing] The message's trace context: kept as spec.traceContext, so a replay is in the producer's trace. */
+  traceContext?: TraceContext | undefined;
   result: OutcomeResult;
 }
 
@@ -94,6 +97,7 @@ export class StreamDeadLetters {
         eventId: f.eventId,
         // A null payload is sent as `data: null`, as the publish doors do.
         ...(f.payload === undefined || f.payload === null ? {} : { payload: f.payload }),
+        ...(f.traceContext ? { traceContext: f.traceContext } : {}),
       },
     };
   }

@@ -433,6 +433,8 @@ export class SubscriptionStream {
           // The webhook id is the event id; `data` the published bytes, unchanged.
           message: () => Promise.resolve({ id: event.id, body: webhookBody(event.id, event.type, event.timestamp, dataText(event)) }),
           signal: this.w.signal,
+          // [tracing] The message's traceparent/tracestate headers, numbered across redeliveries as CR mode numbers them.
+          trace: { context: event.traceContext, attempt: (h.record?.status?.lastAttempt?.number ?? 0) + 1 },
         },
         (result) => this.recordAttempt(h, policy, result),
       );
@@ -483,6 +485,7 @@ export class SubscriptionStream {
           eventType: h.type,
           timestamp: h.timestamp,
           payload: h.event ? (JSON.parse(dataText(h.event)) as unknown) : undefined,
+          ...(h.event?.traceContext ? { traceContext: h.event.traceContext } : {}),
           origin: `${this.w.streamName}/${h.msg.seq}`,
           result: r,
         });
