@@ -1,3 +1,4 @@
+import { Webhook } from "standardwebhooks";
 import { describe, expect, it } from "vitest";
 import type { HooklineConsumer } from "../src/stream/consumers.js";
 import { Rng } from "./lib/rng.js";
@@ -26,6 +27,14 @@ describe("stream soak invariants", () => {
     expect(check([event("e1", ["ns.a"])], [req("1", "ns.a", "e1", { len: 99 })])).toEqual(["S2 e1"]);
     expect(check([event("e1", ["ns.a"])], [req("1", "ns.a", "e1", { utf8: false })])).toEqual(["S2 e1"]);
     expect(check([event("e1", ["ns.a"])], [req("1", "ns.a", "e1"), req("2", "ns.z", "e1")])).toEqual(["S2 e1"]);
+  });
+
+  it("S3: a signature that does not verify over the webhook-id and body", () => {
+    const body = Buffer.from('{"id":"e1"}');
+    const wts = "1796172747";
+    const wsig = new Webhook("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw").sign("e1", new Date(Number(wts) * 1000), body.toString("utf8"));
+    expect(check([event("e1", ["ns.a"], { body })], [req("1", "ns.a", "e1", { wts, wsig })])).toEqual([]);
+    expect(check([event("e1", ["ns.a"], { body })], [req("1", "ns.a", "e1", { wts: "1796172748", wsig })])).toEqual(["S3 e1"]);
   });
 
   it("S3: an attempt with another webhook-id, a dead letter for no event", () => {

@@ -12,10 +12,12 @@
 //   S2 byte-exact: every request carries the body built from the event exactly as published
 //      (SHA-256 and length), valid UTF-8, and only to a subscription whose eventTypes match;
 //   S3 one webhook-id per event: every attempt of an event (found by its body) carries the
-//      event's id as webhook-id, and a dead letter names the event it is for.
+//      event's id as webhook-id with a StandardWebhooks signature that verifies over it, and a
+//      dead letter names the event it is for.
 // Delivery is at least once: an event sent twice (an acknowledgement lost with a killed replica
 // or server) is counted, not a violation.
 import { createHash } from "node:crypto";
+import { Webhook } from "standardwebhooks";
 import { existsSync, mkdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { API_VERSION } from "../src/api/names.js";
@@ -44,7 +46,7 @@ export const STREAM_FAULT_KINDS: StreamFaultKind[] = ["nats-restart", "operator-
 export const STREAM_INVARIANTS: Record<string, string> = {
   S1: "zero loss: every published event reached a 2xx at the receiver or a DeadLettered WebhookDelivery, for every subscription it matches; every consumer drained",
   S2: "byte-exact: every request's body is the event's exactly as published (SHA-256, length, valid UTF-8), sent only to matching subscriptions",
-  S3: "one webhook-id per event: every attempt of an event carries the event id as webhook-id; each dead letter names its event",
+  S3: "one webhook-id per event: every attempt of an event carries the event id as webhook-id, signed (StandardWebhooks) over it; each dead letter names its event",
 };
 
 export interface StreamSoakContext {
@@ -81,6 +83,8 @@ interface Published {
   targets: string[];
   acknowledged: boolean;
   publishAttempts: number;
+  /** The body as published (for the signature check); absent in unit tests. */
+  body?: Buffer;
 }
 
 interface Request {
@@ -88,6 +92,8 @@ interface Request {
   seq: string;
   endpoint: string;
   wid?: string;
+  wts?: string;
+  wsig?: string;
   sha: string;
   len: number;
   utf8: boolean;
@@ -102,6 +108,7 @@ export const answered2xx = (q: Pick<Request, "status" | "fin" | "kind">): boolea
 
 const TYPES = ["order.paid", "order.refunded", "user.created", "invoice.sent"];
 const SECRET = "soak-stream-signing";
+const SIGNING_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 
 /** Stream faults: each kind once in a seeded order (quick, twice the crashes), or a seeded kind every 30-90 s. */
 export function streamSchedule(rng: Rng, durationMs: number, quick: boolean): Array<{ at: number; kind: StreamFaultKind; downMs: number }> {
@@ -172,9 +179,19 @@ export function readRequests(receiver: string, file: string): Request[] {
       if (q) q.fin = r.fin;
       continue;
     }
-    bySeq.set(r.seq, { receiver, seq: r.seq, endpoint: r.endpoint, wid: r.wid, sha: r.sha, len: r.len, utf8: r.utf8 && r.fffd === 0, status: r.status, kind: r.kind });
+    bySeq.set(r.seq, { receiver, seq: r.seq, endpoint: r.endpoint, wid: r.wid, wts: r.wts, wsig: r.wsig, sha: r.sha, len: r.len, utf8: r.utf8 && r.fffd === 0, status: r.status, kind: r.kind });
   }
   return [...bySeq.values()];
+}
+
+/** The StandardWebhooks signature over (webhook-id, webhook-timestamp, body), checked at the request's own time. */
+function signed(q: Request, body: Buffer): boolean {
+  try {
+    const sig = new Webhook(SIGNING_SECRET).sign(q.wid ?? "", new Date(Number(q.wts) * 1000), body.toString("utf8"));
+    return (q.wsig ?? "").split(" ").includes(sig);
+  } catch {
+    return false;
+  }
 }
 
 export interface StreamViolation {
@@ -198,6 +215,7 @@ export function checkStream(events: Published[], requests: Request[], deadLetter
     }
     if (q.len !== e.len || !q.utf8) v.push({ invariant: "S2", key: e.id, message: `request ${q.seq}: ${q.len} bytes (expected ${e.len}), valid UTF-8 ${q.utf8}` });
     if (q.wid !== e.id) v.push({ invariant: "S3", key: e.id, message: `request ${q.seq} carries webhook-id ${q.wid} for the event ${e.ns}/${e.id}` });
+    else if (e.body && !signed(q, e.body)) v.push({ invariant: "S3", key: e.id, message: `request ${q.seq}: webhook-signature ${q.wsig ?? "(none)"} does not verify for webhook-id ${q.wid} (standardwebhooks)` });
     if (!e.targets.includes(q.endpoint)) v.push({ invariant: "S2", key: e.id, message: `request ${q.seq} went to ${q.endpoint}, which does not match ${e.type} (targets: ${e.targets.join(", ") || "none"})` });
     if (answered2xx(q)) reached.add(`${q.endpoint} ${e.ns}/${e.id}`);
   }
@@ -238,7 +256,7 @@ export async function streamSoak(ctx: StreamSoakContext): Promise<number> {
   const plans = planSubscriptions(wrng, ctx.quick, receivers.length);
   for (const ns of ["soak-sa", "soak-sb"]) {
     await apply(client, collectionPath(CORE.namespaces), { apiVersion: "v1", kind: "Namespace", metadata: { name: ns } });
-    await apply(client, collectionPath(CORE.secrets, ns), { apiVersion: "v1", kind: "Secret", metadata: { name: SECRET, namespace: ns }, type: "Opaque", stringData: { secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw" } });
+    await apply(client, collectionPath(CORE.secrets, ns), { apiVersion: "v1", kind: "Secret", metadata: { name: SECRET, namespace: ns }, type: "Opaque", stringData: { secret: SIGNING_SECRET } });
   }
   for (const p of plans) {
     const url = receivers[p.receiver]!.url(`/e/${p.ns}.${p.name}/hook`);
@@ -270,7 +288,7 @@ export async function streamSoak(ctx: StreamSoakContext): Promise<number> {
     const id = `sev-${ctx.seed}-${++seq}`;
     const t = Date.now();
     const body = Buffer.from(webhookBody(id, type, toRfc3339(t), JSON.stringify(data)), "utf8");
-    const e: Published = { id, ns, type, sha: createHash("sha256").update(body).digest("hex"), len: body.length, kind: p.kind, targets: plans.filter((s) => s.ns === ns && matchesEventType(s.eventTypes, type)).map((s) => `${s.ns}.${s.name}`), acknowledged: false, publishAttempts: 0 };
+    const e: Published = { id, ns, type, sha: createHash("sha256").update(body).digest("hex"), len: body.length, kind: p.kind, body, targets: plans.filter((s) => s.ns === ns && matchesEventType(s.eventTypes, type)).map((s) => `${s.ns}.${s.name}`), acknowledged: false, publishAttempts: 0 };
     events.push(e);
     const run = (async () => {
       for (let delay = 250; !e.acknowledged; delay = Math.min(2_000, delay * 2)) {
