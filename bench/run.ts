@@ -18,6 +18,8 @@
 // deliveries, with 10,000 pending 1 KiB ones, and with 400 pending 250 KiB ones.
 // `--capacity` runs only the etcd capacity phase (bench/capacity.ts; docs/capacity.md).
 // `--fairness` runs only the API Priority and Fairness phase (bench/lib/fairness.ts).
+// `--mode stream` runs only stream mode (bench/stream.ts) after the HTTP ceiling and CR mode's
+// throughput phase of the same run, and prints its goals with pass/fail (bench/lib/stream-goals.ts).
 // The exit code is non-zero only when correctness fails (a delivery not Succeeded, counts that
 // do not add up) or the benchmark could not run; it asserts nothing about speed.
 import { KubeConfig } from "@kubernetes/client-node";
@@ -105,8 +107,8 @@ if (argv.help) {
   --mode stream        only stream mode (issue 16) beside CR mode and the HTTP ceiling of the same
                        run: stream deliveries/s (one replica), p99 publish → receiver at half
                        that rate, operator CPU-s per 1,000, and the same with two replicas (each
-                       one's share, duplicates), in a table with the goals (~3 min; with --quick
-                       < 1 min, for CI)
+                       one's share, duplicates), in a table with the goals (~4 min; with --quick
+                       about 1 min, for CI)
   --events N           events per stream-mode phase (20000; quick 1000; quick --deliveries 500)
   --node-options STR   NODE_OPTIONS of the operator processes (e.g. --import=./try-a-patch.mjs)
   --keep               keep the temp dir (control plane data, logs, profiles)
