@@ -33,7 +33,7 @@ import { listConsumers, type HooklineConsumer } from "../src/stream/consumers.js
 import { STREAM_NAME, StreamConnection } from "../src/stream/jetstream.js";
 import type { Watchdog } from "../bench/lib/procs.js";
 import { DELIVERIES, SUBSCRIPTIONS } from "../bench/lib/kube.js";
-import { sleep } from "../bench/lib/util.js";
+import { samples, sleep } from "../bench/lib/util.js";
 import { nextBehaviour } from "./lib/behaviour.js";
 import { Operators } from "./lib/operators.js";
 import { payload } from "./lib/payloads.js";
@@ -160,6 +160,15 @@ function planSubscriptions(rng: Rng, quick: boolean, receivers: number): SubPlan
 async function apply(client: KubeClient, path: string, body: Record<string, unknown>): Promise<void> {
   const meta = body.metadata as { name: string };
   await client.request({ method: "PATCH", path: `${path}/${meta.name}`, query: { fieldManager: "hookline-soak", force: true }, contentType: "application/apply-patch+yaml", body });
+}
+
+/** webhook_deliveries_in_flight of each live replica (0 when its metrics do not answer). */
+async function inFlightOf(slots: Operators["slots"]): Promise<Array<{ slot: Operators["slots"][number]; n: number }>> {
+  return Promise.all(
+    slots
+      .filter((s) => !s.proc.exited)
+      .map(async (slot) => ({ slot, n: await slot.proc.metrics().then((m) => samples(m, "webhook_deliveries_in_flight").reduce((t, x) => t + x.value, 0), () => 0) })),
+  );
 }
 
 /** Reads a soak receiver's log (two lines per request: the request, then how it ended). */
@@ -345,8 +354,19 @@ export async function streamSoak(ctx: StreamSoakContext): Promise<number> {
           break;
         case "operator-sigkill":
         case "operator-sigterm": {
-          const slot = frng.pick(operators.slots);
-          rec.target = slot.proc.opts.name;
+          // A kill matters most with attempts in flight: wait up to 5 s for a replica that has some.
+          let slot = frng.pick(operators.slots);
+          let held = 0;
+          for (const until = Date.now() + 5_000; Date.now() < until; await sleep(100)) {
+            const busy = await inFlightOf(operators.slots);
+            const top = busy.sort((x, y) => y.n - x.n)[0];
+            if (top && top.n > 0) {
+              slot = top.slot;
+              held = top.n;
+              break;
+            }
+          }
+          rec.target = `${slot.proc.opts.name}, ${held} in flight`;
           say(`fault: ${f.kind} ${rec.target}`);
           if (f.kind === "operator-sigkill") {
             slot.proc.child.kill("SIGKILL");
