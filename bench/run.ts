@@ -18,6 +18,8 @@
 // deliveries, with 10,000 pending 1 KiB ones, and with 400 pending 250 KiB ones.
 // `--capacity` runs only the etcd capacity phase (bench/capacity.ts; docs/capacity.md).
 // `--fairness` runs only the API Priority and Fairness phase (bench/lib/fairness.ts).
+// `--mode stream` runs only stream mode (bench/stream.ts) after the HTTP ceiling and CR mode's
+// throughput phase of the same run, and prints its goals with pass/fail (bench/lib/stream-goals.ts).
 // The exit code is non-zero only when correctness fails (a delivery not Succeeded, counts that
 // do not add up) or the benchmark could not run; it asserts nothing about speed.
 import { KubeConfig } from "@kubernetes/client-node";
@@ -40,6 +42,8 @@ import { apiCeiling, createFinished, createPending, produce, type ApiCeilingResu
 import { loadAverage, machine, now, percentiles, procCpuSeconds, round, sample, samples, sleep, type Percentiles } from "./lib/util.js";
 import { capacityPhase, capacityRows } from "./capacity.js";
 import { shapes } from "./shapes.js";
+import { streamBench } from "./stream.js";
+import { goalTable } from "./lib/stream-goals.js";
 import { publish as publishEvent } from "../src/publish/fanout.js";
 import { collectionPath } from "../src/kube/types.js";
 import { applyFlowControl, clientLoop, flowControlObjects, prepareConfigMaps, serviceAccountKubeconfig, type ClientLoopResult } from "./lib/fairness.js";
@@ -69,6 +73,8 @@ const { values: argv } = parseArgs({
     capacity: { type: "boolean", default: false },
     fairness: { type: "boolean", default: false },
     shapes: { type: "boolean", default: false },
+    mode: { type: "string", default: "cr" },
+    events: { type: "string" },
     help: { type: "boolean", short: "h", default: false },
   },
 });
@@ -98,6 +104,12 @@ if (argv.help) {
                        subscriptions, fan-out to 1/10/100, 1/16/256 KiB payloads, a cold start
                        with 100,000 pending, and how each cost grows (with --quick: small N, for
                        correctness)
+  --mode stream        only stream mode (issue 16) beside CR mode and the HTTP ceiling of the same
+                       run: stream deliveries/s (one replica), p99 publish → receiver at half
+                       that rate, operator CPU-s per 1,000, and the same with two replicas (each
+                       one's share, duplicates), in a table with the goals (~4 min; with --quick
+                       about 1 min, for CI)
+  --events N           events per stream-mode phase (20000; quick 1000; quick --deliveries 500)
   --node-options STR   NODE_OPTIONS of the operator processes (e.g. --import=./try-a-patch.mjs)
   --keep               keep the temp dir (control plane data, logs, profiles)
   --no-save            do not write bench/results/
@@ -108,7 +120,10 @@ if (argv.help) {
 }
 
 const QUICK = argv.quick;
-const N = Number(argv.deliveries ?? (QUICK ? 1_000 : 5_000));
+if (!["cr", "stream"].includes(argv.mode)) throw new Error(`--mode ${argv.mode}: expected cr or stream`);
+const EVENTS = Number(argv.events ?? (QUICK ? 1_000 : 20_000));
+// Quick stream mode (CI) keeps its CR-mode and ceiling phases small: the stream phases are its point.
+const N = Number(argv.deliveries ?? (QUICK ? (argv.mode === "stream" ? 500 : 1_000) : 5_000));
 const FINISHED = Number(argv.finished ?? (QUICK ? 5_000 : 20_000));
 const SUBS = Number(argv.subscriptions);
 const C = Number(argv.concurrency);
@@ -122,7 +137,7 @@ const ONLY = argv.only.split(",").filter(Boolean);
 const SKIP = new Set([...argv.skip.split(",").filter(Boolean), ...(ONLY.length ? PHASES.filter((p) => !ONLY.includes(p)) : [])]);
 const TENANT_HANGING_SUBS = 20;
 const TENANT_PENDING = 100;
-for (const [k, v] of Object.entries({ deliveries: N, finished: FINISHED, subscriptions: SUBS, concurrency: C, "payload-bytes": PAYLOAD, rate: Number(argv.rate) })) {
+for (const [k, v] of Object.entries({ events: EVENTS, deliveries: N, finished: FINISHED, subscriptions: SUBS, concurrency: C, "payload-bytes": PAYLOAD, rate: Number(argv.rate) })) {
   if (!Number.isInteger(v) || v < 1) throw new Error(`--${k} must be a positive integer`);
 }
 
@@ -862,6 +877,64 @@ async function pendingMemoryPhase(env: Env): Promise<Record<string, unknown>> {
 }
 
 // ---------------------------------------------------------------------------------------------
+// stream mode (--mode stream): the HTTP ceiling and CR mode's throughput first, in the same run
+
+async function streamMode(env: Env): Promise<Record<string, unknown>> {
+  const http = (await httpCeilingPhase(env, "stream")) as Ceilings["http"];
+  say(`CR mode beside it: the operator without NATS (leader election on, WEBHOOK_MAX_IN_FLIGHT=${C})`);
+  const op = await startOperator(env, "main", {});
+  await op.ready();
+  const cr = await throughputPhase(env, op);
+  const stopped = await op.stop(60_000);
+  env.watchdog.remove(op.pid);
+  check(stopped.code === 0 && !stopped.killed, `operator: exited with ${JSON.stringify(stopped)} after SIGTERM, expected code 0`);
+  const loadCr = loadAverage();
+  const stream = await streamBench({
+    quick: QUICK,
+    tmp: env.tmp,
+    count: EVENTS,
+    subscriptions: SUBS,
+    concurrency: C,
+    payloadBytes: PAYLOAD,
+    pacedSeconds: PACED_SECONDS,
+    receiverUrl: (path) => env.receiver.url(path),
+    arrivals: (prefix) => env.receiver.arrivals(prefix),
+    setup: (ns, subs) => setupNamespace(env, ns, subs),
+    ready: (ns, names) => waitSubscriptionsReady(env.admin, ns, names),
+    startOperator: (name, extra) => startOperator(env, name, extra),
+    stopOperator: async (o) => {
+      const r = await o.stop(60_000);
+      env.watchdog.remove(o.pid);
+      check(r.code === 0 && !r.killed, `operator ${o.opts.name}: exited with ${JSON.stringify(r)} after SIGTERM, expected code 0`);
+    },
+    onCleanup: (what, run) => cleanups.push({ what, run }),
+    say,
+    check,
+    crDeliveriesPerSecond: cr.deliveriesPerSecond as number,
+    httpCeilingPerSecond: http.perSecond,
+  });
+  return { httpCeiling: http, cr: { deliveriesPerSecond: cr.deliveriesPerSecond, deliveries: cr.deliveries, cpuSecondsPer1000: cr.cpuSecondsPer1000, latencyMs: cr.latencyMs, loadAverage: loadCr }, ...stream };
+}
+
+function streamTable(r: Record<string, any>): string {
+  const s = r.stream;
+  const la = (x: number[] | undefined) => (x ? x.join(" ") : "n/a");
+  const notes = [
+    `| Measure | Value |`,
+    `| --- | --- |`,
+    `| Stream events per phase; subscriptions; payload | ${fmt(s.events)}; ${fmt(r.config.subscriptions)}, one event type each; ${fmt(r.config.payloadBytes)} bytes |`,
+    `| CR mode: deliveries created through the API server (${fmt(s.cr.deliveries)}); CPU-s per 1,000 | ${fmt(s.cr.deliveriesPerSecond)}; ${fmt(s.cr.cpuSecondsPer1000)} |`,
+    `| Stream, one replica: publish → receiver p50 / p99 ms at the maximum rate; publishes/s | ${fmt(s.maxRate.publishToReceiverMs.p50)} / ${fmt(s.maxRate.publishToReceiverMs.p99)}; ${fmt(s.maxRate.publishPerSecond)} |`,
+    `| Stream at half the rate (${fmt(s.halfRate.targetRate)}/s): publish → receiver p50 / p95 / p99 ms; publish acknowledged p50 / p99 ms | ${pct(s.halfRate.publishToReceiverMs)}; ${fmt(s.halfRate.publishAckMs.p50)} / ${fmt(s.halfRate.publishAckMs.p99)} |`,
+    `| Two replicas: deliveries per replica | ${s.twoReplicas.perReplica.map(fmt).join(" / ")} |`,
+    `| Load average (1/5/15 min): start; after CR mode; after stream max rate; half rate; two replicas; end | ${la(r.machine.loadAverageAtStart)}; ${la(s.cr.loadAverage)}; ${la(s.maxRate.loadAverage)}; ${la(s.halfRate.loadAverage)}; ${la(s.twoReplicas.loadAverage)}; ${la(r.machine.loadAverageAtEnd)} |`,
+    `| Machine; run time | ${r.machine.cores} cores ${r.machine.cpu}, nats-server ${s.nats.version}; ${fmt(r.durationSeconds)} s |`,
+    `| Commit measured | ${r.git.commit}${r.git.srcDirty ? " + uncommitted changes in src/" : ""} |`,
+  ];
+  return `${goalTable(s.goals)}\n\n${notes.join("\n")}`;
+}
+
+// ---------------------------------------------------------------------------------------------
 // report
 
 const fmt = (x: unknown) => (typeof x === "number" ? (Number.isFinite(x) ? String(x) : "n/a") : String(x));
@@ -869,6 +942,7 @@ const pct = (p: Percentiles) => `${fmt(p.p50)} / ${fmt(p.p95)} / ${fmt(p.p99)}`;
 
  
 function table(r: Record<string, any>): string {
+  if (r.stream) return streamTable(r);
   const rows: Array<[string, string]> = [];
   const t = r.throughput;
   const c = r.ceilings;
@@ -974,7 +1048,7 @@ async function main(): Promise<number> {
   const watchdog = new Watchdog(join(tmp, "children.json"));
   cleanups.push({ what: "watchdog", run: () => watchdog.stop() });
   const load0 = loadAverage();
-  say(`${argv.fairness ? "fairness" : argv.capacity ? "capacity" : argv.memory ? "memory" : QUICK ? "quick" : "full"} run in ${tmp}; load average ${load0.join(" ")}`);
+  say(`${argv.mode === "stream" ? "stream " : ""}${argv.fairness ? "fairness" : argv.capacity ? "capacity" : argv.memory ? "memory" : QUICK ? "quick" : "full"} run in ${tmp}; load average ${load0.join(" ")}`);
 
   const { binDir } = await ensureBinaries({ env: process.env, onProgress: (l) => (/binaries present/.test(l) ? undefined : say(l)) });
   const cpDir = join(tmp, "cluster");
@@ -1018,7 +1092,7 @@ async function main(): Promise<number> {
     startedAt: new Date(started).toISOString(),
     mode: QUICK ? "quick" : "full",
     machine: { ...m, node: process.version, kubernetes: cp.version, etcd: cp.etcdVersion, loadAverageAtStart: load0 },
-    config: { deliveries: N, subscriptions: SUBS, concurrency: C, operatorMaxInFlight: C, subscriptionMaxInFlight: 10, payloadBytes: PAYLOAD, finishedDeliveries: FINISHED, cpuProfile: argv["cpu-prof"], leaderElection: true, operatorNodeOptions: argv["node-options"] || undefined, tag: argv.tag || undefined },
+    config: { deliveries: N, ...(argv.mode === "stream" ? { streamEvents: EVENTS } : {}), subscriptions: SUBS, concurrency: C, operatorMaxInFlight: C, subscriptionMaxInFlight: 10, payloadBytes: PAYLOAD, finishedDeliveries: FINISHED, cpuProfile: argv["cpu-prof"], leaderElection: true, operatorNodeOptions: argv["node-options"] || undefined, tag: argv.tag || undefined },
   });
 
   if (argv.fairness) {
@@ -1059,6 +1133,11 @@ async function main(): Promise<number> {
       controlPlaneCpu: () => controlPlaneCpu(env),
       apiPort: apiPort(env),
     });
+    return finish();
+  }
+  if (argv.mode === "stream") {
+    results.mode = QUICK ? "stream-quick" : "stream";
+    results.stream = await streamMode(env);
     return finish();
   }
   if (argv.capacity) {
@@ -1158,7 +1237,7 @@ function finish(profile?: ProfileSummary, profDir?: string): number {
     const file = join(dir, `${stamp}-${mode}${argv.tag ? `-${argv.tag}` : ""}.json`);
     writeFileSync(file, json);
     if (!argv.tag) {
-      if (!["memory", "capacity", "fairness", "shapes", "shapes-quick"].includes(mode)) writeFileSync(join(dir, "latest.json"), json);
+      if (!["memory", "capacity", "fairness", "shapes", "shapes-quick", "stream", "stream-quick"].includes(mode)) writeFileSync(join(dir, "latest.json"), json);
       writeFileSync(join(dir, `latest-${mode}.json`), json);
     }
     if (profDir && existsSync(join(profDir, "main.cpuprofile"))) {

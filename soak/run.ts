@@ -1,7 +1,9 @@
 // `npm run soak`: a seeded fault-injection soak (issue 13). Its own control plane, two operator
 // replicas with leader election, two scripted receivers, all real processes; a seeded workload and
 // fault schedule; seven invariants checked over the whole history. Exit 1 on any violation.
-//   npm run soak -- [--seed N] [--duration 30m] [--quick] [--no-faults] [--keep]
+//   npm run soak -- [--seed N] [--duration 30m] [--quick] [--no-faults] [--keep] [--mode stream]
+// --mode stream soaks stream mode instead (soak/stream.ts): events through JetStream, nats-server
+// and operator crashes, its own three invariants.
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -27,6 +29,7 @@ import { render } from "./lib/report.js";
 import { Rng } from "./lib/rng.js";
 import { applySubscription, ensureNamespace, planSubscription, Workload, type SubPlan } from "./lib/workload.js";
 import { Watcher } from "./lib/watch.js";
+import { streamSoak } from "./stream.js";
 
 const args = parseArgs(process.argv.slice(2));
 const started = Date.now();
@@ -54,7 +57,7 @@ for (const sig of ["SIGINT", "SIGTERM"] as const) {
   });
 }
 
-const replayCommand = `npm run soak -- --seed ${args.seed}${args.quick ? " --quick" : ` --duration ${Math.round(args.durationMs / 1000)}s`}${args.faults ? "" : " --no-faults"}`;
+const replayCommand = `npm run soak -- --seed ${args.seed}${args.quick ? " --quick" : ` --duration ${Math.round(args.durationMs / 1000)}s`}${args.faults ? "" : " --no-faults"}${args.mode === "stream" ? " --mode stream" : ""}`;
 
 async function adminClient(kubeconfig: string): Promise<KubeClient> {
   const kc = new KubeConfig();
@@ -75,7 +78,7 @@ async function apiReady(client: KubeClient, timeoutMs: number): Promise<boolean>
 }
 
 async function main(): Promise<number> {
-  say(`seed ${args.seed}${args.seedGiven ? "" : " (random)"}; ${args.quick ? "quick" : "full"} run, ${Math.round(args.durationMs / 1000)} s of workload${args.faults ? " with faults" : ", no faults"}`);
+  say(`seed ${args.seed}${args.seedGiven ? "" : " (random)"}; ${args.mode === "stream" ? "stream mode, " : ""}${args.quick ? "quick" : "full"} run, ${Math.round(args.durationMs / 1000)} s of workload${args.faults ? " with faults" : ", no faults"}`);
   const rng = new Rng(args.seed);
   const tmp = await mkdtemp(join(tmpdir(), "hookline-soak-"));
   let keep = args.keep;
@@ -103,6 +106,25 @@ async function main(): Promise<number> {
   say(`control plane ${cp.version} at ${cp.server}`);
   const client = await adminClient(cp.kubeconfig);
   cleanups.push({ what: "admin client", run: () => client.destroy() });
+
+  if (args.mode === "stream") {
+    const code = await streamSoak({
+      seed: args.seed,
+      quick: args.quick,
+      faults: args.faults,
+      durationMs: args.durationMs,
+      rng,
+      tmp,
+      kubeconfig: cp.kubeconfig,
+      client,
+      watchdog,
+      say,
+      onCleanup: (what, run) => cleanups.push({ what, run }),
+      replay: replayCommand,
+    });
+    if (code !== 0) keep = true;
+    return code;
+  }
 
   // Receivers.
   const receivers = [0, 1].map((i) => new ReceiverProcess(`r${i}`, join(tmp, `receiver-${i}.jsonl`), (pid, alive) => (alive ? watchdog.add(pid) : watchdog.remove(pid))));

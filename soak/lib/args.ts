@@ -1,4 +1,5 @@
-// Command line of `npm run soak`: --seed N, --duration 30m (s/m/h), --quick, --no-faults, --keep.
+// Command line of `npm run soak`: --seed N, --duration 30m (s/m/h), --quick, --no-faults, --keep,
+// --mode cr|stream.
 import { randomInt } from "node:crypto";
 
 export interface SoakArgs {
@@ -8,6 +9,8 @@ export interface SoakArgs {
   quick: boolean;
   faults: boolean;
   keep: boolean;
+  /** cr (default): deliveries as custom resources; stream: events through JetStream (soak/stream.ts). */
+  mode: "cr" | "stream";
   /** Whether --seed was given (else it was drawn at random). */
   seedGiven: boolean;
 }
@@ -24,6 +27,7 @@ export function parseArgs(argv: string[]): SoakArgs {
   let quick = false;
   let faults = true;
   let keep = false;
+  let mode: "cr" | "stream" = "cr";
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]!;
     const value = (): string => {
@@ -41,8 +45,12 @@ export function parseArgs(argv: string[]): SoakArgs {
     else if (a === "--quick") quick = true;
     else if (a === "--no-faults") faults = false;
     else if (a === "--keep") keep = true;
-    else throw new Error(`unknown option ${a} (options: --seed N, --duration 30m, --quick, --no-faults, --keep)`);
+    else if (a === "--mode" || a.startsWith("--mode=")) {
+      const v = a === "--mode" ? value() : a.slice(7);
+      if (v !== "cr" && v !== "stream") throw new Error(`--mode ${v}: expected cr or stream`);
+      mode = v;
+    } else throw new Error(`unknown option ${a} (options: --seed N, --duration 30m, --quick, --no-faults, --keep, --mode cr|stream)`);
   }
   const seedGiven = seed !== undefined;
-  return { seed: seed ?? randomInt(0, 0xffffffff), durationMs: duration ?? (quick ? 110_000 : 30 * 60_000), quick, faults, keep, seedGiven };
+  return { seed: seed ?? randomInt(0, 0xffffffff), durationMs: duration ?? (quick ? (mode === "stream" ? 40_000 : 110_000) : 30 * 60_000), quick, faults, keep, mode, seedGiven };
 }

@@ -38,12 +38,14 @@ export class Operators {
     private readonly kubeconfig: string,
     private readonly dir: string,
     private readonly watchdog: Watchdog,
+    /** Added to OPERATOR_ENV (stream mode: HOOKLINE_NATS_URL). */
+    private readonly extraEnv: Record<string, string> = {},
   ) {}
 
   private async spawn(label: string, incarnation: number): Promise<OperatorProcess> {
     const [metricsPort, healthPort] = await freePorts(2);
     const name = `soak-${label}-${incarnation}`;
-    const proc = OperatorProcess.start({ name, kubeconfig: this.kubeconfig, logFile: join(this.dir, `${name}.log`), metricsPort: metricsPort!, healthPort: healthPort!, env: OPERATOR_ENV });
+    const proc = OperatorProcess.start({ name, kubeconfig: this.kubeconfig, logFile: join(this.dir, `${name}.log`), metricsPort: metricsPort!, healthPort: healthPort!, env: { ...OPERATOR_ENV, ...this.extraEnv } });
     this.watchdog.add(proc.pid);
     this.starts++;
     return proc;

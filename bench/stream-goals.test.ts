@@ -1,0 +1,42 @@
+import { describe, expect, it } from "vitest";
+import { duplicateIds, goalTable, ratePerSecond, shares, sharesWithin, streamGoals, type StreamMeasured } from "./lib/stream-goals.js";
+
+const measured = (over: Partial<StreamMeasured> = {}): StreamMeasured => ({
+  crDeliveriesPerSecond: 300,
+  httpCeilingPerSecond: 10_000,
+  streamDeliveriesPerSecond: 3_100,
+  halfRateP99Ms: 12,
+  cpuSecondsPer1000: 0.4,
+  twoReplicas: { deliveriesPerSecond: 4_000, cpuSecondsPer1000: 0.5, shares: [0.48, 0.52], duplicates: 0 },
+  ...over,
+});
+
+describe("stream bench computations", () => {
+  it("shares: fractions of the sum, all 0 for nothing", () => {
+    expect(shares([60, 40])).toEqual([0.6, 0.4]);
+    expect(shares([1, 2])).toEqual([0.333, 0.667]);
+    expect(shares([0, 0])).toEqual([0, 0]);
+    expect(sharesWithin([0.4, 0.6], 0.4, 0.6)).toBe(true);
+    expect(sharesWithin([0.399, 0.601], 0.4, 0.6)).toBe(false);
+    expect(sharesWithin([], 0.4, 0.6)).toBe(false);
+  });
+
+  it("rate from first send to last arrival; NaN without a span", () => {
+    expect(ratePerSecond(1000, 10_000, 12_000)).toBe(500);
+    expect(ratePerSecond(1000, 10_000, 10_000)).toBeNaN();
+    expect(ratePerSecond(0, 0, 1000)).toBeNaN();
+  });
+
+  it("duplicates: ids that came more than once", () => {
+    expect(duplicateIds(new Map([["a", { count: 1 }], ["b", { count: 2 }], ["c", { count: 3 }]]))).toEqual(["b", "c"]);
+  });
+
+  it("goals pass and fail on the measured numbers, and NaN never passes", () => {
+    const verdicts = (m: StreamMeasured) => Object.fromEntries(streamGoals(m).filter((r) => r.pass !== undefined).map((r) => [r.goal, r.pass]));
+    expect(verdicts(measured())).toEqual({ "≥ ×10": true, "≥ 0.25": true, "< 20": true, "each 40-60%": true, "0": true });
+    expect(verdicts(measured({ streamDeliveriesPerSecond: 2_000, halfRateP99Ms: 20, twoReplicas: { deliveriesPerSecond: 1, cpuSecondsPer1000: 1, shares: [0.7, 0.3], duplicates: 1 } }))).toEqual({ "≥ ×10": false, "≥ 0.25": false, "< 20": false, "each 40-60%": false, "0": false });
+    expect(verdicts(measured({ streamDeliveriesPerSecond: NaN, halfRateP99Ms: NaN }))).toMatchObject({ "≥ ×10": false, "≥ 0.25": false, "< 20": false });
+    expect(goalTable(streamGoals(measured()))).toMatch(/^\| Measure \| Value \| Goal \| Result \|/);
+    expect(goalTable(streamGoals(measured({ halfRateP99Ms: 30 })))).toContain("**FAIL**");
+  });
+});

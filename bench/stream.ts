@@ -1,0 +1,238 @@
+// `npm run bench -- --mode stream` (issue 16): stream mode measured beside CR mode and the HTTP
+// ceiling of the same run (run.ts measures those two first and passes them in). Phases, on a
+// private nats-server with JetStream (hack/build-nats.sh) and the same receiver process:
+//   1. max rate: `count` events published as fast as JetStream acknowledges them (`concurrency`
+//      publishes in flight, from this process), one per subscription in turn (each subscription
+//      filters its own event type, so one event = one delivery, as in CR mode's phase), to one
+//      operator replica: deliveries/s from the first publish to the last arrival, operator CPU
+//      (/proc/<pid>/stat) per 1,000;
+//   2. half rate: events paced at half that rate; publish (sent) → receiver percentiles;
+//   3. two replicas: a second operator process joins, the same load again; each replica's share
+//      (its webhook_delivery_attempts_total{status="success"}), duplicates at the receiver, CPU of
+//      both per 1,000.
+// Correctness (every event arrives, exactly once, at a receiver that always answers 200) goes
+// through `check`; speed is reported against the issue's goals, never asserted.
+import { mkdirSync } from "node:fs";
+import { join } from "node:path";
+import { ensureNatsServer } from "../src/cluster/build.js";
+import { LocalNatsServer } from "../src/cluster/nats.js";
+import { publishToStream } from "../src/publish/stream.js";
+import { listConsumers } from "../src/stream/consumers.js";
+import { STREAM_NAME, StreamConnection } from "../src/stream/jetstream.js";
+import type { OperatorProcess } from "./lib/procs.js";
+import { payload } from "./lib/objects.js";
+import { duplicateIds, ratePerSecond, shares, streamGoals, type StreamMeasured } from "./lib/stream-goals.js";
+import { loadAverage, now, percentiles, pool, procCpuSeconds, round, sample, sleep, type Percentiles } from "./lib/util.js";
+
+export interface StreamBenchContext {
+  quick: boolean;
+  tmp: string;
+  /** Events per max-rate phase. */
+  count: number;
+  subscriptions: number;
+  concurrency: number;
+  payloadBytes: number;
+  pacedSeconds: number;
+  receiverUrl: (path: string) => string;
+  arrivals: (prefix: string) => Promise<Map<string, { at: number; count: number }>>;
+  /** Namespace, Secret and subscriptions (run.ts setupNamespace). */
+  setup: (ns: string, subs: Array<{ name: string; spec: Record<string, unknown> & { url: string } }>) => Promise<void>;
+  /** Until the subscriptions are Ready (an operator must run). */
+  ready: (ns: string, names: string[]) => Promise<void>;
+  startOperator: (name: string, env: Record<string, string>) => Promise<OperatorProcess>;
+  stopOperator: (op: OperatorProcess) => Promise<void>;
+  /** Kept for nats-server's cleanup. */
+  onCleanup: (what: string, run: () => Promise<void> | void) => void;
+  say: (line: string) => void;
+  check: (ok: boolean, message: string) => void;
+  /** Measured earlier in the same run. */
+  crDeliveriesPerSecond: number;
+  httpCeilingPerSecond: number;
+}
+
+interface Batch {
+  count: number;
+  firstSentAt: number;
+  lastArrivalAt: number;
+  deliveriesPerSecond: number;
+  publishPerSecond: number;
+  publishAckMs: Percentiles;
+  publishToReceiverMs: Percentiles;
+  received: number;
+  duplicates: number;
+  publishErrors: number;
+}
+
+const NS = "bench-stream";
+const typeOf = (i: number) => `bench.s${i}`;
+
+export async function streamBench(ctx: StreamBenchContext): Promise<Record<string, unknown>> {
+  const { say, check } = ctx;
+  const natsDir = join(ctx.tmp, "nats");
+  mkdirSync(natsDir, { recursive: true });
+  const { binary } = await ensureNatsServer({ env: process.env });
+  const nats = await LocalNatsServer.start({ dir: natsDir, binary });
+  ctx.onCleanup("nats-server", () => nats.close());
+  say(`stream: nats-server ${nats.version} at ${nats.url}`);
+  const conn = await StreamConnection.connect({ url: nats.url, source: "bench", name: "hookline bench" });
+  ctx.onCleanup("stream connection", () => conn.close());
+  await conn.ensureStream();
+  const jsm = await conn.jetstreamManager();
+
+  const subs = Array.from({ length: ctx.subscriptions }, (_, i) => ({ name: `sub-${i}`, spec: { url: ctx.receiverUrl(`/ok/${NS}/sub-${i}`), eventTypes: [typeOf(i)] } }));
+  await ctx.setup(NS, subs);
+  const env = { HOOKLINE_NATS_URL: nats.url, WATCH_NAMESPACES: NS, LEADER_ELECTION_LEASE_NAME: "bench-stream" };
+  const a = await ctx.startOperator("stream-a", env);
+  await a.ready();
+  await ctx.ready(NS, subs.map((s) => s.name));
+  await consumersReady(ctx, jsm, subs.map((s) => s.name), [a]);
+  say(`stream: operator stream-a reading ${subs.length} consumers`);
+
+  const publish = async (id: string, i: number): Promise<void> => {
+    await publishToStream(conn, { namespace: NS, type: typeOf(i % ctx.subscriptions), id, data: payload(i, now(), ctx.payloadBytes) });
+  };
+  const drained = () => waitDrained(jsm, subs.length, 60_000 + ctx.count * 20);
+
+  // Warm-up (connections, JIT): not counted.
+  await batch(ctx, "sw", Math.min(500, Math.ceil(ctx.count / 10)), undefined, publish);
+  await drained();
+
+  const cpu0 = procCpuSeconds(a.pid);
+  say(`stream: max rate, ${ctx.count} events, ${ctx.concurrency * 2} publishes in flight, one replica (load ${loadAverage().join(" ")})`);
+  const max = await batch(ctx, "s1", ctx.count, undefined, publish);
+  const cpu1 = procCpuSeconds(a.pid);
+  say(`stream: ${round(max.deliveriesPerSecond, 0)} deliveries/s (published at ${round(max.publishPerSecond, 0)}/s); publish → receiver p50 ${max.publishToReceiverMs.p50} ms p99 ${max.publishToReceiverMs.p99} ms`);
+  await drained();
+  const loadMax = loadAverage();
+
+  const halfRate = Math.max(1, max.deliveriesPerSecond / 2);
+  const pacedCount = Math.max(20, Math.round(halfRate * ctx.pacedSeconds));
+  say(`stream: half rate, ${pacedCount} events at ${round(halfRate, 0)}/s for ${ctx.pacedSeconds} s`);
+  await sleep(1_000);
+  const paced = await batch(ctx, "sp", pacedCount, halfRate, publish);
+  say(`stream: half rate publish → receiver p50 ${paced.publishToReceiverMs.p50} ms p95 ${paced.publishToReceiverMs.p95} ms p99 ${paced.publishToReceiverMs.p99} ms`);
+  await drained();
+  const loadPaced = loadAverage();
+
+  const b = await ctx.startOperator("stream-b", env);
+  // Not the leader (ready() waits for leadership): reading every consumer is what counts here.
+  await consumersReady(ctx, jsm, subs.map((s) => s.name), [b]);
+  const success = async (op: OperatorProcess) => sample(await op.metrics(), "webhook_delivery_attempts_total", { namespace: NS, status: "success" });
+  const before = await Promise.all([a, b].map(success));
+  const cpuBefore = [a, b].map((op) => procCpuSeconds(op.pid));
+  say(`stream: two replicas, ${ctx.count} events at max rate`);
+  const two = await batch(ctx, "s2", ctx.count, undefined, publish);
+  await drained();
+  const cpuAfter = [a, b].map((op) => procCpuSeconds(op.pid));
+  const after = await Promise.all([a, b].map(success));
+  const perReplica = after.map((x, i) => x - before[i]!);
+  const share = shares(perReplica);
+  const twoCpu = cpuAfter.reduce((s, x, i) => s + x - cpuBefore[i]!, 0);
+  check(perReplica[0]! + perReplica[1]! === ctx.count, `stream two replicas: the replicas counted ${perReplica.join(" + ")} successful attempts, expected ${ctx.count} in all`);
+  say(`stream: two replicas ${round(two.deliveriesPerSecond, 0)} deliveries/s; shares ${share.map((s) => `${round(s * 100, 1)}%`).join(" / ")}; duplicates ${two.duplicates}`);
+  const loadTwo = loadAverage();
+  for (const op of [b, a]) await ctx.stopOperator(op);
+
+  const measured: StreamMeasured = {
+    crDeliveriesPerSecond: ctx.crDeliveriesPerSecond,
+    httpCeilingPerSecond: ctx.httpCeilingPerSecond,
+    streamDeliveriesPerSecond: round(max.deliveriesPerSecond, 1),
+    halfRateP99Ms: paced.publishToReceiverMs.p99,
+    cpuSecondsPer1000: round(((cpu1 - cpu0) / ctx.count) * 1000, 3),
+    twoReplicas: { deliveriesPerSecond: round(two.deliveriesPerSecond, 1), cpuSecondsPer1000: round((twoCpu / ctx.count) * 1000, 3), shares: share, duplicates: two.duplicates },
+  };
+  return {
+    nats: { version: nats.version },
+    namespace: NS,
+    events: ctx.count,
+    maxRate: { ...max, loadAverage: loadMax },
+    halfRate: { targetRate: round(halfRate, 1), ...paced, loadAverage: loadPaced },
+    twoReplicas: { ...two, perReplica, shares: share, cpuSeconds: round(twoCpu, 3), loadAverage: loadTwo },
+    measured,
+    goals: streamGoals(measured),
+  };
+}
+
+/** Every consumer made by the leader, and each of `ops` reading it. */
+async function consumersReady(ctx: StreamBenchContext, jsm: Awaited<ReturnType<StreamConnection["jetstreamManager"]>>, names: string[], ops: OperatorProcess[]): Promise<void> {
+  for (const deadline = Date.now() + 60_000; ; await sleep(200)) {
+    const have = new Set((await listConsumers(jsm, STREAM_NAME)).filter((c) => c.namespace === NS).map((c) => c.name));
+    if (names.every((n) => have.has(n))) break;
+    if (Date.now() > deadline) throw new Error(`stream: consumers of ${names.filter((n) => !have.has(n)).join(", ")} not made within 60 s`);
+  }
+  for (const op of ops) for (const n of names) await op.waitForLog((l) => l.msg === "stream consumer started" && l.subscription === `${NS}/${n}`, 60_000, `${op.opts.name} reading ${n}`);
+}
+
+/** Until every consumer of the namespace holds nothing (none pending, none out). */
+async function waitDrained(jsm: Awaited<ReturnType<StreamConnection["jetstreamManager"]>>, expected: number, timeoutMs: number): Promise<void> {
+  for (const deadline = Date.now() + timeoutMs; ; await sleep(100)) {
+    const cs = (await listConsumers(jsm, STREAM_NAME)).filter((c) => c.namespace === NS);
+    if (cs.length === expected && cs.every((c) => c.pending === 0 && c.ackPending === 0)) return;
+    if (Date.now() > deadline) throw new Error(`stream: consumers not drained within ${timeoutMs / 1000} s: ${JSON.stringify(cs.map((c) => [c.name, c.pending, c.ackPending]))}`);
+  }
+}
+
+/** Publishes `count` events (as fast as acknowledged, or paced at `rate`/s) and waits for every arrival. */
+async function batch(ctx: StreamBenchContext, prefix: string, count: number, rate: number | undefined, publish: (id: string, i: number) => Promise<void>): Promise<Batch> {
+  const ids = Array.from({ length: count }, (_, i) => `${prefix}-${i}`);
+  const sentAt = new Array<number>(count);
+  const ackMs: number[] = [];
+  let errors = 0;
+  const send = async (i: number) => {
+    const t = now();
+    sentAt[i] = t;
+    try {
+      await publish(ids[i]!, i);
+      ackMs.push(now() - t);
+    } catch (err) {
+      errors++;
+      if (errors <= 3) ctx.say(`stream: publish of ${ids[i]} failed: ${(err as Error).message}`);
+    }
+  };
+  const t0 = now();
+  if (rate === undefined) await pool(count, ctx.concurrency * 2, send);
+  else {
+    const inFlight: Array<Promise<void>> = [];
+    for (let i = 0; i < count; i++) {
+      const due = t0 + (i * 1000) / rate;
+      const wait = due - now();
+      if (wait > 1) await sleep(wait);
+      inFlight.push(send(i));
+    }
+    await Promise.all(inFlight);
+  }
+  const published = now() - t0;
+  ctx.check(errors === 0, `stream ${prefix}: ${errors} of ${count} publishes failed`);
+  let arrivals = await ctx.arrivals(`${prefix}-`);
+  for (const deadline = Date.now() + 60_000 + count * 20; arrivals.size < count - errors && Date.now() < deadline; ) {
+    await sleep(200);
+    arrivals = await ctx.arrivals(`${prefix}-`);
+  }
+  ctx.check(arrivals.size === count, `stream ${prefix}: the receiver got ${arrivals.size} distinct webhook ids, expected ${count}`);
+  // Let late duplicates (a redelivery) show before counting them.
+  await sleep(500);
+  arrivals = await ctx.arrivals(`${prefix}-`);
+  const dups = duplicateIds(arrivals);
+  ctx.check(dups.length === 0, `stream ${prefix}: ${dups.length} webhook ids arrived more than once (e.g. ${dups.slice(0, 3).join(", ")}) at a receiver that always answers 200`);
+  const lat: number[] = [];
+  let last = 0;
+  ids.forEach((id, i) => {
+    const a = arrivals.get(id);
+    if (!a) return;
+    lat.push(a.at - sentAt[i]!);
+    if (a.at > last) last = a.at;
+  });
+  const first = Math.min(...sentAt);
+  return {
+    count,
+    firstSentAt: round(first, 1),
+    lastArrivalAt: round(last, 1),
+    deliveriesPerSecond: ratePerSecond(arrivals.size, first, last),
+    publishPerSecond: round(count / (published / 1000), 1),
+    publishAckMs: percentiles(ackMs),
+    publishToReceiverMs: percentiles(lat),
+    received: arrivals.size,
+    duplicates: dups.length,
+    publishErrors: errors,
+  };
+}

@@ -1,0 +1,439 @@
+// `npm run soak -- --mode stream` (issue 16): the soak in stream mode. Events are published to
+// JetStream (a private nats-server, hack/build-nats.sh) instead of created as WebhookDeliveries;
+// two operator replicas deliver them (every replica delivers in stream mode); the scripted
+// receivers' behaviours change as in CR mode's soak; the faults are a nats-server crash (SIGKILL,
+// restarted on the same store after 3-8 s), an operator SIGKILL, an operator SIGTERM (drain) and a
+// receiver restart. A publish that fails while NATS is down is published again with the same id
+// and timestamp until JetStream acknowledges it (what a producer does). Invariants, over the
+// whole history (receiver logs, dead-letter WebhookDeliveries, the consumers at the end):
+//   S1 zero loss: every published event reaches a final outcome at each subscription it matches:
+//      a 2xx response at the receiver, or a DeadLettered WebhookDelivery; every consumer is
+//      drained at the end (nothing pending, nothing unacknowledged);
+//   S2 byte-exact: every request carries the body built from the event exactly as published
+//      (SHA-256 and length), valid UTF-8, and only to a subscription whose eventTypes match;
+//   S3 one webhook-id per event: every attempt of an event (found by its body) carries the
+//      event's id as webhook-id with a StandardWebhooks signature that verifies over it, and a
+//      dead letter names the event it is for.
+// Delivery is at least once: an event sent twice (an acknowledgement lost with a killed replica
+// or server) is counted, not a violation.
+import { createHash } from "node:crypto";
+import { Webhook } from "standardwebhooks";
+import { existsSync, mkdirSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { API_VERSION } from "../src/api/names.js";
+import { webhookBody } from "../src/delivery/payload.js";
+import { ensureNatsServer } from "../src/cluster/build.js";
+import { LocalNatsServer } from "../src/cluster/nats.js";
+import { toRfc3339 } from "../src/core/rfc3339.js";
+import { matchesEventType } from "../src/core/policy.js";
+import type { KubeClient } from "../src/kube/client.js";
+import { collectionPath, CORE } from "../src/kube/types.js";
+import { publishToStream } from "../src/publish/stream.js";
+import { listConsumers, type HooklineConsumer } from "../src/stream/consumers.js";
+import { STREAM_NAME, StreamConnection } from "../src/stream/jetstream.js";
+import type { Watchdog } from "../bench/lib/procs.js";
+import { DELIVERIES, SUBSCRIPTIONS } from "../bench/lib/kube.js";
+import { samples, sleep } from "../bench/lib/util.js";
+import { nextBehaviour } from "./lib/behaviour.js";
+import { Operators } from "./lib/operators.js";
+import { payload } from "./lib/payloads.js";
+import { ReceiverProcess } from "./lib/receivers.js";
+import type { Rng } from "./lib/rng.js";
+
+export type StreamFaultKind = "nats-restart" | "operator-sigkill" | "operator-sigterm" | "receiver-restart";
+export const STREAM_FAULT_KINDS: StreamFaultKind[] = ["nats-restart", "operator-sigkill", "operator-sigterm", "receiver-restart"];
+
+export const STREAM_INVARIANTS: Record<string, string> = {
+  S1: "zero loss: every published event reached a 2xx at the receiver or a DeadLettered WebhookDelivery, for every subscription it matches; every consumer drained",
+  S2: "byte-exact: every request's body is the event's exactly as published (SHA-256, length, valid UTF-8), sent only to matching subscriptions",
+  S3: "one webhook-id per event: every attempt of an event carries the event id as webhook-id, signed (StandardWebhooks) over it; each dead letter names its event",
+};
+
+export interface StreamSoakContext {
+  seed: number;
+  quick: boolean;
+  faults: boolean;
+  durationMs: number;
+  rng: Rng;
+  tmp: string;
+  kubeconfig: string;
+  client: KubeClient;
+  watchdog: Watchdog;
+  say: (line: string) => void;
+  onCleanup: (what: string, run: () => unknown) => void;
+  replay: string;
+}
+
+interface SubPlan {
+  ns: string;
+  name: string;
+  eventTypes: string[];
+  receiver: number;
+  spec: Record<string, unknown>;
+}
+
+interface Published {
+  id: string;
+  ns: string;
+  type: string;
+  sha: string;
+  len: number;
+  kind: string;
+  /** Subscriptions (ns.name) it matches. */
+  targets: string[];
+  acknowledged: boolean;
+  publishAttempts: number;
+  /** The body as published (for the signature check); absent in unit tests. */
+  body?: Buffer;
+}
+
+interface Request {
+  receiver: string;
+  seq: string;
+  endpoint: string;
+  wid?: string;
+  wts?: string;
+  wsig?: string;
+  sha: string;
+  len: number;
+  utf8: boolean;
+  status: number;
+  /** The receiver's behaviour: huge and trickle send their 2xx headers at once, then a body. */
+  kind: string;
+  fin?: string;
+}
+
+/** Whether the sender got a 2xx: the response finished, or its headers went at once (huge, trickle: the sender may stop reading the body). */
+export const answered2xx = (q: Pick<Request, "status" | "fin" | "kind">): boolean => q.status >= 200 && q.status < 300 && (q.fin === "finish" || q.kind === "huge" || q.kind === "trickle");
+
+const TYPES = ["order.paid", "order.refunded", "user.created", "invoice.sent"];
+const SECRET = "soak-stream-signing";
+const SIGNING_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+
+/** Stream faults: each kind once in a seeded order (quick, twice the crashes), or a seeded kind every 30-90 s. */
+export function streamSchedule(rng: Rng, durationMs: number, quick: boolean): Array<{ at: number; kind: StreamFaultKind; downMs: number }> {
+  const out: Array<{ at: number; kind: StreamFaultKind; downMs: number }> = [];
+  if (quick) {
+    const kinds = [...STREAM_FAULT_KINDS];
+    for (let i = kinds.length - 1; i > 0; i--) {
+      const j = rng.int(0, i);
+      [kinds[i], kinds[j]] = [kinds[j]!, kinds[i]!];
+    }
+    const slot = (durationMs - 8_000) / kinds.length;
+    kinds.forEach((k, i) => out.push({ at: 5_000 + Math.round(i * slot + rng.next() * slot * 0.3), kind: k, downMs: rng.int(3_000, 8_000) }));
+    return out;
+  }
+  for (let at = rng.int(15_000, 40_000); at < durationMs - 20_000; at += rng.int(30_000, 90_000)) out.push({ at, kind: rng.pick(STREAM_FAULT_KINDS), downMs: rng.int(3_000, 8_000) });
+  return out;
+}
+
+function planSubscriptions(rng: Rng, quick: boolean, receivers: number): SubPlan[] {
+  const out: SubPlan[] = [];
+  const n = quick ? rng.int(4, 6) : rng.int(8, 12);
+  for (let i = 0; i < n; i++) {
+    const ns = i % 2 === 0 ? "soak-sa" : "soak-sb";
+    const eventTypes = rng.weighted<string[]>([
+      [["order.*"], 2],
+      [[rng.pick(TYPES)], 2],
+      [["*"], 1],
+      [[rng.pick(TYPES), rng.pick(TYPES)], 1],
+    ]);
+    const receiver = rng.int(0, receivers - 1);
+    out.push({
+      ns,
+      name: `ssub-${i}`,
+      eventTypes: [...new Set(eventTypes)],
+      receiver,
+      spec: {
+        eventTypes: [...new Set(eventTypes)],
+        secretRef: { name: SECRET },
+        maxInFlight: rng.int(2, 10),
+        timeout: "2s",
+        retry: { maxAttempts: rng.int(3, 6), initialBackoff: "200ms", maxBackoff: "2s", jitterPercent: rng.int(0, 30) },
+        circuitBreaker: { failureThreshold: rng.int(3, 8), cooldown: `${rng.int(2, 4)}s` },
+      },
+    });
+  }
+  return out;
+}
+
+async function apply(client: KubeClient, path: string, body: Record<string, unknown>): Promise<void> {
+  const meta = body.metadata as { name: string };
+  await client.request({ method: "PATCH", path: `${path}/${meta.name}`, query: { fieldManager: "hookline-soak", force: true }, contentType: "application/apply-patch+yaml", body });
+}
+
+/** webhook_deliveries_in_flight of each live replica (0 when its metrics do not answer). */
+async function inFlightOf(slots: Operators["slots"]): Promise<Array<{ slot: Operators["slots"][number]; n: number }>> {
+  return Promise.all(
+    slots
+      .filter((s) => !s.proc.exited)
+      .map(async (slot) => ({ slot, n: await slot.proc.metrics().then((m) => samples(m, "webhook_deliveries_in_flight").reduce((t, x) => t + x.value, 0), () => 0) })),
+  );
+}
+
+/** Reads a soak receiver's log (two lines per request: the request, then how it ended). */
+export function readRequests(receiver: string, file: string): Request[] {
+  if (!existsSync(file)) return [];
+  const bySeq = new Map<string, Request>();
+  for (const line of readFileSync(file, "utf8").split("\n")) {
+    if (!line) continue;
+    let r: Record<string, any>;
+    try {
+      r = JSON.parse(line);
+    } catch {
+      continue; // a line cut by a SIGKILL of the receiver
+    }
+    if (r.fin) {
+      const q = bySeq.get(r.seq);
+      if (q) q.fin = r.fin;
+      continue;
+    }
+    bySeq.set(r.seq, { receiver, seq: r.seq, endpoint: r.endpoint, wid: r.wid, wts: r.wts, wsig: r.wsig, sha: r.sha, len: r.len, utf8: r.utf8 && r.fffd === 0, status: r.status, kind: r.kind });
+  }
+  return [...bySeq.values()];
+}
+
+/** The StandardWebhooks signature over (webhook-id, webhook-timestamp, body), checked at the request's own time. */
+function signed(q: Request, body: Buffer): boolean {
+  try {
+    const sig = new Webhook(SIGNING_SECRET).sign(q.wid ?? "", new Date(Number(q.wts) * 1000), body.toString("utf8"));
+    return (q.wsig ?? "").split(" ").includes(sig);
+  } catch {
+    return false;
+  }
+}
+
+export interface StreamViolation {
+  invariant: "S1" | "S2" | "S3";
+  key: string;
+  message: string;
+}
+
+/** The three invariants over the history; pure, for the unit test. */
+export function checkStream(events: Published[], requests: Request[], deadLetters: Array<{ ns: string; sub: string; eventId: string; name: string }>, consumers: HooklineConsumer[], endpointsOf: Map<string, string[]>): StreamViolation[] {
+  const v: StreamViolation[] = [];
+  const bySha = new Map(events.map((e) => [e.sha, e]));
+  const byId = new Map(events.map((e) => [`${e.ns}/${e.id}`, e]));
+  const reached = new Set<string>();
+  for (const q of requests) {
+    const e = bySha.get(q.sha);
+    if (!e) {
+      const named = [...byId.values()].find((x) => x.id === q.wid);
+      v.push({ invariant: "S2", key: q.wid ?? q.seq, message: `request ${q.seq} at ${q.receiver}/${q.endpoint}: body (${q.len} bytes, sha ${q.sha.slice(0, 12)}) is no published event's${named ? `; its webhook-id names ${named.ns}/${named.id} (${named.len} bytes expected)` : ""}` });
+      continue;
+    }
+    if (q.len !== e.len || !q.utf8) v.push({ invariant: "S2", key: e.id, message: `request ${q.seq}: ${q.len} bytes (expected ${e.len}), valid UTF-8 ${q.utf8}` });
+    if (q.wid !== e.id) v.push({ invariant: "S3", key: e.id, message: `request ${q.seq} carries webhook-id ${q.wid} for the event ${e.ns}/${e.id}` });
+    else if (e.body && !signed(q, e.body)) v.push({ invariant: "S3", key: e.id, message: `request ${q.seq}: webhook-signature ${q.wsig ?? "(none)"} does not verify for webhook-id ${q.wid} (standardwebhooks)` });
+    if (!e.targets.includes(q.endpoint)) v.push({ invariant: "S2", key: e.id, message: `request ${q.seq} went to ${q.endpoint}, which does not match ${e.type} (targets: ${e.targets.join(", ") || "none"})` });
+    if (answered2xx(q)) reached.add(`${q.endpoint} ${e.ns}/${e.id}`);
+  }
+  for (const d of deadLetters) {
+    const e = byId.get(`${d.ns}/${d.eventId}`);
+    if (!e) v.push({ invariant: "S3", key: d.name, message: `dead letter ${d.ns}/${d.name} names event ${d.eventId}, which was never published` });
+    else reached.add(`${d.ns}.${d.sub} ${e.ns}/${e.id}`);
+  }
+  for (const e of events) {
+    if (!e.acknowledged) {
+      v.push({ invariant: "S1", key: e.id, message: `never acknowledged by JetStream after ${e.publishAttempts} publishes` });
+      continue;
+    }
+    for (const t of e.targets) if (!reached.has(`${t} ${e.ns}/${e.id}`)) v.push({ invariant: "S1", key: e.id, message: `no 2xx at the receiver and no dead letter at ${t} (${(endpointsOf.get(`${e.ns}/${e.id}`) ?? []).length} requests seen for it)` });
+  }
+  for (const c of consumers) if (c.pending !== 0 || c.ackPending !== 0) v.push({ invariant: "S1", key: `${c.namespace}/${c.name}`, message: `consumer not drained: ${c.pending} pending, ${c.ackPending} unacknowledged` });
+  return v;
+}
+
+export async function streamSoak(ctx: StreamSoakContext): Promise<number> {
+  const { say, client, rng } = ctx;
+  const started = Date.now();
+  const { binary } = await ensureNatsServer({ env: process.env });
+  const natsDir = join(ctx.tmp, "nats");
+  mkdirSync(natsDir, { recursive: true });
+  const nats = await LocalNatsServer.start({ dir: natsDir, binary });
+  ctx.onCleanup("nats-server", () => nats.close());
+  const conn = await StreamConnection.connect({ url: nats.url, source: "soak", name: "hookline soak" });
+  ctx.onCleanup("stream connection", () => conn.close().catch(() => undefined));
+  await conn.ensureStream();
+  say(`nats-server ${nats.version} at ${nats.url}`);
+
+  const receivers = [0, 1].map((i) => new ReceiverProcess(`r${i}`, join(ctx.tmp, `stream-receiver-${i}.jsonl`), (pid, alive) => (alive ? ctx.watchdog.add(pid) : ctx.watchdog.remove(pid))));
+  for (const r of receivers) await r.start();
+  ctx.onCleanup("receivers", () => Promise.all(receivers.map((r) => r.stop())));
+
+  const wrng = rng.fork("stream-workload");
+  const plans = planSubscriptions(wrng, ctx.quick, receivers.length);
+  for (const ns of ["soak-sa", "soak-sb"]) {
+    await apply(client, collectionPath(CORE.namespaces), { apiVersion: "v1", kind: "Namespace", metadata: { name: ns } });
+    await apply(client, collectionPath(CORE.secrets, ns), { apiVersion: "v1", kind: "Secret", metadata: { name: SECRET, namespace: ns }, type: "Opaque", stringData: { secret: SIGNING_SECRET } });
+  }
+  for (const p of plans) {
+    const url = receivers[p.receiver]!.url(`/e/${p.ns}.${p.name}/hook`);
+    await apply(client, collectionPath(SUBSCRIPTIONS, p.ns), { apiVersion: API_VERSION, kind: "WebhookSubscription", metadata: { name: p.name, namespace: p.ns }, spec: { ...p.spec, url } });
+  }
+  say(`${plans.length} subscriptions: ${plans.map((p) => `${p.ns}/${p.name} [${p.eventTypes.join(",")}]`).join("; ")}`);
+
+  const operators = new Operators(ctx.kubeconfig, ctx.tmp, ctx.watchdog, { HOOKLINE_NATS_URL: nats.url });
+  ctx.onCleanup("operators", () => operators.stopAll());
+  await operators.start();
+  if (!(await operators.waitForLeader(client, 60_000))) throw new Error("no operator became leader within 60 s");
+  const jsm = await conn.jetstreamManager();
+  for (const until = Date.now() + 90_000; ; await sleep(500)) {
+    const have = await listConsumers(jsm, STREAM_NAME);
+    if (plans.every((p) => have.some((c) => c.namespace === p.ns && c.name === p.name))) break;
+    if (Date.now() > until) throw new Error("the leader did not make every subscription's consumer within 90 s");
+  }
+  for (const s of operators.slots) for (const p of plans) await s.proc.waitForLog((l) => l.msg === "stream consumer started" && l.subscription === `${p.ns}/${p.name}`, 60_000, `${s.proc.opts.name} reading ${p.ns}/${p.name}`);
+  say("both replicas read every consumer");
+
+  // Workload: 1-3 events per step; a failed publish is retried with the same id and timestamp.
+  const events: Published[] = [];
+  const inFlight = new Set<Promise<void>>();
+  let seq = 0;
+  const publishOne = (ns: string): void => {
+    const type = wrng.pick(TYPES);
+    const p = payload(wrng, ctx.quick);
+    const data = p.value === undefined ? null : p.value;
+    const id = `sev-${ctx.seed}-${++seq}`;
+    const t = Date.now();
+    const body = Buffer.from(webhookBody(id, type, toRfc3339(t), JSON.stringify(data)), "utf8");
+    const e: Published = { id, ns, type, sha: createHash("sha256").update(body).digest("hex"), len: body.length, kind: p.kind, body, targets: plans.filter((s) => s.ns === ns && matchesEventType(s.eventTypes, type)).map((s) => `${s.ns}.${s.name}`), acknowledged: false, publishAttempts: 0 };
+    events.push(e);
+    const run = (async () => {
+      for (let delay = 250; !e.acknowledged; delay = Math.min(2_000, delay * 2)) {
+        e.publishAttempts++;
+        try {
+          await publishToStream(conn, { namespace: ns, type, id, data }, { now: () => t, timeoutMs: 5_000 });
+          e.acknowledged = true;
+        } catch {
+          if (Date.now() - started > ctx.durationMs + 120_000) return;
+          await sleep(delay);
+        }
+      }
+    })();
+    inFlight.add(run);
+    void run.finally(() => inFlight.delete(run));
+  };
+
+  const brng = rng.fork("stream-behaviour");
+  const frng = rng.fork("stream-faults");
+  const planned = ctx.faults ? streamSchedule(frng, ctx.durationMs, ctx.quick) : [];
+  say(`fault schedule: ${planned.map((f) => `${f.kind}@${(f.at / 1000).toFixed(0)}s`).join(", ") || "none"}`);
+  const endpoints = plans.map((p) => `${p.ns}.${p.name}`);
+  const faults: Array<{ kind: string; target: string; start: number; end?: number }> = [];
+  const t0 = Date.now();
+  const deadline = t0 + ctx.durationMs;
+  const workloadLoop = (async () => {
+    for (let next = Date.now(); Date.now() < deadline; next += 250) {
+      for (let k = wrng.int(1, 3); k > 0; k--) publishOne(wrng.pick(["soak-sa", "soak-sb"]));
+      await sleep(Math.max(0, next + 250 - Date.now()));
+    }
+  })();
+  const behaviourLoop = (async () => {
+    while (Date.now() < deadline) {
+      const ep = brng.pick(endpoints);
+      const b = nextBehaviour(brng);
+      for (const r of receivers) await r.set(ep, b);
+      await sleep(brng.int(1_000, 4_000));
+    }
+  })();
+  const faultLoop = (async () => {
+    for (const f of planned) {
+      const wait = t0 + f.at - Date.now();
+      if (wait > 0) await sleep(wait);
+      if (Date.now() > deadline) break;
+      const rec = { kind: f.kind, target: "", start: Date.now() } as (typeof faults)[number];
+      faults.push(rec);
+      switch (f.kind) {
+        case "nats-restart":
+          rec.target = "nats-server";
+          say(`fault: nats-server SIGKILL, restarted on its store after ${f.downMs} ms`);
+          await nats.kill();
+          await sleep(f.downMs);
+          await nats.restart();
+          break;
+        case "operator-sigkill":
+        case "operator-sigterm": {
+          // A kill matters most with attempts in flight: wait up to 5 s for a replica that has some.
+          let slot = frng.pick(operators.slots);
+          let held = 0;
+          for (const until = Date.now() + 5_000; Date.now() < until; await sleep(100)) {
+            const busy = await inFlightOf(operators.slots);
+            const top = busy.sort((x, y) => y.n - x.n)[0];
+            if (top && top.n > 0) {
+              slot = top.slot;
+              held = top.n;
+              break;
+            }
+          }
+          rec.target = `${slot.proc.opts.name}, ${held} in flight`;
+          say(`fault: ${f.kind} ${rec.target}`);
+          if (f.kind === "operator-sigkill") {
+            slot.proc.child.kill("SIGKILL");
+            await slot.proc.stop(5_000);
+          } else await slot.proc.stop(15_000);
+          await sleep(Math.min(f.downMs, 4_000));
+          await operators.restart(slot);
+          break;
+        }
+        case "receiver-restart": {
+          const i = frng.int(0, receivers.length - 1);
+          rec.target = receivers[i]!.name;
+          say(`fault: receiver ${rec.target} SIGKILL, restarted after ${Math.min(f.downMs, 4_000)} ms`);
+          await receivers[i]!.restart(Math.min(f.downMs, 4_000));
+          break;
+        }
+      }
+      rec.end = Date.now();
+      say(`fault over: ${f.kind} (${((rec.end - rec.start) / 1000).toFixed(1)} s)`);
+    }
+  })();
+  await Promise.all([workloadLoop, behaviourLoop, faultLoop]);
+
+  // Settle: every publish acknowledged, receivers answer 200, every consumer drained.
+  say(`settle: ${events.length} events published; receivers answer 200; waiting for every consumer to drain`);
+  for (const r of receivers) await r.setAll({ kind: "ok", status: 200 });
+  for (const ep of endpoints) for (const r of receivers) await r.set(ep, { kind: "ok", status: 200 });
+  await Promise.all([...inFlight]);
+  // A message out to a killed replica comes again after its ack wait (timeout 2 s + 30 s).
+  const settleUntil = Date.now() + (ctx.quick ? 100_000 : 180_000);
+  let consumers: HooklineConsumer[] = [];
+  for (;;) {
+    consumers = (await listConsumers(jsm, STREAM_NAME).catch(() => consumers)).filter((c) => c.namespace.startsWith("soak-s"));
+    if (consumers.length === plans.length && consumers.every((c) => c.pending === 0 && c.ackPending === 0)) break;
+    if (Date.now() > settleUntil) break;
+    await sleep(1_000);
+  }
+  await sleep(3_000); // the last dead letters and receiver log lines
+  say(`settled: ${consumers.filter((c) => c.pending || c.ackPending).length} consumers not drained`);
+
+  const requests = receivers.flatMap((r) => readRequests(r.name, r.logFile));
+  const deadLetters: Array<{ ns: string; sub: string; eventId: string; name: string }> = [];
+  for (const ns of ["soak-sa", "soak-sb"]) {
+    const list = await client.request<{ items: Array<{ metadata: { name: string }; spec?: { eventId?: string; subscriptionRef?: { name?: string } }; status?: { phase?: string } }> }>({ method: "GET", path: collectionPath(DELIVERIES, ns) });
+    for (const d of list.items) if (d.status?.phase === "DeadLettered") deadLetters.push({ ns, sub: d.spec?.subscriptionRef?.name ?? "", eventId: d.spec?.eventId ?? "", name: d.metadata.name });
+  }
+  const endpointsOf = new Map<string, string[]>();
+  for (const e of events) endpointsOf.set(`${e.ns}/${e.id}`, []);
+  for (const q of requests) for (const ns of ["soak-sa", "soak-sb"]) endpointsOf.get(`${ns}/${q.wid}`)?.push(q.endpoint);
+  const violations = checkStream(events, requests, deadLetters, consumers, endpointsOf);
+
+  const pairs = events.reduce((n, e) => n + e.targets.length, 0);
+  const okCount = new Map<string, number>();
+  for (const q of requests) if (answered2xx(q)) okCount.set(`${q.endpoint} ${q.wid}`, (okCount.get(`${q.endpoint} ${q.wid}`) ?? 0) + 1);
+  const sentTwice = [...okCount.values()].filter((n) => n > 1).length;
+  const kinds: Record<string, number> = {};
+  for (const e of events) kinds[e.kind] = (kinds[e.kind] ?? 0) + 1;
+  const out: string[] = [];
+  out.push("", `hookline soak, stream mode: seed ${ctx.seed}, ${((Date.now() - started) / 1000).toFixed(0)} s`);
+  out.push(`events ${events.length} (${Object.entries(kinds).map(([k, n]) => `${k} ${n}`).join(", ")}), publishes retried ${events.reduce((n, e) => n + e.publishAttempts - 1, 0)}; event × subscription ${pairs}: 2xx at the receiver ${okCount.size}, dead letters ${deadLetters.length}; requests ${requests.length}; delivered twice (at least once) ${sentTwice}`);
+  out.push(`faults ${faults.map((f) => `${f.kind}(${f.target})`).join(", ") || "none"}; operator starts ${operators.starts}`);
+  for (const [k, text] of Object.entries(STREAM_INVARIANTS)) {
+    const broken = violations.filter((x) => x.invariant === k);
+    out.push(`  ${broken.length ? "BROKEN" : "held  "} ${k}. ${text}${broken.length ? ` (${broken.length} violations)` : ""}`);
+    for (const b of broken.slice(0, 5)) out.push(`      ${b.key}: ${b.message}`);
+  }
+  out.push(violations.length === 0 ? `result: every invariant held (seed ${ctx.seed})` : `result: ${violations.length} violation(s); logs kept in ${ctx.tmp}. Replay this seed (same workload and fault schedule; timing varies): ${ctx.replay}`);
+  console.log(out.join("\n"));
+  return violations.length > 0 ? 1 : 0;
+}
