@@ -5,6 +5,7 @@ import { clipText } from "../api/fit.js";
 import { HISTORY_ERROR_MAX_LENGTH, HISTORY_MAX, HISTORY_MAX_BYTES, HISTORY_MIN, isTerminalPhase, type DeadLetterReason, type DiscardReason } from "../api/names.js";
 import type { Classification } from "./classify.js";
 import { setCondition } from "./conditions.js";
+import type { OrderHold } from "./ordering.js";
 import type { WaitReason } from "./plan.js";
 import type { EndpointWaitReason } from "./waiting.js";
 import type { Policy } from "./policy.js";
@@ -270,7 +271,7 @@ function failed(prev: DeliveryStatus | undefined, generation: number | undefined
 }
 
 /** A delivery that waits for something the user must fix. */
-export function waiting(prev: DeliveryStatus | undefined, generation: number | undefined, now: number, reason: WaitReason | EndpointWaitReason, message: string): DeliveryStatus {
+export function waiting(prev: DeliveryStatus | undefined, generation: number | undefined, now: number, reason: WaitReason | EndpointWaitReason | OrderHold["reason"], message: string): DeliveryStatus {
   const base = prev ?? {};
   return withWaiting({ ...base, observedGeneration: generation, phase: base.phase ?? "Pending", attempts: base.attempts ?? 0 }, now, generation, reason, message);
 }

@@ -3,8 +3,9 @@
 // slots, builds and signs the request, sends it, classifies the answer, records it in the
 // metrics and on the endpoint (breaker, health), and hands the result to the transport, which
 // records it (a status write in CR mode). It knows nothing of where the work came from.
+import type { Logger } from "pino";
 import { attemptStatusLabel, classify } from "../core/classify.js";
-import type { AttemptResult } from "../core/outcome.js";
+import { attemptOutcome, type AttemptResult } from "../core/outcome.js";
 import type { EndpointCommit } from "../core/plan.js";
 import type { Policy } from "../core/policy.js";
 import type { Metrics } from "../observability/metrics.js";
@@ -34,6 +35,10 @@ export interface AttemptSpec {
   message: (signal: AbortSignal) => Promise<RequestBody | undefined>;
   /** Aborted by a shutdown: the attempt ends as interrupted. */
   signal: AbortSignal;
+  /** For the attempt's log line: its number (status.lastAttempt.number + 1 in CR mode). */
+  attempt?: number;
+  /** For the attempt's log line: a replay to another subscription (its name). */
+  target?: string;
 }
 
 export interface AttemptExecutorDeps {
@@ -42,6 +47,8 @@ export interface AttemptExecutorDeps {
   credentials: Pick<Credentials, "resolve" | "send">;
   metrics: Metrics;
   userAgent: string;
+  /** Writes the one `webhook_attempt` line per attempt (observability/logger.ts ATTEMPT_LOG_LINE). */
+  log?: Logger;
   now?: () => number;
 }
 
@@ -78,7 +85,10 @@ export class AttemptExecutor {
       const sent = await this.d.credentials.send(credentials, buildRequest({ message, policy, keys: spec.keys, userAgent: this.d.userAgent, startedAt, signal: spec.signal }));
       const result = toAttemptResult(sent, startedAt);
       this.count(ep.key, result);
+      this.logAttempt(spec, message.id, result);
       endpoints.report(ep, policy, result.classification, { probe, viaReplay: spec.viaReplay });
+      // A 429/503 with Retry-After holds the whole endpoint, whichever transport asked.
+      endpoints.holdFor(ep, policy, result);
       return await record(result);
     } finally {
       endpoints.release(ep, policy.maxInFlight);
@@ -88,6 +98,33 @@ export class AttemptExecutor {
   /** An attempt refused because the endpoint's breaker is open (whenOpen: DeadLetter). */
   countBreakerOpen(subKey: string): void {
     this.d.metrics.attempts.inc({ ...subscriptionLabels(subKey), status: "failure", reason: "circuit_open" });
+  }
+
+  /** One held attempt (an Open breaker under Defer: circuit_open; a Retry-After hold: retry_after). */
+  countHeld(subKey: string, reason: "circuit_open" | "retry_after"): void {
+    this.d.metrics.held.inc({ ...subscriptionLabels(subKey), reason });
+  }
+
+  /** The attempt's record, one info line, for a log store (event id, number, result, status). */
+  private logAttempt(spec: AttemptSpec, eventId: string, r: AttemptResult): void {
+    const log = this.d.log;
+    if (!log?.isLevelEnabled("info")) return;
+    const c = r.classification;
+    log.info(
+      {
+        eventId,
+        delivery: spec.key,
+        subscription: spec.endpoint.key,
+        attempt: spec.attempt ?? null,
+        result: attemptOutcome(c),
+        status: r.responseStatus ?? null,
+        reason: c === "interrupted" ? "interrupted" : c.reason,
+        durationMs: Math.round(r.durationMs),
+        ...(spec.viaReplay ? { replay: true } : {}),
+        ...(spec.target ? { target: spec.target } : {}),
+      },
+      "webhook_attempt",
+    );
   }
 
   /** One signal per real attempt in webhook_delivery_attempts_total (and its duration). */

@@ -5,6 +5,7 @@
 import type { Logger } from "pino";
 import { conditionDiffers, getCondition } from "../core/conditions.js";
 import { applyAttempt, deadLetter, discard, SUCCEEDED, waiting, type AttemptResult, type OutcomeResult } from "../core/outcome.js";
+import type { OrderView } from "../core/ordering.js";
 import { plan, type Action, type SecretView } from "../core/plan.js";
 import type { Policy } from "../core/policy.js";
 import { fromRfc3339 } from "../core/rfc3339.js";
@@ -20,12 +21,20 @@ import { withCredentials, type Credentials, type ResolvedCredentials } from "./c
 import type { Endpoint, EndpointRegistry } from "./endpoints.js";
 import type { Finals, OutcomeMeta } from "./finals.js";
 import { deliveryRef, subscriptionKey, type DeliveryObject } from "./objects.js";
-import type { OutcomeWriter, Written } from "./outcome-writer.js";
+import type { OrderingLanes } from "./ordering-lanes.js";
+import type { ComputeStatus, OutcomeWriter, Written } from "./outcome-writer.js";
 import { loadRequestBody, payloadView } from "./payload.js";
 import type { SecretCache } from "./secrets.js";
 
+/** What the reconciler needs of the ordering lanes (ordering-lanes.ts). */
+export type Lanes = Pick<OrderingLanes, "ready" | "view" | "laneOf" | "started" | "finished" | "deadLetterSeen" | "deadLetterGone">;
+
 export interface DeliveryReconcilerDeps {
   client: KubeClient;
+  /** Ordered subscriptions' lanes (spec.ordering). */
+  lanes?: Lanes;
+  /** Makes room for one more dead letter (WEBHOOK_DLQ_MAX_ENTRIES, deadLetter.maxEntries) before it is stored. */
+  deadLetterRoom?: (deliveryKey: string, subKey: string) => Promise<void>;
   caches: Caches;
   endpoints: EndpointRegistry;
   secrets: SecretCache;
@@ -56,6 +65,8 @@ interface Context {
   keys: Buffer[];
   /** [receiver-credentials] what the executor sends with (resolved before plan()). */
   creds: ResolvedCredentials | undefined;
+  /** The delivery's ordering lane, recorded in its status (status.ordering). */
+  lane: { key: string; value: string } | undefined;
   signal: AbortSignal;
   now: number;
 }
@@ -63,6 +74,8 @@ interface Context {
 export class DeliveryReconciler {
   /** Consecutive Secret rechecks per delivery key, for the recheck backoff. */
   private readonly secretWaits = new Map<string, number>();
+  /** The endpoint hold each delivery was last counted as held by (webhook_delivery_held_total: once per hold). */
+  private readonly heldBy = new Map<string, string>();
   private readonly now: () => number;
   private readonly random: () => number;
 
@@ -73,22 +86,9 @@ export class DeliveryReconciler {
 
   async reconcile(key: string, signal: AbortSignal): Promise<Result | void> {
     if (this.d.outcomes.hasUnwritten(key)) return this.writeUnwritten(key);
-    let obj = this.d.caches.delivery(key);
-    if (!obj) {
-      this.secretWaits.delete(key);
-      return;
-    }
-    switch (this.d.expectations.check(key, obj.metadata.resourceVersion)) {
-      case "wait":
-        // The watch (or a relist) brings our own write and queues the key; at the latest, it expires.
-        return { requeueAfter: this.d.expectations.untilExpiry(key) };
-      case "expired":
-        obj = await this.d.outcomes.fetch(key);
-        if (!obj) return;
-        break;
-      case "ok":
-        break;
-    }
+    const fresh = await this.current(key);
+    if (!fresh || !("metadata" in fresh)) return fresh;
+    const obj = fresh;
     if (obj.metadata.deletionTimestamp) return;
     if (this.d.outcomes.holdingBack) return { requeueAfter: 2_000 };
 
@@ -105,27 +105,63 @@ export class DeliveryReconciler {
     const policy = subscription.kind === "ok" ? subscription.policy : undefined;
     const status = obj.status ?? {};
     const nextAttemptAt = fromRfc3339(status.nextAttemptAt);
-    const due = nextAttemptAt === undefined || nextAttemptAt <= this.now();
-    const signing = await this.signingKeys(namespace, policy, due);
-    // [receiver-credentials] read with the signing Secret; a missing or unusable one makes the delivery wait the same way.
-    const creds = await this.d.credentials.resolveDue(namespace, due ? policy : undefined);
-    const { secret, keys } = { secret: withCredentials(signing.secret, creds), keys: signing.keys };
+    const { secret, keys, creds } = await this.beforePlan(namespace, subKey, policy, nextAttemptAt === undefined || nextAttemptAt <= this.now(), signal);
 
     // From here to the executor taking the endpoint's slots there is no await: the endpoint
     // state plan() reads (a probe granted, a token taken, a free slot) is committed in the same
     // turn, so two deliveries never both take the one probe or the last token.
     const now = this.now();
     const endpoint = policy && subObj ? this.d.endpoints.ensure(subKey, subObj.metadata.uid, subObj.status, policy, now) : undefined;
+    const order = this.laneView(policy, key);
     const action = plan({
       now,
       delivery: { phase: status.phase, attempts: status.attempts ?? 0, nextAttemptAt, eventType: parsed.spec.eventType, ...payloadView(obj) },
       subscription,
       secret,
       endpoint: endpoint ? this.d.endpoints.view(endpoint, key) : undefined,
+      ...(order ? { order } : {}),
     });
     if (this.d.log.isLevelEnabled("debug")) this.d.log.debug({ delivery: key, action: action.type, ...("why" in action ? { why: action.why } : {}), ...("at" in action ? { inMs: action.at - now } : {}) }, "planned");
     if (action.type !== "Attempt" && action.type !== "Park") this.d.endpoints.kick(endpoint, policy?.maxInFlight ?? 0);
-    return this.act(action, { key, obj, subKey, policy, endpoint, keys, creds, signal, now }); // [receiver-credentials] creds
+    const lane = order ? { key: order.key, value: order.value } : undefined;
+    return this.act(action, { key, obj, subKey, policy, endpoint, keys, creds, lane, signal, now }); // [receiver-credentials] creds
+  }
+
+  /** The cached delivery, read again when the expectation of our own write expired; or when to look again. */
+  private async current(key: string): Promise<DeliveryObject | Result | undefined> {
+    const obj = this.d.caches.delivery(key);
+    if (!obj) {
+      this.secretWaits.delete(key);
+      this.heldBy.delete(key);
+      return undefined;
+    }
+    switch (this.d.expectations.check(key, obj.metadata.resourceVersion)) {
+      case "wait":
+        // The watch (or a relist) brings our own write and queues the key; at the latest, it expires.
+        return { requeueAfter: this.d.expectations.untilExpiry(key) };
+      case "expired":
+        return this.d.outcomes.fetch(key);
+      case "ok":
+        return obj;
+    }
+  }
+
+  /** The delivery's ordering lane (ordered subscriptions only). */
+  private laneView(policy: Policy | undefined, key: string): OrderView | undefined {
+    return policy?.ordering ? this.d.lanes?.view(key) : undefined;
+  }
+
+  /**
+   * What plan() needs that takes I/O, read before its no-await window: the signing keys and
+   * [receiver-credentials] the receiver's credentials when an attempt may follow (a missing or
+   * unusable one makes the delivery wait the same way), and a complete ordering lane.
+   */
+  private async beforePlan(namespace: string, subKey: string, policy: Policy | undefined, due: boolean, signal: AbortSignal): Promise<{ secret: SecretView; keys: Buffer[]; creds: ResolvedCredentials | undefined }> {
+    const signing = await this.signingKeys(namespace, policy, due);
+    const creds = await this.d.credentials.resolveDue(namespace, due ? policy : undefined);
+    // Every delivery of an ordered subscription in its lane before one of them is planned.
+    if (policy?.ordering) await this.d.lanes?.ready(subKey, signal);
+    return { secret: withCredentials(signing.secret, creds), keys: signing.keys, creds };
   }
 
   /** The signing keys, looked up only when an attempt may follow (due, not paused). */
@@ -140,26 +176,93 @@ export class DeliveryReconciler {
       case "Nothing":
         return;
       case "WaitUntil":
+        this.countHeld(action, c);
         await this.reportWait(action, c);
         return { requeueAfter: Math.max(0, action.at - c.now) };
       case "Park":
         // Parked before the report is written: a slot freed meanwhile wakes it (no idle slot).
         this.d.endpoints.park(c.endpoint!, c.key, action.why);
+        this.countHeld(action, c);
         await this.reportWait(action, c);
         return;
+      case "Hold":
+        return this.reportHold(action, c);
       case "Wait":
         return this.waitFor(action, c);
       case "DeadLetter":
         if (action.reason === "BreakerOpen") this.d.executor.countBreakerOpen(c.subKey);
-        await this.finish(c.key, c.obj, deadLetter(c.obj.status, c.obj.metadata.generation, this.now(), action.reason, action.message), c.subKey);
+        await this.finish(c.key, c.obj, deadLetter(c.obj.status, c.obj.metadata.generation, this.now(), action.reason, action.message), c.subKey, c.lane);
         return;
       case "Discard":
-        await this.finish(c.key, c.obj, discard(c.obj.status, c.obj.metadata.generation, this.now(), action.reason, action.message), c.subKey);
+        await this.finish(c.key, c.obj, discard(c.obj.status, c.obj.metadata.generation, this.now(), action.reason, action.message), c.subKey, c.lane);
         return;
       case "Attempt":
         this.secretWaits.delete(c.key);
+        this.heldBy.delete(c.key);
         return this.attempt(action, c);
     }
+  }
+
+  /**
+   * A due delivery held by its endpoint is one held attempt (webhook_delivery_held_total): an
+   * Open breaker under whenOpen Defer (circuit_open), a Retry-After hold (retry_after). Counted
+   * once per delivery per hold, however often it is looked at meanwhile.
+   */
+  private countHeld(action: Action, c: Context): void {
+    const ep = c.endpoint;
+    if (!ep) return;
+    let hold: string | undefined;
+    let reason: "circuit_open" | "retry_after" | undefined;
+    if ((action.type === "WaitUntil" && action.why === "breaker") || (action.type === "Park" && action.why === "probe")) {
+      reason = "circuit_open";
+      hold = `${reason}:${ep.breaker.openedAt ?? 0}`;
+    } else if (action.type === "WaitUntil" && action.why === "throttled") {
+      reason = "retry_after";
+      hold = `${reason}:${ep.throttle?.since ?? 0}`;
+    }
+    if (!reason || !hold || this.heldBy.get(c.key) === hold) return;
+    this.heldBy.set(c.key, hold);
+    this.d.executor.countHeld(c.subKey, reason);
+  }
+
+  /**
+   * Not its turn in its ordering lane: the Succeeded condition names the key and what it waits
+   * for (written once per reason; a blocking dead letter named anew when it changes). No Event
+   * per delivery (the subscription gets one when a key is blocked). Woken by the lane.
+   */
+  private async reportHold(action: Extract<Action, { type: "Hold" }>, c: Context): Promise<void> {
+    const cond = getCondition(c.obj.status?.conditions, SUCCEEDED);
+    if (cond?.reason === action.reason && (action.reason === "OrderingWait" || cond.message === action.message) && c.obj.status?.ordering) return;
+    const generation = c.obj.metadata.generation;
+    try {
+      await this.d.outcomes.write(c.key, c.obj, (s) => this.stamp({ status: waiting(s, generation, this.now(), action.reason, action.message) }, c.lane));
+    } catch (err) {
+      // Informational: the delivery waits the same without it.
+      this.d.log.warn({ delivery: c.key, reason: action.reason, err: (err as Error).message }, "could not record why the delivery waits");
+    }
+  }
+
+  /** The result with the delivery's ordering lane in its status (the index reads it from dead letters). */
+  private stamp<R extends OutcomeResult>(r: R, lane: Context["lane"]): R {
+    return lane ? { ...r, status: { ...r.status, ordering: lane } } : r;
+  }
+
+  /**
+   * A computation that records the lane and, when it dead-letters the delivery, blocks the lane
+   * at once: before the write is answered, so the lane's next delivery never goes in between.
+   */
+  private laneAware(compute: ComputeStatus, key: string, subKey: string | undefined, lane: Context["lane"]): ComputeStatus {
+    if (!lane || !subKey) return compute;
+    return (s) => {
+      const r = this.stamp(compute(s), lane);
+      if (r.final?.phase === "DeadLettered") this.d.lanes?.deadLetterSeen(subKey, key.slice(key.indexOf("/") + 1), lane);
+      return r;
+    };
+  }
+
+  /** After a write: a lane blocked for a dead letter that was not written is unblocked. */
+  private afterLaneWrite(written: Written | undefined, key: string, subKey: string | undefined, lane: Context["lane"]): void {
+    if (lane && subKey && written?.final?.phase !== "DeadLettered") this.d.lanes?.deadLetterGone(subKey, key.slice(key.indexOf("/") + 1));
   }
 
   /** Waiting for something the user must fix: the Succeeded condition (and an Event) says what. */
@@ -194,19 +297,44 @@ export class DeliveryReconciler {
   private async attempt(action: Extract<Action, { type: "Attempt" }>, c: Context): Promise<Result | void> {
     const { key, obj, subKey } = c;
     const policy = c.policy!;
-    const written = await this.d.executor.run(
-      { key, endpoint: c.endpoint!, policy, commit: action.commit, probe: action.probe, viaReplay: false, keys: c.keys, credentials: c.creds, message: (signal) => loadRequestBody(this.d.client, obj, signal), signal: c.signal }, // [receiver-credentials] credentials
-      (result) => this.recordAttempt(key, obj, policy, result, subKey),
-    );
-    return written ? this.afterOutcome(written) : undefined;
+    // The lane's one attempt in flight, taken in the same turn as plan() (no await since).
+    if (c.lane) this.d.lanes?.started(key);
+    try {
+      const written = await this.d.executor.run(
+        {
+          key,
+          endpoint: c.endpoint!,
+          policy,
+          commit: action.commit,
+          probe: action.probe,
+          viaReplay: false,
+          keys: c.keys,
+          credentials: c.creds, // [receiver-credentials] credentials
+          message: (signal) => loadRequestBody(this.d.client, obj, signal),
+          signal: c.signal,
+          attempt: (obj.status?.lastAttempt?.number ?? 0) + 1,
+        },
+        (result) => this.recordAttempt(key, obj, policy, result, subKey, c.lane),
+      );
+      return written ? this.afterOutcome(written) : undefined;
+    } finally {
+      if (c.lane) this.d.lanes?.finished(key);
+    }
   }
 
-  private async recordAttempt(key: string, obj: DeliveryObject, policy: Policy, attempt: AttemptResult, subKey: string): Promise<Written | undefined> {
-    const compute = (status: DeliveryObject["status"]) =>
-      applyAttempt({ status, generation: obj.metadata.generation, now: this.now(), attempt, policy, random: this.random, interruptedAction: this.d.interruptedAction });
-    const deleted = await this.deleteIfNobodyReads(key, obj, policy, compute(obj.status), subKey);
+  private async recordAttempt(key: string, obj: DeliveryObject, policy: Policy, attempt: AttemptResult, subKey: string, lane: Context["lane"]): Promise<Written | undefined> {
+    const compute = this.laneAware(
+      (status: DeliveryObject["status"]) => applyAttempt({ status, generation: obj.metadata.generation, now: this.now(), attempt, policy, random: this.random, interruptedAction: this.d.interruptedAction }),
+      key,
+      subKey,
+      lane,
+    );
+    const preview = compute(obj.status);
+    const deleted = await this.deleteIfNobodyReads(key, obj, policy, preview, subKey);
     if (deleted) return deleted;
+    if (preview.final?.phase === "DeadLettered") await this.d.deadLetterRoom?.(key, subKey);
     const written = await this.d.outcomes.writeOrKeep(key, obj, compute, { subKey, replay: false });
+    this.afterLaneWrite(written, key, subKey, lane);
     if (written?.final) this.d.finals.record(written.obj, written.final, subKey, false);
     return written;
   }
@@ -228,14 +356,18 @@ export class DeliveryReconciler {
   }
 
   /** Writes a final status without an attempt (dead letter before sending, discard). */
-  private async finish(key: string, obj: DeliveryObject, result: OutcomeResult, subKey: string | undefined): Promise<void> {
-    const written = await this.d.outcomes.write(key, obj, () => result);
+  private async finish(key: string, obj: DeliveryObject, result: OutcomeResult, subKey: string | undefined, lane?: Context["lane"]): Promise<void> {
+    if (result.final?.phase === "DeadLettered" && subKey) await this.d.deadLetterRoom?.(key, subKey);
+    const written = await this.d.outcomes.write(key, obj, this.laneAware(() => result, key, subKey, lane));
+    this.afterLaneWrite(written, key, subKey, lane);
     if (written?.final) this.d.finals.record(written.obj, written.final, subKey, false);
   }
 
   /** Records an outcome kept from an earlier write that failed, on a fresh read of the delivery. */
   private async writeUnwritten(key: string): Promise<Result | void> {
     const done = await this.d.outcomes.writeUnwritten(key);
+    // A lane blocked before a write that, in the end, did not dead-letter the delivery goes on.
+    if (done && !done.meta.replay && done.written?.final?.phase !== "DeadLettered") this.d.lanes?.deadLetterGone(done.meta.subKey, key.slice(key.indexOf("/") + 1));
     if (!done?.written) return;
     if (done.written.final) this.d.finals.record(done.written.obj, done.written.final, done.meta.subKey, done.meta.replay);
     return this.afterOutcome(done.written);
