@@ -124,8 +124,9 @@ export function subscriptionCrd(): JsonObject {
 }
 
 /**
- * The terminal-delivery index reads these columns from Table responses (`as=Table`), so keep
- * Subscription, Phase and Finished in place: see src/delivery/terminal-index.ts.
+ * The terminal-delivery index reads these columns by name from Table responses (`as=Table`):
+ * Subscription, Event type, Phase, Reason, Finished, Dead-lettered, Ordering key and Ordering
+ * value; see src/delivery/terminal-index.ts before renaming one.
  */
 export const DELIVERY_COLUMNS: PrinterColumn[] = [
   { name: "Subscription", type: "string", jsonPath: ".spec.subscriptionRef.name", description: "Subscription" },
@@ -142,6 +143,12 @@ export const DELIVERY_COLUMNS: PrinterColumn[] = [
   // reads the exact finish time from this cell.
   { name: "Finished", type: "string", jsonPath: ".status.finishedAt", description: "When it finished (RFC 3339)", priority: 1 },
   { name: "Replays", type: "integer", jsonPath: ".status.replays", description: "Failed replays", priority: 1 },
+  // Also read by the terminal index: a Succeeded delivery that was a dead letter keeps
+  // retention.deadLettered, and a dead letter's lane blocks its ordering key (a new leader
+  // learns both from a list).
+  { name: "Dead-lettered", type: "string", jsonPath: ".status.deadLetter.at", description: "When it was dead-lettered (RFC 3339); kept when a replay delivered it", priority: 1 },
+  { name: "Ordering key", type: "string", jsonPath: ".status.ordering.key", description: "The subscription's spec.ordering.key (ordered subscriptions)", priority: 1 },
+  { name: "Ordering value", type: "string", jsonPath: ".status.ordering.value", description: "The delivery's value at the ordering key, as JSON", priority: 1 },
   { name: "Last error", type: "string", jsonPath: ".status.lastAttempt.reason", description: "Classification of the last attempt (http_5xx, timeout, network, ...)", priority: 1 },
 ];
 
