@@ -62,7 +62,12 @@ export class Handlers {
   private onReplay(r: ReplayObject, gone: boolean): void {
     const key = objectKey(r.metadata);
     const ours = this.d.replayExpectations?.observe(key, gone ? undefined : r.metadata.resourceVersion) ?? false;
-    if (!gone && !ours) this.d.queues()?.addReplay(key);
+    const q = this.d.queues();
+    if (!gone && !ours) q?.addReplay(key);
+    // One that ended (or went) may have held others of its namespace back.
+    if (gone || r.status?.phase === "Completed" || r.status?.phase === "Failed") {
+      for (const other of this.d.unfinishedReplays?.(r.metadata.namespace ?? "") ?? []) if (other !== key) q?.addReplay(other);
+    }
   }
 
   /** Subscription status is written at a bounded rate; at once for breaker and health transitions. */

@@ -34,6 +34,8 @@ export interface ReplayObjectsDeps {
 }
 
 const COMPLETE = "Complete";
+/** A queued replay looks again this often at the latest. */
+const QUEUED_RECHECK_MS = 5_000;
 const PROGRESSING = "Progressing";
 
 const finished = (r: ReplayObject) => r.status?.phase === "Completed" || r.status?.phase === "Failed";
@@ -83,7 +85,11 @@ export class ReplayObjects {
       return;
     }
     const blocker = this.blocker(obj, spec);
-    if (blocker) return this.wait(obj, "Queued", `waiting for ${blocker} to finish: replays of the same subscriptions run one at a time, oldest first`, "ReplayQueued");
+    if (blocker) {
+      await this.wait(obj, "Queued", `waiting for ${blocker} to finish: replays of the same subscriptions run one at a time, oldest first`, "ReplayQueued");
+      // Woken when the other ends; this is the fallback should a cache lag hide its end.
+      return { requeueAfter: QUEUED_RECHECK_MS };
+    }
     if (targetProblem) return this.wait(obj, targetProblem.reason, targetProblem.message, "ReplayWaiting");
     await this.begin(obj, spec);
   }
