@@ -39,6 +39,9 @@ import { OperatorProcess, ReceiverProcess, ROOT, spawnTs, Watchdog } from "./lib
 import { apiCeiling, createFinished, createPending, produce, type ApiCeilingResult, type Created, type ProduceResult } from "./lib/producer.js";
 import { loadAverage, machine, now, percentiles, procCpuSeconds, round, sample, samples, sleep, type Percentiles } from "./lib/util.js";
 import { capacityPhase, capacityRows } from "./capacity.js";
+import { shapes } from "./shapes.js";
+import { publish as publishEvent } from "../src/publish/fanout.js";
+import { collectionPath } from "../src/kube/types.js";
 import { applyFlowControl, clientLoop, flowControlObjects, prepareConfigMaps, serviceAccountKubeconfig, type ClientLoopResult } from "./lib/fairness.js";
 import { formatProfile, summarizeProfile, type ProfileSummary } from "./profile-summary.js";
 import type { SubscriptionSpecInput } from "../src/api/subscription.js";
@@ -65,6 +68,7 @@ const { values: argv } = parseArgs({
     memory: { type: "boolean", default: false },
     capacity: { type: "boolean", default: false },
     fairness: { type: "boolean", default: false },
+    shapes: { type: "boolean", default: false },
     help: { type: "boolean", short: "h", default: false },
   },
 });
@@ -90,6 +94,10 @@ if (argv.help) {
   --fairness           only the fairness phase: p99 of another client's get/list/update on
                        ConfigMaps alone, while Hookline delivers --deliveries at full speed, and
                        the same with the chart's FlowSchema applied (~2 min)
+  --shapes             only the shapes: a released backlog (1k/10k/50k), 10/100/1,000
+                       subscriptions, fan-out to 1/10/100, 1/16/256 KiB payloads, a cold start
+                       with 100,000 pending, and how each cost grows (with --quick: small N, for
+                       correctness)
   --node-options STR   NODE_OPTIONS of the operator processes (e.g. --import=./try-a-patch.mjs)
   --keep               keep the temp dir (control plane data, logs, profiles)
   --no-save            do not write bench/results/
@@ -922,6 +930,15 @@ function table(r: Record<string, any>): string {
     }
   }
   if (r.capacity) rows.push(...capacityRows(r.capacity));
+  const sh = r.shapes;
+  if (sh) {
+    for (const b of sh.backlog) rows.push([`Backlog of ${b.deliveries} released at once (maxInFlight 50): deliveries/s; of the API ceiling for ${fmt(b.operatorWritesPerDelivery)} writes each; first attempt; RSS held / peak`, `**${fmt(b.deliveriesPerSecond)}**; ${fmt(b.fractionOfApiCeiling)}; ${fmt(b.timeToFirstAttemptMs)} ms; ${fmt(b.rssHeldMiB)} / ${fmt(b.peakRssMiB)} MiB`]);
+    for (const x of sh.subscriptions) rows.push([`${x.subscriptions} subscriptions sharing ${x.deliveries} deliveries: deliveries/s; operator writes per delivery (rollups); CPU-s per 1,000`, `${fmt(x.deliveriesPerSecond)}; ${fmt(x.operatorWritesPerDelivery)} (${fmt(x.subscriptionRollupsPerDelivery)}); ${fmt(x.cpuSecondsPer1000)}`]);
+    for (const x of sh.fanout) rows.push([`Fan-out of one event to ${x.subscriptions} subscriptions (${x.events} events): publish p50 / p99 ms; deliveries/s`, `${fmt(x.publishLatencyMs.p50)} / ${fmt(x.publishLatencyMs.p99)}; ${fmt(x.deliveriesPerSecond)}`]);
+    for (const x of sh.payload) rows.push([`Payload ${x.payloadBytes / 1024} KiB (${x.deliveries}): deliveries/s; API server / etcd CPU-s per 1,000; operator peak RSS`, `${fmt(x.deliveriesPerSecond)}; ${fmt(x.apiserverCpuSecondsPer1000)} / ${fmt(x.etcdCpuSecondsPer1000)}; ${fmt(x.peakRssMiB)} MiB`]);
+    for (const x of sh.cold) rows.push([`Cold start with ${x.deliveries} pending: ready; first attempt; peak RSS; attempted twice`, `${fmt(x.readyMs)} ms; ${fmt(x.timeToFirstAttemptMs)} ms; ${fmt(x.peakRssMiB)} MiB; ${fmt(x.duplicates)}`]);
+    for (const [k, v] of Object.entries(sh.curves as Record<string, { exponent: number; per10x: number } | undefined>)) if (v) rows.push([`Cost curve ${k}: exponent (1 = linear); ratio per 10x`, `${fmt(v.exponent)}; ×${fmt(v.per10x)}`]);
+  }
   const f = r.fairness;
   if (f) {
     const c = (x: ClientLoopResult) => `${fmt(x.latencyMs.all.p50)} / ${fmt(x.latencyMs.all.p99)} (${fmt(x.perSecond)} req/s)`;
@@ -1007,6 +1024,41 @@ async function main(): Promise<number> {
   if (argv.fairness) {
     results.mode = "fairness";
     results.fairness = await fairnessPhase(env);
+    return finish();
+  }
+  if (argv.shapes) {
+    results.mode = QUICK ? "shapes-quick" : "shapes";
+    const api = await apiCeilingPhase(env, "shapes");
+    results.shapesApiCeiling = api;
+    results.shapes = await shapes({
+      quick: QUICK,
+      admin,
+      client: () => kubeClient(cp.kubeconfig, C + 4),
+      concurrency: C,
+      receiverUrl: (path) => receiver.url(path),
+      arrivals: (prefix) => receiver.arrivals(prefix),
+      apiWritesPerSecond: api.writesPerSecond,
+      say,
+      check,
+      startOperator: (name, extra = {}) => startOperator(env, name, extra),
+      stopOperator: async (op) => {
+        const stopped = await op.stop(60_000);
+        env.watchdog.remove(op.pid);
+        check(stopped.code === 0 && !stopped.killed, `operator: exited with ${JSON.stringify(stopped)} after SIGTERM, expected code 0`);
+      },
+      setup: (ns, subs) => setupNamespace(env, ns, subs),
+      namespace: (ns, subs) => deliveryNamespace(env, ns, subs),
+      patchSubscription: async (ns, name, spec) => {
+        await admin.request({ method: "PATCH", path: `${collectionPath(SUBSCRIPTIONS, ns)}/${name}`, contentType: CONTENT_TYPE.merge, body: { spec } });
+      },
+      publish: async (ns, event) => {
+        const t0 = now();
+        const r = await publishEvent(admin, { namespace: ns, ...event });
+        return { ms: round(now() - t0, 2), deliveries: r.deliveries.length };
+      },
+      controlPlaneCpu: () => controlPlaneCpu(env),
+      apiPort: apiPort(env),
+    });
     return finish();
   }
   if (argv.capacity) {
@@ -1106,7 +1158,7 @@ function finish(profile?: ProfileSummary, profDir?: string): number {
     const file = join(dir, `${stamp}-${mode}${argv.tag ? `-${argv.tag}` : ""}.json`);
     writeFileSync(file, json);
     if (!argv.tag) {
-      if (!["memory", "capacity", "fairness"].includes(mode)) writeFileSync(join(dir, "latest.json"), json);
+      if (!["memory", "capacity", "fairness", "shapes", "shapes-quick"].includes(mode)) writeFileSync(join(dir, "latest.json"), json);
       writeFileSync(join(dir, `latest-${mode}.json`), json);
     }
     if (profDir && existsSync(join(profDir, "main.cpuprofile"))) {

@@ -200,11 +200,11 @@ export async function createFinished(o: { client: KubeClient; namespace: string;
 }
 
 /** Pending deliveries of one (paused) subscription, `payloadBytes` each: the pending-memory phase. */
-export async function createPending(o: { client: KubeClient; namespace: string; count: number; concurrency: number; payloadBytes: number; subscription: string }): Promise<{ seconds: number; errors: number }> {
+export async function createPending(o: { client: KubeClient; namespace: string; count: number; concurrency: number; payloadBytes: number; subscription: string; prefix?: string }): Promise<{ seconds: number; errors: number }> {
   let errors = 0;
   const t0 = now();
   await pool(o.count, o.concurrency, async (i) => {
-    const name = `p-${String(i).padStart(6, "0")}`;
+    const name = `${o.prefix ?? "p"}-${String(i).padStart(6, "0")}`;
     const ok = await createWithRetry(o.client, collectionPath(DELIVERIES, o.namespace), delivery(o.namespace, name, o.subscription, payload(i, now(), o.payloadBytes))).then(
       () => true,
       () => false,

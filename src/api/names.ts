@@ -40,6 +40,10 @@ export const ANNOTATIONS = {
   replayConcurrency: "hookline.dev/replay-concurrency",
   /** On a subscription: close its breaker and re-enable its endpoint now; the value is the reason. */
   resetEndpoint: "hookline.dev/reset-endpoint",
+  /** Set by stream mode on the dead letters it creates: `<stream>/<sequence>` of the event's message. */
+  streamMessage: "hookline.dev/stream-message",
+  /** Set by stream mode on the dead letters it creates: the event's publish time, sent as `timestamp` (also by a replay). */
+  eventTimestamp: "hookline.dev/event-timestamp",
 } as const;
 
 /** What each annotation does, for docs/api.md (the JSDoc above is not visible at run time). */
@@ -48,6 +52,8 @@ export const ANNOTATION_DOCS: Record<keyof typeof ANNOTATIONS, { on: string; val
   replayDeadLetters: { on: "WebhookSubscription", value: "the reason, 5..1024 characters", what: "Replay every dead letter of the subscription; progress and the summary in status.lastReplay. A delivery equal to one already pending is skipped (deduped)." },
   replayConcurrency: { on: "WebhookSubscription", value: "an integer, default 5, clamped to 1..50", what: "With replay-dead-letters: how many replays run at once." },
   resetEndpoint: { on: "WebhookSubscription", value: "the reason, 5..1024 characters", what: "Close the circuit breaker and re-enable the endpoint now (health Healthy, failures in a row 0); recorded as the EndpointReset Event and status.lastReset. The operator removes the annotation." },
+  streamMessage: { on: "WebhookDelivery", value: "`<stream>/<sequence>`, set by the operator", what: "Stream mode: the JetStream message this dead letter was made from. A delivery with it and no status yet is never attempted (stream mode writes its status next)." },
+  eventTimestamp: { on: "WebhookDelivery", value: "RFC 3339, set by the operator", what: "Stream mode: when the event was published; sent as the body's `timestamp` (also by a replay) instead of the delivery's creation time." },
 };
 
 export const LABEL_DOCS: Record<keyof typeof LABELS, string> = {

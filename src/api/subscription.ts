@@ -416,7 +416,7 @@ export const subscriptionSpecSchema = withRules(
     maxPending: int(
       1,
       1_000_000,
-      "Deliveries of this subscription waiting to be delivered (Pending or Retrying) at which the publish doors refuse new events for it (HTTP 429 with Retry-After) until the backlog shrinks. Omitted: no cap.",
+      "Deliveries of this subscription waiting to be delivered (Pending or Retrying) at which the publish doors refuse new events for it (HTTP 429 with Retry-After) until the backlog shrinks. A delivery created directly past it waits its turn (condition Succeeded=Unknown, reason BacklogFull). Omitted: no cap.",
     ).optional(),
     deadLetter: deadLetterSchema.default({ maxEntries: 10000, maxReplays: 5 }),
     retention: retentionSchema.default({ succeeded: "1h", deadLettered: "720h" }),

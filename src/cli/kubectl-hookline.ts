@@ -505,8 +505,11 @@ async function ping(ctx: Ctx, args: string[]): Promise<number> {
   );
   if (!ok && d.status?.phase === "Retrying") {
     // A ping is one question, not an event to insist on: no retries against the endpoint.
-    await ctx.client.request({ method: "DELETE", path: objectPath(DELIVERIES, ctx.namespace, name) }).catch(() => undefined);
-    ctx.err(`the ping is not retried (${name} deleted); the endpoint's history: kubectl hookline status ${sub}\n`);
+    const deleted = await ctx.client.request({ method: "DELETE", path: objectPath(DELIVERIES, ctx.namespace, name) }).then(
+      () => `${name} deleted`,
+      (err: Error) => `could not delete ${name}: ${oneLine(err.message, 200)}; delete it with kubectl delete whdel ${name} -n ${ctx.namespace}`,
+    );
+    ctx.err(`the ping is not retried (${deleted}); the endpoint's history: kubectl hookline status ${sub}\n`);
   }
   return ok ? EXIT.ok : EXIT.failed;
 }

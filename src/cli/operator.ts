@@ -8,11 +8,12 @@ import { STATUS_FITTERS } from "../api/status-limits.js";
 import { configWarnings, type Config } from "../config/config.js";
 import type { PolicyDefaults } from "../core/policy.js";
 import { AttemptExecutor } from "../delivery/attempt.js";
+import { Backlog } from "../delivery/backlog.js";
 import { Caches } from "../delivery/caches.js";
 import { DeliveryKeys } from "../delivery/delivery-keys.js";
 import { Credentials } from "../delivery/credentials.js";
 import { DeliveryReconciler } from "../delivery/delivery-reconciler.js";
-import { DrainLog } from "../delivery/drain.js";
+import { combineDrains, DrainLog } from "../delivery/drain.js";
 import { EndpointTransitions } from "../delivery/endpoint-transitions.js";
 import { EndpointRegistry } from "../delivery/endpoints.js";
 import { Finals, type OutcomeMeta } from "../delivery/finals.js";
@@ -27,8 +28,13 @@ import { OutcomeWriter } from "../delivery/outcome-writer.js";
 import { Replayer } from "../delivery/replay.js";
 import { SecretCache } from "../delivery/secrets.js";
 import { Sender } from "../delivery/sender.js";
+import { ConsumerSync } from "../delivery/stream/consumer-sync.js";
+import { StreamLink } from "../delivery/stream/link.js";
+import { SharedEndpoints } from "../delivery/stream/shared-endpoints.js";
+import { StreamDelivery, withSubscriptionListeners } from "../delivery/stream/stream-delivery.js";
 import { SubscriptionReconciler } from "../delivery/subscription-reconciler.js";
 import { TerminalIndex } from "../delivery/terminal-index.js";
+import { WaitReports } from "../delivery/waits.js";
 import { ApiHealth } from "../kube/api-health.js";
 import { ApiError, ignoreNotFound, KubeClient } from "../kube/client.js";
 import { EventRecorder } from "../kube/events.js";
@@ -73,6 +79,8 @@ export class Operator {
   private terminal: TerminalIndex | undefined;
   private apiHealth: ApiHealth | undefined;
   private drainLog: DrainLog | undefined;
+  /** Stream mode's connection (HOOKLINE_NATS_URL set); undefined in CR mode only. */
+  private streamLink: StreamLink | undefined;
   private readonly unhealthyReflectors = new Set<string>();
   private stopped: Promise<void> | undefined;
 
@@ -90,6 +98,8 @@ export class Operator {
     if (this.manager?.stopping) return { ready: false, reason: "shutting down" };
     if (!this.caches?.synced || !this.terminal?.synced) return { ready: false, reason: "caches not synced" };
     if (this.apiHealth && !this.apiHealth.reachable()) return { ready: false, reason: "the API server cannot be reached" };
+    const nats = this.streamLink?.problem();
+    if (nats) return { ready: false, reason: nats };
     if (this.unhealthyReflectors.size) return { ready: false, reason: `watches failing: ${[...this.unhealthyReflectors].join(", ")}` };
     return { ready: true };
   }
@@ -109,7 +119,10 @@ export class Operator {
     };
     const client = await KubeClient.create(kc, { observer, userAgent: USER_AGENT });
     this.apiHealth = apiHealth;
-    log.info({ server: client.server, namespaces: config.watchNamespaces.length ? config.watchNamespaces : "all", allowedNetworks: config.allowedNetworksText || "public only" }, "hookline operator starting");
+    log.info(
+      { server: client.server, namespaces: config.watchNamespaces.length ? config.watchNamespaces : "all", allowedNetworks: config.allowedNetworksText || "public only", mode: config.natsUrl ? `CR + stream (${config.natsUrlRedacted})` : "CR" },
+      "hookline operator starting",
+    );
     for (const w of configWarnings(config)) log.warn({ variable: w.variable, advice: w.message }, "configuration advice");
 
     const defaults: PolicyDefaults = { deliveryTimeoutMs: config.deliveryTimeoutMs, breaker: config.breaker };
@@ -126,6 +139,9 @@ export class Operator {
     // The leader term is built last; the parts built before it wake it through this reference.
     const term: { current?: LeaderTerm } = {};
     const late: { replays?: ReplayObjects } = {};
+    const backlog = new Backlog((key) => term.current?.addDelivery(key));
+    // Stream mode (HOOKLINE_NATS_URL): built after the registry it feeds; reached through this.
+    const stream: { delivery?: StreamDelivery; consumers?: ConsumerSync } = {};
     const handlers: Handlers = new Handlers({
       queues: () => (term.current?.leading ? term.current : undefined),
       deliveriesOf: (subKey) => caches.deliveriesOf(subKey),
@@ -133,6 +149,7 @@ export class Operator {
         const ep = endpoints.get(subKey);
         if (ep) endpoints.wakeEndpoint(ep);
       },
+      deliveryLeft: (subKey, key) => backlog.left(subKey, key, caches.policy(caches.subscription(subKey))?.maxPending),
       deliveryExpectations,
       subscriptionExpectations,
       replayExpectations,
@@ -150,9 +167,10 @@ export class Operator {
       subscription: (subKey) => caches.subscription(subKey),
       log: log.child({ component: "ordering" }),
     });
-    // The lanes see every cache change before the handlers queue its key.
+    const subscriptionEvents = config.natsUrl ? withSubscriptionListeners(handlers.subscription, [(k) => stream.delivery?.subscriptionChanged(k), (k, spec) => stream.consumers?.subscriptionChanged(k, spec)]) : handlers.subscription;
+    // The lanes see every cache change before the handlers (and stream mode's listeners) hear of it.
     const withLanes = {
-      subscription: lanes.watching(handlers.subscription, (o: SubscriptionObject) => lanes.subscriptionChanged(objectKey(o.metadata))),
+      subscription: lanes.watching(subscriptionEvents, (o: SubscriptionObject) => lanes.subscriptionChanged(objectKey(o.metadata))),
       delivery: lanes.watching(handlers.delivery, (d: DeliveryObject) => lanes.deliveryChanged(d), (d: DeliveryObject) => lanes.deliveryGone(d)),
       replay: handlers.replay,
     };
@@ -180,15 +198,32 @@ export class Operator {
       maxFinishedDeliveries: config.maxFinishedDeliveries,
       dlqMaxEntries: config.dlqMaxEntries,
     }));
+    const transitions = new EndpointTransitions({ caches, events, metrics, log: log.child({ component: "endpoints" }), rollUp });
+    const streamLog = log.child({ component: "stream" });
+    const link = config.natsUrl ? (this.streamLink = new StreamLink({ url: config.natsUrl, name: `hookline operator ${config.leaderElection.identity}`, log: streamLog, stream: { replicas: config.streamReplicas } })) : undefined;
+    const shared = config.natsUrl ?
+        new SharedEndpoints({
+          inner: transitions,
+          endpoints: () => endpoints,
+          me: config.leaderElection.identity,
+          breakerConfig: (subKey) => caches.policy(caches.subscription(subKey))?.breaker ?? defaults.breaker,
+          healthProbeIntervalMs: config.healthProbeIntervalMs,
+          isLeader: () => this.isLeader,
+          onAdopted: (subKey) => stream.delivery?.wakeSubscription(subKey),
+          log: streamLog,
+        })
+      : undefined;
     const endpoints: EndpointRegistry = new EndpointRegistry({
       globalMax: config.maxInFlight,
       healthProbeIntervalMs: config.healthProbeIntervalMs,
       defaults,
-      wake: (key) => term.current?.addDelivery(key),
+      // A stream message's key goes back to its stream; a delivery's to the leader's queue.
+      wake: (key) => (stream.delivery?.owns(key) ? stream.delivery.wake(key) : term.current?.addDelivery(key)),
       onInFlight: (n) => metrics.inFlight.set(n),
-      observer: new EndpointTransitions({ caches, events, metrics, log: log.child({ component: "endpoints" }), rollUp }),
+      observer: shared ?? transitions,
+      ...(shared ? { replicas: () => shared.replicas() } : {}),
     });
-    const executor = new AttemptExecutor({ endpoints, credentials, metrics, userAgent: USER_AGENT, log: log.child({ component: "attempt" }) });
+    const executor = new AttemptExecutor({ endpoints, credentials, metrics, userAgent: USER_AGENT, log: log.child({ component: "attempt" }), ...(shared ? { probes: shared } : {}) });
     const outcomes = new OutcomeWriter<OutcomeMeta>({ client, statusWriter, expectations: deliveryExpectations, events, log: log.child({ controller: "delivery" }) });
     const finals = new Finals({ endpoints, events, metrics, rollUp: (subKey) => rollUp(subKey, false) });
     const deliveries = new DeliveryReconciler({
@@ -200,6 +235,8 @@ export class Operator {
       secrets,
       credentials,
       executor,
+      waits: new WaitReports({ outcomes, events, log: log.child({ controller: "delivery" }) }),
+      backlog,
       outcomes,
       finals,
       events,
@@ -248,6 +285,7 @@ export class Operator {
       deadLetters: terminal,
       log: log.child({ controller: "subscription" }),
       bulkReplay: (sub, signal) => replayer.bulk(sub, signal),
+      streamPending: (key) => stream.consumers?.pendingOf(key) ?? 0,
       read: (key) => {
         const { namespace, name } = splitKey(key);
         return ignoreNotFound(client.request<SubscriptionObject>({ method: "GET", path: objectPath(SUBSCRIPTIONS, namespace, name) }));
@@ -260,17 +298,39 @@ export class Operator {
       replays: { reconcile: (key) => replays.reconcile(key) },
       replayRequests: () => terminal.replayRequests(),
       onStart: () => {
+        backlog.reset();
         replayer.restart();
         terminal.resync();
       },
       stopReplays: (graceMs) => replayer.stop(graceMs),
-      inFlight: () => endpoints.inFlight,
+      // The CR path's requests; stream mode's drain counts its own.
+      inFlight: () => endpoints.inFlight - (stream.delivery?.inFlight ?? 0),
       deliveryExpectations,
       metrics,
       log,
       // One worker per request in flight, plus headroom for reconciles that only write status.
       deliveryWorkers: config.maxInFlight + 16,
     });
+
+    if (link && shared) {
+      stream.delivery = new StreamDelivery({
+        link,
+        shared,
+        client,
+        outcomes,
+        caches,
+        endpoints,
+        secrets,
+        credentials,
+        executor,
+        finals,
+        events,
+        metrics,
+        interruptedAction: config.drain.action,
+        log: streamLog,
+      });
+      stream.consumers = new ConsumerSync({ link, caches, namespaces: config.watchNamespaces, metrics, log: streamLog, forget: (uid) => shared.forget(uid), lagChanged: (subKey) => rollUp(subKey, false) });
+    }
 
     const drainLog = (this.drainLog = new DrainLog({ log, metrics, timeoutMs: config.drain.timeoutMs, action: config.drain.action }));
     const le = config.leaderElection;
@@ -310,13 +370,20 @@ export class Operator {
         subscriptions: () => caches.subscriptions.values(),
         pendingOf: (ns, sub) => caches.deliveriesOf(`${ns}/${sub}`).size,
         watchNamespaces: config.watchNamespaces,
+        ...(link ? { stream: link } : {}),
       });
       // The HTTP publish door (docs/publishing.md): every replica serves it, leader or not.
       manager.addAfterSync(serverRunnable("publish", door, config.publishPort, (p) => (this.publishPort = p)));
     }
+    if (link) manager.addServer({ name: "nats", start: () => link.start(), stop: () => link.stop() });
     manager.addLeaderRunnable(this.term);
+    if (stream.delivery && stream.consumers) {
+      // Every replica delivers from the stream; consumers are made and removed by the leader.
+      manager.addWorker(stream.delivery);
+      manager.addLeaderRunnable(stream.consumers);
+    }
     manager.afterDrain(async () => {
-      const report = term.current!.lastDrain;
+      const report = combineDrains([term.current!.lastDrain, ...(stream.delivery ? [stream.delivery.lastDrain] : [])]);
       drainLog.drained(report);
       await subscriptions.flushDirty(FINAL_ROLLUP_BUDGET_MS);
       await events.flush();

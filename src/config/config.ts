@@ -59,6 +59,8 @@ export interface Config {
   natsUrl: string | undefined;
   /** natsUrl with any password or token replaced by "***". */
   natsUrlRedacted: string | undefined;
+  /** HOOKLINE_STREAM_REPLICAS: replicas of the stream and its key-value buckets on a NATS cluster. */
+  streamReplicas: number;
 }
 
 export class ConfigError extends Error {
@@ -95,6 +97,7 @@ export const INT_VARS = {
   maxFinishedDeliveries: { name: "WEBHOOK_MAX_FINISHED_DELIVERIES", default: 20_000, min: 10, max: 10_000_000 },
   // The DLQ specification's capacity: oldest evicted before the new one is stored.
   dlqMaxEntries: { name: "WEBHOOK_DLQ_MAX_ENTRIES", default: 10_000, min: 1, max: 10_000_000 },
+  streamReplicas: { name: "HOOKLINE_STREAM_REPLICAS", default: 1, min: 1, max: 5 },
   // How stale a Secret's value may be: a rotated key or renewed certificate is used within it.
   secretRefreshMs: { name: "WEBHOOK_SECRET_REFRESH_MS", default: 30_000, min: 1_000, max: 600_000 },
 } as const satisfies Record<string, IntVar>;
@@ -142,6 +145,7 @@ export const ENV_DOCS: Array<{ name: string; default: string; range: string; wha
   { name: "POD_NAMESPACE", default: "", range: "", what: "from the downward API in the chart" },
   { name: "LOG_LEVEL", default: "info", range: "fatal, error, warn, info, debug, trace, silent", what: "pino level" },
   { name: "HOOKLINE_NATS_URL", default: "empty: stream mode off", range: "nats:// or tls:// URL, or a comma-separated list", what: "stream mode: the NATS server(s) with JetStream (credentials as nats://USER:PASSWORD@HOST or nats://TOKEN@HOST); see docs/stream-mode.md" },
+  { name: INT_VARS.streamReplicas.name, default: String(INT_VARS.streamReplicas.default), range: `${INT_VARS.streamReplicas.min}..${INT_VARS.streamReplicas.max}`, what: "stream mode: replicas of the HOOKLINE stream and its key-value buckets on a NATS cluster (3 in production); the operator keeps the stream at this" },
 ];
 
 const LOG_LEVELS = ["fatal", "error", "warn", "info", "debug", "trace", "silent"] as const;
@@ -197,6 +201,7 @@ export function loadConfig(env: Env, overrides: { leaderElect?: boolean } = {}):
   const maxInFlight = int(INT_VARS.maxInFlight);
   const maxFinishedDeliveries = int(INT_VARS.maxFinishedDeliveries);
   const dlqMaxEntries = int(INT_VARS.dlqMaxEntries);
+  const streamReplicas = int(INT_VARS.streamReplicas);
   const metricsPort = int(INT_VARS.metricsPort);
   const healthPort = int(INT_VARS.healthPort);
   const healthProbeIntervalMs = int(INT_VARS.healthProbeIntervalMs);
@@ -271,6 +276,7 @@ export function loadConfig(env: Env, overrides: { leaderElect?: boolean } = {}):
     logLevel,
     natsUrl: natsRaw,
     natsUrlRedacted: natsRaw === undefined ? undefined : redactNatsUrl(natsRaw),
+    streamReplicas,
   };
 }
 

@@ -3,7 +3,7 @@ import { MAX_PAYLOAD_BYTES, type DeliveryPhase } from "../api/names.js";
 import { subscriptionSpecSchema, type SubscriptionSpecInput } from "../api/subscription.js";
 import { closedBreaker, type BreakerState } from "./breaker.js";
 import { healthyEndpoint, type HealthState } from "./health.js";
-import { plan, type Action, type DeliveryView, type EndpointView, type PlanInput, type SecretView, type SubscriptionView } from "./plan.js";
+import { admit, plan, type Action, type DeliveryView, type EndpointView, type PlanInput, type SecretView, type SubscriptionView } from "./plan.js";
 import { resolvePolicy, type Policy, type PolicyDefaults } from "./policy.js";
 
 const NOW = Date.UTC(2025, 5, 15, 12, 0, 0);
@@ -79,6 +79,21 @@ describe("plan: terminal phases", () => {
 
   it.each([undefined, "Pending", "Retrying"] as const)("phase %s is planned", (phase) => {
     expect(plan(input({ delivery: { phase } }))).toEqual(plainAttempt);
+  });
+
+  it("a dead letter stream mode created is not attempted before its status is written, and planned as any other once it is", () => {
+    expect(plan(input({ delivery: { phase: undefined, fromStream: true }, subscription: { kind: "missing" }, endpoint: null }))).toEqual({ type: "Nothing" });
+    expect(plan(input({ delivery: { phase: "DeadLettered", fromStream: true } }))).toEqual({ type: "Nothing" });
+    expect(plan(input({ delivery: { phase: "Retrying", fromStream: true } }))).toEqual(plainAttempt);
+  });
+});
+
+describe("admit: the endpoint gates alone (stream mode asks them before fetching)", () => {
+  it("is plan()'s answer for a due delivery, without the delivery", () => {
+    const policy = policyOf({ rateLimit: { perSecond: 1, burst: 1 } });
+    for (const ep of [endpoint(), endpoint({ breaker: open(NOW + 1_000) }), endpoint({ breaker: halfOpen(true) }), endpoint({ health: disabled(NOW + 5) }), endpoint({ inFlight: 10 }), endpoint({ globalSlot: false })]) {
+      expect(admit(NOW, policy, ep)).toEqual(plan(input({ subscription: { kind: "ok", policy }, endpoint: ep })));
+    }
   });
 });
 
@@ -178,6 +193,16 @@ describe("plan: waits the user must fix", () => {
       reason: "SecretNotFound",
       message: "Secret shop/acme-signing has no key secret",
     });
+  });
+
+  it("backlog full (spec.maxPending) -> Wait BacklogFull naming the cap, after a missing Secret and before backoff", () => {
+    expect(plan(input({ subscription: okSub({ maxPending: 7 }), delivery: { backlogFull: true, nextAttemptAt: NOW + 5_000 }, endpoint: null }))).toMatchObject({
+      type: "Wait",
+      reason: "BacklogFull",
+      message: expect.stringContaining("spec.maxPending=7"),
+    });
+    expect(plan(input({ delivery: { backlogFull: true }, secret: { kind: "missing", message: "gone" }, endpoint: null }))).toMatchObject({ reason: "SecretNotFound" });
+    expect(plan(input({ subscription: okSub({ maxPending: 7 }), delivery: { backlogFull: false } }))).toEqual(plainAttempt);
   });
 
   it.each<SecretView>([{ kind: "ok" }, { kind: "none" }])("Secret %j lets the delivery go", (secret) => {
@@ -398,6 +423,20 @@ describe("plan: rate limit", () => {
       probe: true,
       commit: { breakerTransition: { from: "Open", to: "HalfOpen" }, bucket: { tokens: 0, updatedAt: NOW } },
     });
+  });
+});
+
+describe("plan: rate limit shared by replicas (stream mode)", () => {
+  it("each of R replicas admits from its share: with 2, a burst of 4 lets 2 through here", () => {
+    const policy = policyOf({ rateLimit: { perSecond: 4, burst: 4 } });
+    let bucket: EndpointView["bucket"];
+    const admitted: boolean[] = [];
+    for (let i = 0; i < 4; i++) {
+      const a = plan(input({ subscription: { kind: "ok", policy }, endpoint: { bucket, replicas: 2 } }));
+      admitted.push(a.type === "Attempt");
+      if (a.type === "Attempt") bucket = a.commit.bucket;
+    }
+    expect(admitted).toEqual([true, true, false, false]);
   });
 });
 

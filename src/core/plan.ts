@@ -7,9 +7,9 @@ import * as health from "./health.js";
 import { orderGate, type OrderView } from "./ordering.js";
 import { matchesEventType, type Policy } from "./policy.js";
 import { attemptsLeft } from "./retry.js";
-import { take, type TokenBucket } from "./token-bucket.js";
+import { share, take, type TokenBucket } from "./token-bucket.js";
 
-export type WaitReason = "SubscriptionNotFound" | "InvalidSubscription" | "SecretNotFound" | "Paused";
+export type WaitReason = "SubscriptionNotFound" | "InvalidSubscription" | "SecretNotFound" | "Paused" | "BacklogFull";
 
 export interface DeliveryView {
   phase: DeliveryPhase | undefined;
@@ -19,6 +19,13 @@ export interface DeliveryView {
   payloadBytes: number;
   /** Why the payload cannot be sent at all (e.g. nested too deep), if it cannot. */
   payloadInvalid?: string;
+  /**
+   * A dead letter that stream mode created and whose status it has not written yet (annotation
+   * hookline.dev/stream-message): its attempts were made from the stream, never here.
+   */
+  fromStream?: boolean;
+  /** Not among the subscription's first spec.maxPending active deliveries: it waits its turn. */
+  backlogFull?: boolean;
 }
 
 export type SubscriptionView =
@@ -39,6 +46,8 @@ export interface EndpointView {
   healthProbeIntervalMs: number;
   /** The endpoint asked for no requests before this (429/503 with Retry-After; core/throttle.ts). */
   throttledUntil?: number;
+  /** Replicas delivering to this endpoint, each with its own bucket (stream mode): each takes its share of the rate. Default 1. */
+  replicas?: number;
 }
 
 export interface EndpointCommit {
@@ -75,6 +84,9 @@ export interface PlanInput {
 
 export function plan({ now, delivery, subscription, secret, endpoint, order }: PlanInput): Action {
   if (delivery.phase === "Succeeded" || delivery.phase === "DeadLettered" || delivery.phase === "Discarded") return { type: "Nothing" };
+  // Created by stream mode to record a final outcome; its status write follows (or, after a
+  // crash, the message's redelivery writes it). Attempting it would send the event again.
+  if (delivery.fromStream && delivery.phase === undefined) return { type: "Nothing" };
 
   if (delivery.payloadInvalid !== undefined) return { type: "Discard", reason: "InvalidPayload", message: delivery.payloadInvalid };
   if (delivery.payloadBytes > MAX_PAYLOAD_BYTES) {
@@ -102,6 +114,13 @@ export function plan({ now, delivery, subscription, secret, endpoint, order }: P
   }
   if (policy.paused) return { type: "Wait", reason: "Paused", message: "the subscription is paused" };
   if (secret.kind === "missing") return { type: "Wait", reason: "SecretNotFound", message: secret.message };
+  if (delivery.backlogFull) {
+    return {
+      type: "Wait",
+      reason: "BacklogFull",
+      message: `the subscription's backlog is full (spec.maxPending=${policy.maxPending ?? "?"}): this delivery waits its turn and is attempted when one ahead of it finishes`,
+    };
+  }
 
   if (delivery.nextAttemptAt !== undefined && delivery.nextAttemptAt > now) {
     return { type: "WaitUntil", at: delivery.nextAttemptAt, why: "backoff" };
@@ -113,8 +132,12 @@ export function plan({ now, delivery, subscription, secret, endpoint, order }: P
   return admit(now, policy, endpoint);
 }
 
-/** The endpoint gates, in order: Retry-After hold, health, breaker, global slots, endpoint slots, rate. */
-function admit(now: number, policy: Policy, ep: EndpointView): Action {
+/**
+ * The endpoint gates, in order: Retry-After hold, health, breaker, global slots, endpoint slots,
+ * rate. Pure: the Attempt it returns carries the state to commit; stream mode also asks it,
+ * without committing, whether to fetch more messages.
+ */
+export function admit(now: number, policy: Policy, ep: EndpointView): Action {
   // The receiver asked for no requests until then: not even a probe.
   if (ep.throttledUntil !== undefined && ep.throttledUntil > now) return { type: "WaitUntil", at: ep.throttledUntil, why: "throttled" };
   const breakerCfg = policy.breaker;
@@ -134,7 +157,7 @@ function admit(now: number, policy: Policy, ep: EndpointView): Action {
   if (ep.inFlight >= policy.maxInFlight) return { type: "Park", why: "endpoint" };
   let bucket = ep.bucket;
   if (policy.rateLimit) {
-    const t = take(bucket, now, policy.rateLimit);
+    const t = take(bucket, now, share(policy.rateLimit, ep.replicas ?? 1));
     if (!t.ok) return { type: "WaitUntil", at: now + t.retryInMs, why: "rate" };
     bucket = t.bucket;
   }

@@ -25,6 +25,8 @@ export interface Policy {
   retry: RetryPolicy;
   breaker: { failureThreshold: number; successThreshold: number; cooldownMs: number; whenOpen: "Defer" | "DeadLetter" };
   maxInFlight: number;
+  /** spec.maxPending: active deliveries past it wait their turn (undefined: no cap). */
+  maxPending: number | undefined;
   rateLimit: { perSecond: number; burst: number } | undefined;
   deadLetter: { maxEntries: number; maxReplays: number };
   retention: { succeededMs: number; deadLetteredMs: number };
@@ -78,6 +80,7 @@ export function resolvePolicy(spec: SubscriptionSpec, defaults: PolicyDefaults):
       whenOpen: cb.whenOpen,
     },
     maxInFlight: spec.maxInFlight,
+    maxPending: spec.maxPending,
     rateLimit: spec.rateLimit ? { perSecond: spec.rateLimit.perSecond, burst: spec.rateLimit.burst ?? spec.rateLimit.perSecond } : undefined,
     deadLetter: { maxEntries: spec.deadLetter.maxEntries, maxReplays: spec.deadLetter.maxReplays },
     retention: retentionOf(spec.retention),

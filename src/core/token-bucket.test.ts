@@ -1,5 +1,5 @@
 import { describe, it, expect } from "vitest";
-import { fullBucket, take, type RateLimit, type TakeResult, type TokenBucket } from "./token-bucket.js";
+import { fullBucket, share, take, type RateLimit, type TakeResult, type TokenBucket } from "./token-bucket.js";
 
 const t0 = 1_000_000;
 
@@ -83,5 +83,32 @@ describe("take", () => {
     [{ perSecond: 1, burst: 0.5 }],
   ])("refuses %j", (cfg) => {
     expect(() => take(undefined, t0, cfg)).toThrow(RangeError);
+  });
+});
+
+describe("share: one replica's part of a rate limit", () => {
+  it("splits the rate and the burst (at least one token) between the replicas; one replica keeps it whole", () => {
+    const cfg = { perSecond: 50, burst: 100 };
+    expect(share(cfg, 1)).toBe(cfg);
+    expect(share(cfg, 0)).toBe(cfg);
+    expect(share(cfg, 2)).toEqual({ perSecond: 25, burst: 50 });
+    expect(share({ perSecond: 1, burst: 1 }, 3)).toEqual({ perSecond: 1 / 3, burst: 1 });
+  });
+
+  it("R replicas each taking from their share never pass the subscription's rate together", () => {
+    const cfg = { perSecond: 10, burst: 10 };
+    const R = 3;
+    const buckets = Array.from({ length: R }, () => undefined as TokenBucket | undefined);
+    let sent = 0;
+    for (let t = 0; t <= 10_000; t += 5) {
+      for (let i = 0; i < R; i++) {
+        const r = take(buckets[i], t, share(cfg, R));
+        buckets[i] = r.bucket;
+        if (r.ok) sent++;
+      }
+    }
+    // 10 s at 10/s plus one burst of 10, across all three.
+    expect(sent).toBeLessThanOrEqual(10 * 10 + 10 + R);
+    expect(sent).toBeGreaterThanOrEqual(10 * 10);
   });
 });

@@ -20,6 +20,15 @@ export type TakeResult = { ok: true; bucket: TokenBucket } | { ok: false; bucket
 // Floating-point refill can land a hair under a whole token exactly when one is due.
 const EPSILON = 1e-9;
 
+/**
+ * One replica's part of a rate limit that `replicas` replicas enforce each on its own (stream
+ * mode, where every replica delivers): together they never exceed the subscription's rate.
+ */
+export function share(cfg: RateLimit, replicas: number): RateLimit {
+  if (!(replicas > 1)) return cfg;
+  return { perSecond: cfg.perSecond / replicas, burst: Math.max(1, cfg.burst / replicas) };
+}
+
 /** A full bucket: a new (or restarted) endpoint may burst at once. */
 export function fullBucket(now: number, cfg: RateLimit): TokenBucket {
   return { tokens: cfg.burst, updatedAt: now };

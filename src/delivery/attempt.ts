@@ -41,6 +41,17 @@ export interface AttemptSpec {
   target?: string;
 }
 
+/**
+ * Stream mode, where every replica delivers: a probe granted here is one replica's only once it
+ * is claimed in the state the replicas share (src/delivery/stream/shared-endpoints.ts).
+ */
+export interface ProbeClaims {
+  /** Claims the probe `ep` was just granted; false: another replica holds it, nothing is sent. */
+  claim(ep: Endpoint, policy: Policy): Promise<boolean>;
+  /** After the probe's report: shares its verdict (or its release); after a lost claim, takes the winner's state. */
+  settled(ep: Endpoint, policy: Policy, claimed: boolean): void;
+}
+
 export interface AttemptExecutorDeps {
   endpoints: EndpointRegistry;
   /** [receiver-credentials] Sends through the Sender with the Secret headers, TLS identity, proxy and OAuth2 token (one refresh and re-send on a 401). */
@@ -49,6 +60,8 @@ export interface AttemptExecutorDeps {
   userAgent: string;
   /** Writes the one `webhook_attempt` line per attempt (observability/logger.ts ATTEMPT_LOG_LINE). */
   log?: Logger;
+  /** Stream mode: probes are claimed across replicas before they are sent. */
+  probes?: ProbeClaims;
   now?: () => number;
 }
 
@@ -66,15 +79,20 @@ export class AttemptExecutor {
    */
   async run<T>(spec: AttemptSpec, record: (result: AttemptResult) => Promise<T>): Promise<T | undefined> {
     const { endpoint: ep, policy, probe } = spec;
-    const { endpoints } = this.d;
+    const { endpoints, probes } = this.d;
     endpoints.acquire(ep, spec.commit, spec.key);
+    // Whether this attempt holds a probe another replica could also have been granted.
+    const claiming = probe && probes !== undefined;
+    let claimed = false;
     try {
       let message: RequestBody | undefined;
       try {
-        message = await spec.message(spec.signal);
+        claimed = claiming && (await probes.claim(ep, policy));
+        if (!claiming || claimed) message = await spec.message(spec.signal);
       } finally {
         // Nothing will be sent: a probe granted to this attempt is given back.
         if (!message && probe) endpoints.report(ep, policy, "interrupted", { probe, viaReplay: spec.viaReplay });
+        if (claiming && !claimed) probes.settled(ep, policy, false);
       }
       if (!message) return undefined;
       const startedAt = this.now();
@@ -92,6 +110,7 @@ export class AttemptExecutor {
       return await record(result);
     } finally {
       endpoints.release(ep, policy.maxInFlight);
+      if (claimed) probes!.settled(ep, policy, true);
     }
   }
 

@@ -151,6 +151,25 @@ export class Credentials {
   }
 }
 
+/**
+ * The signing keys and the receiver credentials (headersFrom, tls, oauth2, proxy) for plan()
+ * and the executor, looked up only when an attempt may follow (`due`, not paused): a delivery
+ * waiting for its backoff or a paused subscription costs no Secret read, and a missing one makes
+ * the delivery wait. Both transports (the delivery reconciler, stream mode) call it.
+ */
+export async function secretsFor(
+  d: { secrets: Pick<SecretCache, "keys">; credentials: Pick<Credentials, "resolveDue"> },
+  namespace: string,
+  policy: Policy | undefined,
+  due: boolean,
+): Promise<{ secret: SecretView; keys: Buffer[]; creds: ResolvedCredentials | undefined }> {
+  const creds = await d.credentials.resolveDue(namespace, due ? policy : undefined);
+  if (!policy?.secretRef || !due || policy.paused) return { secret: withCredentials({ kind: "none" }, creds), keys: [], creds };
+  const lookup = await d.secrets.keys(namespace, policy.secretRef);
+  const secret: SecretView = lookup.kind === "ok" ? { kind: "ok" } : lookup;
+  return { secret: withCredentials(secret, creds), keys: lookup.kind === "ok" ? lookup.keys : [], creds };
+}
+
 /** What plan() sees of the Secrets: missing credentials make the delivery wait like a missing signing Secret. */
 export function withCredentials(secret: SecretView, creds: ResolvedCredentials | undefined): SecretView {
   return creds?.kind === "missing" && secret.kind !== "missing" ? creds : secret;

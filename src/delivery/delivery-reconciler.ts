@@ -3,13 +3,13 @@
 // record what it waits for, dead-letter, discard, or attempt it through the executor and write
 // the outcome in one status patch.
 import type { Logger } from "pino";
-import { conditionDiffers, getCondition } from "../core/conditions.js";
-import { applyAttempt, deadLetter, discard, SUCCEEDED, waiting, type AttemptResult, type OutcomeResult } from "../core/outcome.js";
+import { ANNOTATIONS } from "../api/names.js";
+import type { DeliverySpec } from "../api/delivery.js";
+import { applyAttempt, deadLetter, discard, type AttemptResult, type OutcomeResult } from "../core/outcome.js";
 import type { OrderView } from "../core/ordering.js";
-import { plan, type Action, type SecretView } from "../core/plan.js";
+import { plan, type Action } from "../core/plan.js";
 import type { Policy } from "../core/policy.js";
 import { fromRfc3339 } from "../core/rfc3339.js";
-import { endpointWait } from "../core/waiting.js";
 import type { EventSink } from "../kube/events.js";
 import type { KubeClient } from "../kube/client.js";
 import { splitKey } from "../kube/types.js";
@@ -17,14 +17,16 @@ import type { Result } from "../runtime/controller.js";
 import type { Expectations } from "../runtime/expectations.js";
 import type { AttemptExecutor } from "./attempt.js";
 import type { Caches } from "./caches.js";
-import { withCredentials, type Credentials, type ResolvedCredentials } from "./credentials.js"; // [receiver-credentials]
+import { secretsFor, type Credentials, type ResolvedCredentials } from "./credentials.js"; // [receiver-credentials]
 import type { Endpoint, EndpointRegistry } from "./endpoints.js";
 import type { Finals, OutcomeMeta } from "./finals.js";
-import { deliveryRef, subscriptionKey, type DeliveryObject } from "./objects.js";
-import type { OrderingLanes } from "./ordering-lanes.js";
+import { subscriptionKey, type DeliveryObject } from "./objects.js";
+import { stampLane, type LaneRef, type OrderingLanes } from "./ordering-lanes.js";
 import type { ComputeStatus, OutcomeWriter, Written } from "./outcome-writer.js";
 import { loadRequestBody, payloadView } from "./payload.js";
 import type { SecretCache } from "./secrets.js";
+import type { WaitReports } from "./waits.js";
+import type { Backlog } from "./backlog.js";
 
 /** What the reconciler needs of the ordering lanes (ordering-lanes.ts). */
 export type Lanes = Pick<OrderingLanes, "ready" | "view" | "laneOf" | "started" | "finished" | "deadLetterSeen" | "deadLetterGone">;
@@ -41,6 +43,9 @@ export interface DeliveryReconcilerDeps {
   /** [receiver-credentials] headersFrom, tls, oauth2 and proxy (src/delivery/credentials.ts). */
   credentials: Credentials;
   executor: AttemptExecutor;
+  waits: WaitReports;
+  /** spec.maxPending for deliveries created directly. */
+  backlog: Backlog;
   outcomes: OutcomeWriter<OutcomeMeta>;
   finals: Finals;
   events: EventSink;
@@ -51,9 +56,6 @@ export interface DeliveryReconcilerDeps {
   now?: () => number;
   random?: () => number;
 }
-
-/** A missing Secret is not watched: look again after 1 s, 2 s, 4 s ... up to 30 s. */
-const SECRET_RECHECK = { initialMs: 1_000, maxMs: 30_000 };
 
 /** One delivery's reconcile, with everything plan() was given. */
 interface Context {
@@ -66,16 +68,12 @@ interface Context {
   /** [receiver-credentials] what the executor sends with (resolved before plan()). */
   creds: ResolvedCredentials | undefined;
   /** The delivery's ordering lane, recorded in its status (status.ordering). */
-  lane: { key: string; value: string } | undefined;
+  lane: LaneRef | undefined;
   signal: AbortSignal;
   now: number;
 }
 
 export class DeliveryReconciler {
-  /** Consecutive Secret rechecks per delivery key, for the recheck backoff. */
-  private readonly secretWaits = new Map<string, number>();
-  /** The endpoint hold each delivery was last counted as held by (webhook_delivery_held_total: once per hold). */
-  private readonly heldBy = new Map<string, string>();
   private readonly now: () => number;
   private readonly random: () => number;
 
@@ -86,9 +84,22 @@ export class DeliveryReconciler {
 
   async reconcile(key: string, signal: AbortSignal): Promise<Result | void> {
     if (this.d.outcomes.hasUnwritten(key)) return this.writeUnwritten(key);
-    const fresh = await this.current(key);
-    if (!fresh || !("metadata" in fresh)) return fresh;
-    const obj = fresh;
+    let obj = this.d.caches.delivery(key);
+    if (!obj) {
+      this.d.waits.forget(key);
+      return;
+    }
+    switch (this.d.expectations.check(key, obj.metadata.resourceVersion)) {
+      case "wait":
+        // The watch (or a relist) brings our own write and queues the key; at the latest, it expires.
+        return { requeueAfter: this.d.expectations.untilExpiry(key) };
+      case "expired":
+        obj = await this.d.outcomes.fetch(key);
+        if (!obj) return;
+        break;
+      case "ok":
+        break;
+    }
     if (obj.metadata.deletionTimestamp) return;
     if (this.d.outcomes.holdingBack) return { requeueAfter: 2_000 };
 
@@ -98,24 +109,33 @@ export class DeliveryReconciler {
       await this.finish(key, obj, discard(obj.status, obj.metadata.generation, this.now(), "InvalidSpec", parsed.message), undefined);
       return;
     }
+    return this.planAndAct(key, obj, parsed.spec, signal);
+  }
+
+  /** plan() from the delivery, its subscription's policy, its signing keys and credentials and its endpoint; then act. */
+  private async planAndAct(key: string, obj: DeliveryObject, spec: DeliverySpec, signal: AbortSignal): Promise<Result | void> {
     const { namespace } = splitKey(key);
-    const subKey = subscriptionKey(namespace, parsed.spec.subscriptionRef.name);
+    const subKey = subscriptionKey(namespace, spec.subscriptionRef.name);
     const subObj = this.d.caches.subscription(subKey);
     const subscription = this.d.caches.subscriptionView(subObj);
     const policy = subscription.kind === "ok" ? subscription.policy : undefined;
     const status = obj.status ?? {};
     const nextAttemptAt = fromRfc3339(status.nextAttemptAt);
-    const { secret, keys, creds } = await this.beforePlan(namespace, subKey, policy, nextAttemptAt === undefined || nextAttemptAt <= this.now(), signal);
+    const due = nextAttemptAt === undefined || nextAttemptAt <= this.now();
+    const { secret, keys, creds } = await secretsFor(this.d, namespace, policy, due);
+    // Every delivery of an ordered subscription in its lane before one of them is planned.
+    if (policy?.ordering) await this.d.lanes?.ready(subKey, signal);
 
     // From here to the executor taking the endpoint's slots there is no await: the endpoint
     // state plan() reads (a probe granted, a token taken, a free slot) is committed in the same
     // turn, so two deliveries never both take the one probe or the last token.
     const now = this.now();
     const endpoint = policy && subObj ? this.d.endpoints.ensure(subKey, subObj.metadata.uid, subObj.status, policy, now) : undefined;
+    const backlogFull = policy !== undefined && !policy.paused && !this.d.backlog.admit(subKey, key, policy.maxPending);
     const order = this.laneView(policy, key);
     const action = plan({
       now,
-      delivery: { phase: status.phase, attempts: status.attempts ?? 0, nextAttemptAt, eventType: parsed.spec.eventType, ...payloadView(obj) },
+      delivery: { phase: status.phase, attempts: status.attempts ?? 0, nextAttemptAt, eventType: spec.eventType, ...payloadView(obj), backlogFull, fromStream: obj.metadata.annotations?.[ANNOTATIONS.streamMessage] !== undefined },
       subscription,
       secret,
       endpoint: endpoint ? this.d.endpoints.view(endpoint, key) : undefined,
@@ -124,26 +144,7 @@ export class DeliveryReconciler {
     if (this.d.log.isLevelEnabled("debug")) this.d.log.debug({ delivery: key, action: action.type, ...("why" in action ? { why: action.why } : {}), ...("at" in action ? { inMs: action.at - now } : {}) }, "planned");
     if (action.type !== "Attempt" && action.type !== "Park") this.d.endpoints.kick(endpoint, policy?.maxInFlight ?? 0);
     const lane = order ? { key: order.key, value: order.value } : undefined;
-    return this.act(action, { key, obj, subKey, policy, endpoint, keys, creds, lane, signal, now }); // [receiver-credentials] creds
-  }
-
-  /** The cached delivery, read again when the expectation of our own write expired; or when to look again. */
-  private async current(key: string): Promise<DeliveryObject | Result | undefined> {
-    const obj = this.d.caches.delivery(key);
-    if (!obj) {
-      this.secretWaits.delete(key);
-      this.heldBy.delete(key);
-      return undefined;
-    }
-    switch (this.d.expectations.check(key, obj.metadata.resourceVersion)) {
-      case "wait":
-        // The watch (or a relist) brings our own write and queues the key; at the latest, it expires.
-        return { requeueAfter: this.d.expectations.untilExpiry(key) };
-      case "expired":
-        return this.d.outcomes.fetch(key);
-      case "ok":
-        return obj;
-    }
+    return this.act(action, { key, obj, subKey, policy, endpoint, keys, creds, lane, signal, now });
   }
 
   /** The delivery's ordering lane (ordered subscriptions only). */
@@ -151,44 +152,28 @@ export class DeliveryReconciler {
     return policy?.ordering ? this.d.lanes?.view(key) : undefined;
   }
 
-  /**
-   * What plan() needs that takes I/O, read before its no-await window: the signing keys and
-   * [receiver-credentials] the receiver's credentials when an attempt may follow (a missing or
-   * unusable one makes the delivery wait the same way), and a complete ordering lane.
-   */
-  private async beforePlan(namespace: string, subKey: string, policy: Policy | undefined, due: boolean, signal: AbortSignal): Promise<{ secret: SecretView; keys: Buffer[]; creds: ResolvedCredentials | undefined }> {
-    const signing = await this.signingKeys(namespace, policy, due);
-    const creds = await this.d.credentials.resolveDue(namespace, due ? policy : undefined);
-    // Every delivery of an ordered subscription in its lane before one of them is planned.
-    if (policy?.ordering) await this.d.lanes?.ready(subKey, signal);
-    return { secret: withCredentials(signing.secret, creds), keys: signing.keys, creds };
-  }
-
-  /** The signing keys, looked up only when an attempt may follow (due, not paused). */
-  private async signingKeys(namespace: string, policy: Policy | undefined, due: boolean): Promise<{ secret: SecretView; keys: Buffer[] }> {
-    if (!policy?.secretRef || !due || policy.paused) return { secret: { kind: "none" }, keys: [] };
-    const lookup = await this.d.secrets.keys(namespace, policy.secretRef);
-    return lookup.kind === "ok" ? { secret: { kind: "ok" }, keys: lookup.keys } : { secret: lookup, keys: [] };
-  }
-
   private async act(action: Action, c: Context): Promise<Result | void> {
     switch (action.type) {
       case "Nothing":
         return;
-      case "WaitUntil":
+      case "WaitUntil": {
         this.countHeld(action, c);
-        await this.reportWait(action, c);
-        return { requeueAfter: Math.max(0, action.at - c.now) };
-      case "Park":
+        const report = await this.d.waits.endpointHold(action, c.key, c.obj, c.policy, c.now, c.subKey);
+        return { requeueAfter: Math.min(Math.max(0, action.at - c.now), report ?? Infinity) };
+      }
+      case "Park": {
         // Parked before the report is written: a slot freed meanwhile wakes it (no idle slot).
         this.d.endpoints.park(c.endpoint!, c.key, action.why);
         this.countHeld(action, c);
-        await this.reportWait(action, c);
-        return;
-      case "Hold":
-        return this.reportHold(action, c);
+        const report = await this.d.waits.endpointHold(action, c.key, c.obj, c.policy, c.now, c.subKey);
+        return report === undefined ? undefined : { requeueAfter: report };
+      }
+      case "Hold": {
+        const report = await this.d.waits.orderingHold(action, c.key, c.obj, c.subKey, c.lane);
+        return report === undefined ? undefined : { requeueAfter: report };
+      }
       case "Wait":
-        return this.waitFor(action, c);
+        return this.d.waits.userFix(action, c.key, c.obj, c.subKey);
       case "DeadLetter":
         if (action.reason === "BreakerOpen") this.d.executor.countBreakerOpen(c.subKey);
         await this.finish(c.key, c.obj, deadLetter(c.obj.status, c.obj.metadata.generation, this.now(), action.reason, action.message), c.subKey, c.lane);
@@ -197,100 +182,33 @@ export class DeliveryReconciler {
         await this.finish(c.key, c.obj, discard(c.obj.status, c.obj.metadata.generation, this.now(), action.reason, action.message), c.subKey, c.lane);
         return;
       case "Attempt":
-        this.secretWaits.delete(c.key);
-        this.heldBy.delete(c.key);
+        this.d.waits.forget(c.key);
         return this.attempt(action, c);
     }
   }
 
-  /**
-   * A due delivery held by its endpoint is one held attempt (webhook_delivery_held_total): an
-   * Open breaker under whenOpen Defer (circuit_open), a Retry-After hold (retry_after). Counted
-   * once per delivery per hold, however often it is looked at meanwhile.
-   */
+  /** A due delivery held by its endpoint is one held attempt (webhook_delivery_held_total), once per hold. */
   private countHeld(action: Action, c: Context): void {
-    const ep = c.endpoint;
-    if (!ep) return;
-    let hold: string | undefined;
-    let reason: "circuit_open" | "retry_after" | undefined;
-    if ((action.type === "WaitUntil" && action.why === "breaker") || (action.type === "Park" && action.why === "probe")) {
-      reason = "circuit_open";
-      hold = `${reason}:${ep.breaker.openedAt ?? 0}`;
-    } else if (action.type === "WaitUntil" && action.why === "throttled") {
-      reason = "retry_after";
-      hold = `${reason}:${ep.throttle?.since ?? 0}`;
-    }
-    if (!reason || !hold || this.heldBy.get(c.key) === hold) return;
-    this.heldBy.set(c.key, hold);
-    this.d.executor.countHeld(c.subKey, reason);
-  }
-
-  /**
-   * Not its turn in its ordering lane: the Succeeded condition names the key and what it waits
-   * for (written once per reason; a blocking dead letter named anew when it changes). No Event
-   * per delivery (the subscription gets one when a key is blocked). Woken by the lane.
-   */
-  private async reportHold(action: Extract<Action, { type: "Hold" }>, c: Context): Promise<void> {
-    const cond = getCondition(c.obj.status?.conditions, SUCCEEDED);
-    if (cond?.reason === action.reason && (action.reason === "OrderingWait" || cond.message === action.message) && c.obj.status?.ordering) return;
-    const generation = c.obj.metadata.generation;
-    try {
-      await this.d.outcomes.write(c.key, c.obj, (s) => this.stamp({ status: waiting(s, generation, this.now(), action.reason, action.message) }, c.lane));
-    } catch (err) {
-      // Informational: the delivery waits the same without it.
-      this.d.log.warn({ delivery: c.key, reason: action.reason, err: (err as Error).message }, "could not record why the delivery waits");
-    }
-  }
-
-  /** The result with the delivery's ordering lane in its status (the index reads it from dead letters). */
-  private stamp<R extends OutcomeResult>(r: R, lane: Context["lane"]): R {
-    return lane ? { ...r, status: { ...r.status, ordering: lane } } : r;
+    const reason = c.endpoint ? this.d.waits.held(action, c.key, c.endpoint) : undefined;
+    if (reason) this.d.executor.countHeld(c.subKey, reason);
   }
 
   /**
    * A computation that records the lane and, when it dead-letters the delivery, blocks the lane
    * at once: before the write is answered, so the lane's next delivery never goes in between.
    */
-  private laneAware(compute: ComputeStatus, key: string, subKey: string | undefined, lane: Context["lane"]): ComputeStatus {
+  private laneAware(compute: ComputeStatus, key: string, subKey: string | undefined, lane: LaneRef | undefined): ComputeStatus {
     if (!lane || !subKey) return compute;
     return (s) => {
-      const r = this.stamp(compute(s), lane);
+      const r = stampLane(compute(s), lane);
       if (r.final?.phase === "DeadLettered") this.d.lanes?.deadLetterSeen(subKey, key.slice(key.indexOf("/") + 1), lane);
       return r;
     };
   }
 
   /** After a write: a lane blocked for a dead letter that was not written is unblocked. */
-  private afterLaneWrite(written: Written | undefined, key: string, subKey: string | undefined, lane: Context["lane"]): void {
+  private afterLaneWrite(written: Written | undefined, key: string, subKey: string | undefined, lane: LaneRef | undefined): void {
     if (lane && subKey && written?.final?.phase !== "DeadLettered") this.d.lanes?.deadLetterGone(subKey, key.slice(key.indexOf("/") + 1));
-  }
-
-  /** Waiting for something the user must fix: the Succeeded condition (and an Event) says what. */
-  private async waitFor(action: Extract<Action, { type: "Wait" }>, c: Context): Promise<Result | void> {
-    const generation = c.obj.metadata.generation;
-    if (conditionDiffers(c.obj.status?.conditions, { type: SUCCEEDED, status: "Unknown", reason: action.reason, message: action.message }, generation)) {
-      const written = await this.d.outcomes.write(c.key, c.obj, (s) => ({ status: waiting(s, generation, this.now(), action.reason, action.message) }));
-      if (written) this.d.events.record(deliveryRef(c.obj), action.reason === "Paused" ? "Normal" : "Warning", action.reason, `${action.message}; the delivery waits and nothing is lost`);
-    }
-    // Subscriptions are watched: their changes wake the delivery. Secrets are not: look again.
-    if (action.reason !== "SecretNotFound") return;
-    const n = this.secretWaits.get(c.key) ?? 0;
-    this.secretWaits.set(c.key, n + 1);
-    return { requeueAfter: Math.min(SECRET_RECHECK.maxMs, SECRET_RECHECK.initialMs * 2 ** n) };
-  }
-
-  /** Writes what a due delivery held by its endpoint waits for, once per reason (core/waiting.ts). */
-  private async reportWait(action: Action, c: Context): Promise<void> {
-    const due = fromRfc3339(c.obj.status?.nextAttemptAt) ?? fromRfc3339(c.obj.metadata.creationTimestamp) ?? c.now;
-    const w = endpointWait(action, { now: c.now, overdueMs: c.now - due, maxInFlight: c.policy?.maxInFlight ?? 0, ...(c.policy?.rateLimit ? { ratePerSecond: c.policy.rateLimit.perSecond } : {}) });
-    if (!w || getCondition(c.obj.status?.conditions, SUCCEEDED)?.reason === w.reason) return;
-    const generation = c.obj.metadata.generation;
-    try {
-      await this.d.outcomes.write(c.key, c.obj, (s) => ({ status: waiting(s, generation, this.now(), w.reason, w.message) }));
-    } catch (err) {
-      // Informational: the delivery waits the same without it, and its next plan reports again.
-      this.d.log.warn({ delivery: c.key, reason: w.reason, err: (err as Error).message }, "could not record why the delivery waits");
-    }
   }
 
   /** One attempt through the executor; its outcome is written before the endpoint slot frees. */
@@ -322,7 +240,7 @@ export class DeliveryReconciler {
     }
   }
 
-  private async recordAttempt(key: string, obj: DeliveryObject, policy: Policy, attempt: AttemptResult, subKey: string, lane: Context["lane"]): Promise<Written | undefined> {
+  private async recordAttempt(key: string, obj: DeliveryObject, policy: Policy, attempt: AttemptResult, subKey: string, lane: LaneRef | undefined): Promise<Written | undefined> {
     const compute = this.laneAware(
       (status: DeliveryObject["status"]) => applyAttempt({ status, generation: obj.metadata.generation, now: this.now(), attempt, policy, random: this.random, interruptedAction: this.d.interruptedAction }),
       key,
@@ -356,7 +274,7 @@ export class DeliveryReconciler {
   }
 
   /** Writes a final status without an attempt (dead letter before sending, discard). */
-  private async finish(key: string, obj: DeliveryObject, result: OutcomeResult, subKey: string | undefined, lane?: Context["lane"]): Promise<void> {
+  private async finish(key: string, obj: DeliveryObject, result: OutcomeResult, subKey: string | undefined, lane?: LaneRef): Promise<void> {
     if (result.final?.phase === "DeadLettered" && subKey) await this.d.deadLetterRoom?.(key, subKey);
     const written = await this.d.outcomes.write(key, obj, this.laneAware(() => result, key, subKey, lane));
     this.afterLaneWrite(written, key, subKey, lane);

@@ -51,3 +51,12 @@ export class DrainLog {
     this.d.log.info({ durationMs: this.now() - this.startedAt }, "stopped");
   }
 }
+
+/** The drains of one shutdown (the leader's controllers, stream mode's consumers) as one report. */
+export function combineDrains(reports: readonly DrainReport[]): DrainReport {
+  return {
+    finishedInGrace: reports.every((r) => r.finishedInGrace),
+    inFlight: reports.reduce((n, r) => n + r.inFlight, 0),
+    interrupted: reports.reduce((n, r) => n + r.interrupted, 0),
+  };
+}

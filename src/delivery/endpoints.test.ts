@@ -438,3 +438,40 @@ describe("EndpointRegistry: fair share of the global slots between namespaces", 
     );
   });
 });
+
+describe("EndpointRegistry.adopt: state another replica decided (stream mode)", () => {
+  it("takes it without an Event, marks the rollup urgent on a state change and wakes what waited", () => {
+    const changed: Array<[string, boolean]> = [];
+    const created: string[] = [];
+    const transitions: string[] = [];
+    const woken: string[] = [];
+    const registry = new EndpointRegistry({
+      globalMax: 100,
+      healthProbeIntervalMs: PROBE_INTERVAL,
+      defaults: { deliveryTimeoutMs: 10_000, breaker: { failureThreshold: 5, successThreshold: 1, cooldownMs: 60_000 } },
+      wake: (k) => woken.push(k),
+      observer: {
+        breakerMoved: (_ep, t) => void transitions.push(`${t.from}->${t.to}`),
+        healthMoved: () => undefined,
+        changed: (k, urgent) => void changed.push([k, urgent]),
+        deliveriesOf: () => ["shop/d-waiting"],
+        created: (ep) => void created.push(ep.key),
+      },
+    });
+    const ep = registry.ensure("shop/a", "uid", undefined, policyOf(), NOW);
+    expect(created).toEqual(["shop/a"]);
+    registry.park(ep, "shop/d-parked", "endpoint");
+    const opened = { ...ep.breaker, state: "Open" as const, consecutiveFailures: 5, openedAt: NOW, nextProbeAt: NOW + 60_000 };
+    expect(registry.adopt(ep, { breaker: opened, health: ep.health })).toBe(true);
+    expect(ep.breaker).toEqual(opened);
+    expect([ep.dirty, ep.urgent]).toEqual([true, true]);
+    expect(changed).toEqual([["shop/a", true]]);
+    expect(transitions).toEqual([]);
+    expect(woken.sort()).toEqual(["shop/d-parked", "shop/d-waiting"]);
+    woken.length = 0;
+    expect(registry.adopt(ep, { breaker: opened, health: ep.health })).toBe(false);
+    expect(woken).toEqual([]);
+    registry.adopt(ep, { breaker: opened, health: ep.health }, { wake: true });
+    expect(woken).toEqual(["shop/d-waiting"]);
+  });
+});

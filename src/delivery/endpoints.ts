@@ -6,7 +6,7 @@
 import type { SubscriptionStatus } from "../api/subscription.js";
 import * as breaker from "../core/breaker.js";
 import type { Classification } from "../core/classify.js";
-import { reportAttempt } from "../core/endpoint-report.js";
+import { reportAttempt, type EndpointState } from "../core/endpoint-report.js";
 import * as health from "../core/health.js";
 import type { EndpointCommit, EndpointView } from "../core/plan.js";
 import type { Policy, PolicyDefaults } from "../core/policy.js";
@@ -84,6 +84,10 @@ export interface EndpointObserver {
   deliveriesOf(subKey: string): Iterable<string>;
   /** A Retry-After hold began (not when a running one is extended). */
   throttled?(ep: Endpoint, t: Throttle): void;
+  /** An endpoint was made (from its subscription's status). */
+  created?(ep: Endpoint): void;
+  /** An operator's reset closed the breaker and re-enabled the endpoint. */
+  reset?(ep: Endpoint): void;
 }
 
 /** A hold persisted in the subscription's status, while it still runs (a new leader keeps it). */
@@ -105,6 +109,8 @@ export interface EndpointRegistryOptions {
   wake: (deliveryKey: string) => void;
   onInFlight?: (n: number) => void;
   observer?: EndpointObserver;
+  /** Replicas delivering (stream mode: every replica, each with its own token buckets); default 1. */
+  replicas?: () => number;
   now?: () => number;
 }
 
@@ -137,6 +143,7 @@ export class EndpointRegistry {
     if (!ep) {
       ep = new Endpoint(subKey, uid, status, now, policy?.breaker ?? this.o.defaults.breaker, policy?.url, this.o.healthProbeIntervalMs);
       this.endpoints.set(subKey, ep);
+      this.o.observer?.created?.(ep);
     } else if (policy && ep.url !== undefined && ep.url !== policy.url) {
       ep.resetFor(policy.url);
       this.wakeEndpoint(ep);
@@ -150,8 +157,31 @@ export class EndpointRegistry {
    */
   reset(ep: Endpoint): void {
     ep.resetBreaker();
+    this.o.observer?.reset?.(ep);
     this.wakeEndpoint(ep);
     this.wakeSubscription(ep.key);
+  }
+
+  /**
+   * Takes the breaker and health state another replica decided (stream mode's shared state):
+   * no Event (the replica whose transition it was recorded it), a rollup soon, and what waited
+   * on the endpoint looks again. `wake`: also when nothing changed (a lost probe claim).
+   */
+  adopt(ep: Endpoint, next: EndpointState, opts: { wake?: boolean } = {}): boolean {
+    const moved = ep.breaker.state !== next.breaker.state || ep.health.state !== next.health.state;
+    const changed = moved || JSON.stringify(ep.breaker) !== JSON.stringify(next.breaker) || JSON.stringify(ep.health) !== JSON.stringify(next.health);
+    ep.breaker = next.breaker;
+    ep.health = next.health;
+    if (changed) {
+      ep.dirty = true;
+      if (moved) ep.urgent = true;
+      this.o.observer?.changed(ep.key, moved);
+    }
+    if (changed || opts.wake) {
+      this.wakeEndpoint(ep);
+      this.wakeSubscription(ep.key);
+    }
+    return changed;
   }
 
   remove(subKey: string): void {
@@ -174,6 +204,7 @@ export class EndpointRegistry {
       globalSlot: this.slots.mayTake(namespaceOf(ep.key), deliveryKey),
       healthProbeIntervalMs: this.o.healthProbeIntervalMs,
       ...(isThrottled(ep.throttle, this.now()) ? { throttledUntil: ep.throttle.until } : {}),
+      replicas: this.o.replicas?.() ?? 1,
     };
   }
 

@@ -1,6 +1,7 @@
 // What a delivery reaching a final phase (Succeeded, DeadLettered, Discarded) tells the world:
 // the finished-deliveries counter and the create -> delivered latency, the dead-letter
 // operations counter, an Event on the delivery, and the subscription's counts (rolled up).
+import { ANNOTATIONS } from "../api/names.js";
 import type { Final } from "../core/outcome.js";
 import type { EventSink } from "../kube/events.js";
 import type { Metrics } from "../observability/metrics.js";
@@ -30,21 +31,40 @@ export class Finals {
       this.d.events.record(deliveryRef(obj), "Warning", final.reason, final.message);
       return;
     }
+    // A dead letter of stream mode counts its latency from the event's publish, like the stream did.
+    this.count(final, subKey, replay, obj.metadata.annotations?.[ANNOTATIONS.eventTimestamp] ?? obj.metadata.creationTimestamp);
+    if (final.phase === "Succeeded") {
+      if (replay) this.d.events.record(deliveryRef(obj), "Normal", "Replayed", final.message);
+    } else if (final.phase === "DeadLettered") {
+      this.d.events.record(deliveryRef(obj), "Warning", replay ? "ReplayFailed" : "DeadLettered", final.message);
+    } else {
+      this.d.events.record(deliveryRef(obj), "Warning", final.reason === "Poison" ? "ReplayFailed" : "Discarded", final.message);
+    }
+    this.d.rollUp(subKey);
+  }
+
+  /**
+   * Stream mode: a message delivered. There is no object, so no Event (CR mode records none for
+   * a delivery either); the latency runs from the event's publish (`publishedAt`, RFC 3339).
+   */
+  delivered(final: Final, subKey: string, publishedAt: string): void {
+    this.count(final, subKey, false, publishedAt);
+    this.d.rollUp(subKey);
+  }
+
+  /** The finished-deliveries counter, the latency of a success, the dead-letter operations, the subscription's counts. */
+  private count(final: Final, subKey: string, replay: boolean, since: string | undefined): void {
     const { namespace, subscription } = subscriptionLabels(subKey);
     this.d.metrics.deliveriesFinished.inc({ namespace, subscription, phase: final.phase, reason: final.reason });
     const ep = this.d.endpoints.get(subKey);
     if (final.phase === "Succeeded") {
-      this.d.metrics.delivered(namespace, subscription, obj.metadata.creationTimestamp);
+      this.d.metrics.delivered(namespace, subscription, since);
       if (ep) ep.succeededDelta++;
-      if (replay) this.d.events.record(deliveryRef(obj), "Normal", "Replayed", final.message);
     } else if (final.phase === "DeadLettered") {
       if (!replay) this.d.metrics.dlqOperations.inc({ operation: "enqueue" });
-      this.d.events.record(deliveryRef(obj), "Warning", replay ? "ReplayFailed" : "DeadLettered", final.message);
     } else {
       if (ep) ep.discardedDelta++;
       if (final.reason === "Poison") this.d.metrics.dlqOperations.inc({ operation: "drop_poison" });
-      this.d.events.record(deliveryRef(obj), "Warning", final.reason === "Poison" ? "ReplayFailed" : "Discarded", final.message);
     }
-    this.d.rollUp(subKey);
   }
 }

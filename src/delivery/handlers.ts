@@ -19,6 +19,8 @@ export interface HandlersDeps {
   deliveriesOf: (subKey: string) => Iterable<string>;
   /** Deliveries parked on the subscription's endpoint look again (its spec changed). */
   wakeEndpoint: (subKey: string) => void;
+  /** A delivery left the active set (finished or deleted): its place in the backlog frees. */
+  deliveryLeft?: (subKey: string, key: string) => void;
   deliveryExpectations: Expectations;
   subscriptionExpectations: Expectations;
   replayExpectations?: Expectations;
@@ -104,6 +106,7 @@ export class Handlers {
     const key = objectKey(d.metadata);
     const ours = this.d.deliveryExpectations.observe(key, gone ? undefined : d.metadata.resourceVersion);
     const subKey = subscriptionKeyOf(d);
+    if (subKey && gone) this.d.deliveryLeft?.(subKey, key);
     if (subKey && (gone || d.metadata.generation === 1)) this.rollUp(subKey, false);
     if (!gone && !ours) this.d.queues()?.addDelivery(key);
   }

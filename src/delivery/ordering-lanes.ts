@@ -6,12 +6,24 @@
 // read when the cache strips a payload (payload.ts): no payload is kept.
 import type { Logger } from "pino";
 import { laneOrder, type LaneMember, type OrderView } from "../core/ordering.js";
+import type { OutcomeResult } from "../core/outcome.js";
 import type { Policy } from "../core/policy.js";
 import type { EventSink } from "../kube/events.js";
 import type { ReflectorHandler } from "../kube/reflector.js";
 import { objectKey } from "../kube/types.js";
 import { subscriptionKeyOf, subscriptionRef, type DeliveryObject, type SubscriptionObject } from "./objects.js";
 import { orderingValueOf, type OrderingToExtract } from "./payload.js";
+
+/** A delivery's ordering lane as recorded in its status (status.ordering). */
+export interface LaneRef {
+  key: string;
+  value: string;
+}
+
+/** An outcome with the delivery's lane recorded in its status (the terminal index reads it from dead letters). */
+export function stampLane<R extends OutcomeResult>(r: R, lane: LaneRef | undefined): R {
+  return lane ? { ...r, status: { ...r.status, ordering: lane } } : r;
+}
 
 /** A lane's id within a subscription: the key text and the value (a key change starts anew). */
 const laneId = (key: string, value: string) => `${key}\u0000${value}`;

@@ -3,7 +3,7 @@
 // removed from the cached object, so the operator's memory does not grow with payload bytes.
 // An attempt reads the payload from the API server, builds the body, sends it and drops it.
 import { createHash } from "node:crypto";
-import { MAX_PAYLOAD_DEPTH } from "../api/names.js";
+import { ANNOTATIONS, MAX_PAYLOAD_DEPTH } from "../api/names.js";
 import { jsonDepth } from "../core/json-depth.js";
 import { orderingValue, type OrderingKey } from "../core/ordering-key.js";
 import { ignoreNotFound, type KubeClient } from "../kube/client.js";
@@ -156,8 +156,17 @@ export async function loadRequestBody(client: KubeClient, obj: DeliveryObject, s
     payload = specOf(full)?.payload;
   }
   const id = webhookId(obj);
-  const body = `{"id":${JSON.stringify(id)},"type":${JSON.stringify(spec.eventType)},"timestamp":${JSON.stringify(obj.metadata.creationTimestamp ?? null)},"data":${JSON.stringify(payload ?? null)}}`;
-  return { id, body };
+  // A dead letter made by stream mode keeps its event's publish time (the delivery was created later).
+  const timestamp = obj.metadata.annotations?.[ANNOTATIONS.eventTimestamp] ?? obj.metadata.creationTimestamp;
+  return { id, body: webhookBody(id, spec.eventType, timestamp, JSON.stringify(payload ?? null)) };
+}
+
+/**
+ * The webhook body, `{"id","type","timestamp","data"}`, with `data` as the given JSON text
+ * (inserted as it is: stream mode passes the published bytes). The one template both modes send.
+ */
+export function webhookBody(id: string, type: string | undefined, timestamp: string | undefined, dataJson: string): string {
+  return `{"id":${JSON.stringify(id)},"type":${JSON.stringify(type)},"timestamp":${JSON.stringify(timestamp ?? null)},"data":${dataJson}}`;
 }
 
 /** The delivery with its payload, from the watch cache, else from etcd; undefined when gone or replaced. */

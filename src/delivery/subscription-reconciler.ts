@@ -44,6 +44,8 @@ export interface SubscriptionReconcilerDeps {
   log: Logger;
   /** Bulk replay: handles the replay-dead-letters annotation; returns when to look again. */
   bulkReplay?: (sub: SubscriptionObject, signal: AbortSignal) => Promise<Result | void>;
+  /** Stream mode: the subscription's events in its JetStream consumer not acknowledged yet (part of deliveries.pending). */
+  streamPending?: (key: string) => number;
   /** Reads a subscription from the API server (the last rollup of a drain cannot wait for the cache). */
   read?: (key: string) => Promise<SubscriptionObject | undefined>;
   now?: () => number;
@@ -95,6 +97,11 @@ export class SubscriptionReconciler {
     const before = sub.status?.breaker?.state ?? "Closed";
     this.d.events.record(subscriptionRef(sub), "Normal", "EndpointReset", `breaker closed and endpoint re-enabled (breaker was ${before}, health ${sub.status?.health?.state ?? "Healthy"}): ${reason}`);
     await this.removeResetAnnotation(sub);
+  }
+
+  /** Deliveries not finished: the active ones in the cache, plus stream mode's events not acknowledged yet. */
+  private pendingOf(key: string): number {
+    return this.d.caches.deliveriesOf(key).size + (this.d.streamPending?.(key) ?? 0);
   }
 
   /** Creation time of the subscription's oldest unfinished delivery (a scan of its cached set). */
@@ -181,7 +188,7 @@ export class SubscriptionReconciler {
       breaker: breaker.toStatus(ep.breaker),
       health: hs,
       deliveries: {
-        pending: this.d.caches.deliveriesOf(key).size,
+        pending: this.pendingOf(key),
         succeeded: (prev.deliveries?.succeeded ?? 0) + succeededDelta,
         deadLettered,
         discarded: (prev.deliveries?.discarded ?? 0) + discardedDelta,

@@ -47,6 +47,8 @@ export class Metrics implements RequestObserver {
   readonly breakerStatus: Gauge<"namespace" | "subscription" | "state">;
   readonly healthStatus: Gauge<"namespace" | "subscription" | "state">;
   readonly buildInfo: Gauge<"version" | "node_version">;
+  /** Stream mode: events of a subscription not acknowledged yet (its consumer's lag). Leader only. */
+  readonly streamPending: Gauge<"namespace" | "subscription">;
   /**
    * Set while this process leads. Breaker state, dead letters and endpoint health per
    * subscription are maintained by the leader only: a replica that does not lead neither sets
@@ -144,6 +146,12 @@ export class Metrics implements RequestObserver {
     this.lastSuccess = new Gauge({ name: "webhook_endpoint_last_success_timestamp_seconds", help: "Time (Unix seconds) of the last successful attempt per subscription.", labelNames: ["namespace", "subscription"], registers });
     this.breakerStatus = new Gauge({ name: "webhook_breaker_status", help: "Circuit breaker state per subscription, one series per state (1 for the current one).", labelNames: ["namespace", "subscription", "state"], registers });
     this.healthStatus = new Gauge({ name: "webhook_endpoint_health_status", help: "Endpoint health per subscription, one series per state (1 for the current one).", labelNames: ["namespace", "subscription", "state"], registers });
+    this.streamPending = new Gauge({
+      name: "webhook_stream_pending_messages",
+      help: "Stream mode: events a subscription's JetStream consumer holds that are not acknowledged yet (not yet fetched, in flight, or waiting for a retry). Exported by the leader.",
+      labelNames: ["namespace", "subscription"],
+      registers,
+    });
     this.buildInfo = new Gauge({ name: "hookline_build_info", help: "Always 1; the labels say which Hookline and Node.js run.", labelNames: ["version", "node_version"], registers });
     this.initFixedSeries();
   }
@@ -179,7 +187,7 @@ export class Metrics implements RequestObserver {
     this.leading = leading;
     this.leader.set(leading ? 1 : 0);
     if (leading) return;
-    for (const g of [this.breakerState, this.dlqEntries, this.endpointHealth, this.queueDepth, this.backlog, this.oldestPending, this.lastSuccess, this.breakerStatus, this.healthStatus]) g.reset();
+    for (const g of [this.breakerState, this.dlqEntries, this.endpointHealth, this.queueDepth, this.backlog, this.oldestPending, this.lastSuccess, this.breakerStatus, this.healthStatus, this.streamPending]) g.reset();
   }
 
   /** The leader-only gauges of one subscription; ignored on a replica that does not lead. */
@@ -189,6 +197,11 @@ export class Metrics implements RequestObserver {
     if (values.breaker !== undefined) this.breakerState.set(labels, values.breaker);
     if (values.health !== undefined) this.endpointHealth.set(labels, values.health);
     if (values.deadLetters !== undefined) this.dlqEntries.set(labels, values.deadLetters);
+  }
+
+  /** Stream mode: a subscription's consumer lag; ignored on a replica that does not lead. */
+  setStreamPending(namespace: string, subscription: string, pending: number): void {
+    if (this.leading) this.streamPending.set({ namespace, subscription }, pending);
   }
 
   /** A subscription seen for the first time: start its success series at 0. */
@@ -208,7 +221,7 @@ export class Metrics implements RequestObserver {
 
   /** Forget the series of a deleted subscription (bounded label sets). */
   forgetSubscription(namespace: string, subscription: string): void {
-    for (const m of [this.breakerState, this.dlqEntries, this.endpointHealth, this.backlog, this.oldestPending, this.lastSuccess]) m.remove({ namespace, subscription });
+    for (const m of [this.breakerState, this.dlqEntries, this.endpointHealth, this.backlog, this.oldestPending, this.lastSuccess, this.streamPending]) m.remove({ namespace, subscription });
     for (const m of [this.breakerStatus, this.healthStatus]) {
       for (const state of [...BREAKER_STATES, ...HEALTH_STATES]) m.remove({ namespace, subscription, state });
     }

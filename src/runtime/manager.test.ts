@@ -63,6 +63,40 @@ describe("Manager", () => {
     expect(order).toEqual(["campaign", "lead controllers", "unlead controllers 0", "lead controllers", "unlead controllers 500", "after drain", "elector stop release=true"]);
   });
 
+  it("runs workers on every replica: started after sync, before leading, whether it leads or not; drained beside the leader's runnables", async () => {
+    const { order, runnable, cache, leader } = recorder();
+    let callbacks: LeaderCallbacks | undefined;
+    const elector: Elector = { start: () => void order.push("campaign"), stop: () => Promise.resolve(void order.push("release")) };
+    const m = new Manager({ log: silent, drainMs: 700, elector: (cb) => ((callbacks = cb), elector) });
+    m.addCache(cache("cache"));
+    m.addAfterSync(runnable("door"));
+    m.addWorker(leader("consumers"));
+    m.addLeaderRunnable(leader("controllers"));
+    m.afterDrain(() => Promise.resolve(void order.push("after drain")));
+    await m.start();
+    expect(m.leading).toBe(false);
+    expect(order).toEqual(["start cache", "synced cache", "start door", "lead consumers", "campaign"]);
+    callbacks!.onStartedLeading();
+    order.length = 0;
+    await m.stop();
+    expect(order.slice(0, 2).sort()).toEqual(["unlead consumers 700", "unlead controllers 700"]);
+    expect(order.slice(2, 4)).toEqual(["after drain", "release"]);
+  });
+
+  it("does not start workers when stopped before the caches synced", async () => {
+    const { order, leader } = recorder();
+    let synced!: () => void;
+    const m = new Manager({ log: silent, drainMs: 0 });
+    m.addCache({ name: "slow", start: () => undefined, stop: () => undefined, waitForSync: () => new Promise<void>((r) => (synced = r)) });
+    m.addWorker(leader("consumers"));
+    const started = m.start();
+    await Promise.resolve();
+    const stopped = m.stop();
+    synced();
+    await Promise.all([started, stopped]);
+    expect(order).toEqual([]);
+  });
+
   it("does not lead when stopped before the caches synced", async () => {
     const { order, leader } = recorder();
     let synced!: () => void;

@@ -1,9 +1,10 @@
 // The manager (controller-runtime's): runs an operator's parts in ordered groups and stops them
 // in the reverse order, each step bounded. Start: servers (probes answer at once) -> caches
-// (started, then synced) -> leader election -> the leader's runnables when this replica leads.
-// Stop: stopping (readiness off) -> the leader's runnables drain -> after-drain hooks (while
-// the Lease is still held: nobody else sends meanwhile) -> release the Lease -> caches ->
-// closers (clients) -> servers. Generic: knows nothing of webhooks.
+// (started, then synced) -> what runs on every replica -> leader election -> the leader's
+// runnables when this replica leads. Stop: stopping (readiness off) -> the leader's runnables
+// and every replica's workers drain, side by side -> after-drain hooks (while the Lease is still
+// held: nobody else sends meanwhile) -> release the Lease -> caches -> closers (clients) ->
+// servers. Generic: knows nothing of webhooks.
 import type { Logger } from "pino";
 
 /** A part that runs from start to stop. */
@@ -55,6 +56,8 @@ export class Manager {
   private readonly caches: CacheRunnable[] = [];
   private readonly afterSync: Runnable[] = [];
   private readonly leaderRunnables: LeaderRunnable[] = [];
+  private readonly workers: LeaderRunnable[] = [];
+  private workersStarted = false;
   private readonly afterDrainHooks: Array<() => Promise<void>> = [];
   private readonly closers: Array<() => Promise<void>> = [];
   private elector: Elector | undefined;
@@ -79,6 +82,14 @@ export class Manager {
 
   addLeaderRunnable(r: LeaderRunnable): void {
     this.leaderRunnables.push(r);
+  }
+
+  /**
+   * Work every replica does, leader or not (stream mode's consumers): started once the caches
+   * are synced, and drained with the leader's runnables, with the same grace.
+   */
+  addWorker(r: LeaderRunnable): void {
+    this.workers.push(r);
   }
 
   /** Runs after the leader's runnables drained, before the Lease is released. */
@@ -108,6 +119,8 @@ export class Manager {
     this.o.onSynced?.();
     for (const r of this.afterSync) await r.start();
     if (this.stoppingNow) return;
+    this.workersStarted = true;
+    for (const w of this.workers) w.start();
     if (this.o.elector) {
       this.elector = this.o.elector({ onStartedLeading: () => this.startLeading(), onStoppedLeading: () => void this.stopLeading(0) });
       this.elector.start();
@@ -137,7 +150,8 @@ export class Manager {
     this.stoppingNow = true;
     this.o.onStopping?.();
     // The Lease is kept (and renewed) while draining, so no one else does this work meanwhile.
-    await this.stopLeading(this.o.drainMs);
+    const workers = this.workersStarted ? this.workers : [];
+    await Promise.all([this.stopLeading(this.o.drainMs), ...workers.map((w) => w.stop(this.o.drainMs))]);
     for (const hook of this.afterDrainHooks) await this.step("after drain", hook);
     // Now that nothing is in flight, hand the Lease over.
     if (this.elector) await this.step("leader election", () => this.elector!.stop(true));

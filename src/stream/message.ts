@@ -201,6 +201,20 @@ export function decodeMessage(msg: { subject: string; headers?: HeaderReader | u
   return out;
 }
 
+/**
+ * The envelope (id, type, namespace, timestamp) of a message decodeMessage refused, when it can
+ * be read: such a message is one event whose data cannot be sent (it is discarded by its
+ * name, as CR mode discards an invalid payload). Undefined when not even that can be read.
+ */
+export function readEventHead(msg: { data: Uint8Array }): { id: string; type: string; namespace: string; timestamp: string } | undefined {
+  try {
+    const { id, type, namespace, timestamp } = readEnvelope(msg.data);
+    return { id, type, namespace, timestamp };
+  } catch {
+    return undefined;
+  }
+}
+
 const NOT_AN_EVENT = 'the message body is not a Hookline event ({"id","type","namespace","timestamp","data"})';
 
 /** The envelope before `data`, in the encoder's exact form; `at` is where `,"data":` starts. */

@@ -8,7 +8,8 @@ import { BacklogFullError, publish as libraryPublish } from "../../src/index.js"
 import { createNamespace, deleteNamespace, kubectlOk, waitFor } from "../helpers/cluster.js";
 import { exec } from "../helpers/exec.js";
 import { find, render } from "../helpers/helm.js";
-import { apply, listObjs, secret, subscription } from "../helpers/kube.js";
+import { operatorFixture } from "../helpers/fixture.js";
+import { apply, create, delivery, events, getObj, listObjs, secret, subscription, waitForPhase } from "../helpers/kube.js";
 import { startOperator, type TestOperator } from "../helpers/operator.js";
 import { Receiver } from "../helpers/receiver.js";
 
@@ -113,5 +114,36 @@ describe("backpressure: spec.maxPending and a ResourceQuota", () => {
     } finally {
       await deleteNamespace(quotaNs);
     }
+  });
+});
+
+describe("backpressure: deliveries created directly past spec.maxPending", () => {
+  const f = operatorFixture("backlog");
+
+  it("the first maxPending are attempted; the others wait their turn with BacklogFull and go as places free", async () => {
+    const { ns } = f;
+    let hang = true;
+    const r = await f.receiver(() => (hang ? "hang" : 200));
+    const names = ["b0", "b1", "b2", "b3", "b4"];
+    await apply(subscription(ns, "capped", { url: r.url(), maxPending: 2, maxInFlight: 5, timeout: "60s" }));
+    await waitFor(async () => (await getObj("whsub", ns, "capped"))?.status?.conditions?.some((c: any) => c.type === "Ready" && c.status === "True"), { description: "subscription Ready" });
+    // Created one by one (kubectl, not a publish door): nothing refuses them.
+    for (const n of names) await create(delivery(ns, n, "capped"));
+    await r.waitForRequests(2);
+    const backlogged = await waitFor(async () => {
+      const objs = await Promise.all(names.map((n) => getObj("whdel", ns, n)));
+      const full = objs.filter((o) => o?.status?.conditions?.some((c: any) => c.type === "Succeeded" && c.reason === "BacklogFull"));
+      return full.length === 3 ? full : undefined;
+    }, { description: "3 deliveries wait with BacklogFull" });
+    const message = backlogged[0]!.status!.conditions.find((c: any) => c.reason === "BacklogFull").message as string;
+    expect(message).toContain("spec.maxPending=2");
+    // Two in flight at most, though maxInFlight would allow five.
+    expect(r.requests).toHaveLength(2);
+    expect((await events(ns)).some((e) => e.reason === "BacklogFull")).toBe(true);
+    // The endpoint answers: every one goes, two at a time, none lost.
+    hang = false;
+    r.releaseHanging(200);
+    await waitForPhase(ns, names, "Succeeded");
+    expect(new Set(r.requests.map((q) => q.headers["webhook-id"])).size).toBe(5);
   });
 });

@@ -287,6 +287,16 @@ describe("helm chart", () => {
     expect(hooks.to[1].ipBlock).toEqual({ cidr: "::/0", except: ["fd00::/8"] });
   });
 
+  it("stream mode: HOOKLINE_NATS_URL from a Secret or as a plain URL, egress to NATS in the NetworkPolicy; absent by default", async () => {
+    const { objects } = await render(variant("stream-values.yaml", "hl"));
+    expect(env(find(objects, "Deployment")).HOOKLINE_NATS_URL).toEqual({ name: "HOOKLINE_NATS_URL", valueFrom: { secretKeyRef: { name: "hookline-nats", key: "url" } } });
+    expect(env(find(objects, "Deployment")).HOOKLINE_STREAM_REPLICAS).toMatchObject({ value: "3" });
+    expect(find(objects, "NetworkPolicy").spec.egress.at(-1)).toEqual({ ports: [{ port: 4222, protocol: "TCP" }], to: [{ namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": "nats" } } }] });
+    const plain = await render({ ...variant(undefined, "hl"), setJson: { stream: { natsUrl: "nats://nats.nats.svc:4222" } } });
+    expect(env(find(plain.objects, "Deployment")).HOOKLINE_NATS_URL).toMatchObject({ value: "nats://nats.nats.svc:4222" });
+    expect(env(find((await render(variant(undefined, "hl"))).objects, "Deployment"))).not.toHaveProperty("HOOKLINE_NATS_URL");
+  });
+
   // Each bad value, and the words helm's error must contain.
   const INVALID: Array<[string, Record<string, unknown>, RegExp]> = [
     ["replicas as a string", { replicaCount: "two" }, /replicaCount/],
@@ -298,6 +308,7 @@ describe("helm chart", () => {
     ["a breaker threshold of 0", { circuitBreaker: { failureThreshold: 0 } }, /failureThreshold/],
     ["a CIDR with a /33", { delivery: { allowedNetworks: ["10.0.0.0/33"] } }, /allowedNetworks/],
     ["an unknown log level", { logLevel: "verbose" }, /logLevel/],
+    ["a NATS URL that is not nats:// or tls://", { stream: { natsUrl: "http://nats.nats.svc:4222" } }, /natsUrl/],
     ["an alert duration without a unit", { prometheusRule: { alerts: { breakerOpen: { for: "5" } } } }, /for/],
     ["a success threshold above 1", { prometheusRule: { alerts: { lowSuccessRatio: { threshold: 95 } } } }, /threshold/],
     ["an image pull policy that does not exist", { image: { pullPolicy: "Sometimes" } }, /pullPolicy/],

@@ -63,7 +63,9 @@ describe("delivery: three customers", () => {
     const gaps = broken.requests.slice(1).map((r, i) => r.at - broken.requests[i]!.at);
     gaps.forEach((g, i) => expect(g).toBeGreaterThanOrEqual(50 * 2 ** i - 5));
     gaps.forEach((g, i) => expect(g).toBeLessThan(50 * 2 ** i + 1_000));
-    expect(gaps[4]! / gaps[0]!).toBeGreaterThan(3);
+    // The lower bounds are the growth: a schedule that did not double would send the 5th retry
+    // about 750 ms early. (A ratio of the gaps is not: one late watch event in the first gap on
+    // a loaded machine shrinks it without anything being wrong.)
 
     for (const [r, id] of [[flaky, "evt-1"], [gone, "evt-2"], [broken, "evt-3"]] as const) {
       for (const req of r.requests) {

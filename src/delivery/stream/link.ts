@@ -1,0 +1,131 @@
+// The operator's connection to NATS JetStream in stream mode (HOOKLINE_NATS_URL): connects in
+// the background from the first moment, so CR mode and the probes never wait for NATS; keeps
+// the HOOKLINE stream made (ensureStream); answers readiness; and is the publisher the HTTP door
+// writes to. Everything of stream mode that needs JetStream waits for `connected()`.
+import type { Logger } from "pino";
+import { STREAM_NAME, StreamConnection, StreamUnavailableError, type StreamAck, type StreamSettings } from "../../stream/jetstream.js";
+import type { OutgoingMessage } from "../../stream/message.js";
+
+export interface StreamLinkOptions {
+  /** HOOKLINE_NATS_URL (may hold credentials: only ever passed to the client). */
+  url: string;
+  /** Client name in the server's monitoring (the replica's identity). */
+  name: string;
+  log: Logger;
+  stream?: Partial<StreamSettings>;
+}
+
+/** Between attempts to make the stream (a server without JetStream, a stream of the wrong kind). */
+const ENSURE_RETRY_MS = { initial: 1_000, max: 30_000 };
+
+export class StreamLink {
+  private conn: StreamConnection | undefined;
+  private readonly abort = new AbortController();
+  private readonly ready: Promise<StreamConnection>;
+  private resolveReady!: (c: StreamConnection) => void;
+  private streamReady = false;
+  private started = false;
+
+  constructor(private readonly o: StreamLinkOptions) {
+    this.ready = new Promise((resolve) => (this.resolveReady = resolve));
+  }
+
+  /** Starts connecting (in the background: this returns at once). */
+  start(): void {
+    if (this.started) return;
+    this.started = true;
+    void this.connect();
+  }
+
+  private async connect(): Promise<void> {
+    const { log } = this.o;
+    let conn: StreamConnection;
+    try {
+      conn = await StreamConnection.connect({
+        url: this.o.url,
+        source: "HOOKLINE_NATS_URL",
+        name: this.o.name,
+        waitForServer: true,
+        signal: this.abort.signal,
+        ...(this.o.stream ? { stream: this.o.stream } : {}),
+        onEvent: (e) => {
+          if (e.type === "retrying") log.warn({ attempt: e.attempt, retryInMs: e.delayMs, err: e.error }, "stream mode: NATS not reachable yet");
+          else if (e.type === "disconnected") log.warn({ server: e.server }, "stream mode: disconnected from NATS; reconnecting");
+          else if (e.type === "reconnected" || e.type === "connected") log.info({ server: e.server }, `stream mode: ${e.type} to NATS`);
+          else if (e.type === "error") log.warn({ err: e.error }, "stream mode: NATS connection error");
+        },
+      });
+    } catch (err) {
+      if (!this.abort.signal.aborted) log.error({ err: (err as Error).message }, "stream mode: cannot connect to NATS");
+      return;
+    }
+    this.conn = conn;
+    for (let attempt = 0; !this.abort.signal.aborted; attempt++) {
+      try {
+        const { action } = await conn.ensureStream();
+        log.info({ stream: conn.settings.name, action }, "stream mode: JetStream stream ready");
+        this.streamReady = true;
+        this.resolveReady(conn);
+        return;
+      } catch (err) {
+        const delayMs = Math.min(ENSURE_RETRY_MS.max, ENSURE_RETRY_MS.initial * 2 ** attempt);
+        log.error({ err: (err as Error).message, retryInMs: delayMs }, "stream mode: cannot make the JetStream stream");
+        await sleep(delayMs, this.abort.signal);
+      }
+    }
+  }
+
+  /** Resolves once connected with the stream made; rejects when `signal` aborts first. */
+  connected(signal?: AbortSignal): Promise<StreamConnection> {
+    if (!signal) return this.ready;
+    return new Promise((resolve, reject) => {
+      const onAbort = () => reject(new Error("stopped before NATS was reachable"));
+      if (signal.aborted) return onAbort();
+      signal.addEventListener("abort", onAbort, { once: true });
+      void this.ready.then((c) => {
+        signal.removeEventListener("abort", onAbort);
+        resolve(c);
+      });
+    });
+  }
+
+  /** The stream's name (HOOKLINE unless configured otherwise). */
+  get streamName(): string {
+    return this.conn?.settings.name ?? this.o.stream?.name ?? STREAM_NAME;
+  }
+
+  /** Whether NATS is reachable now and the stream is made (readiness). */
+  isConnected(): boolean {
+    return this.streamReady && (this.conn?.isConnected() ?? false);
+  }
+
+  /** Why not ready, for /readyz; undefined when connected. */
+  problem(): string | undefined {
+    if (this.isConnected()) return undefined;
+    return this.conn ? `NATS (HOOKLINE_NATS_URL) ${this.streamReady ? "cannot be reached; reconnecting" : "has no usable JetStream stream yet"}` : "NATS (HOOKLINE_NATS_URL) cannot be reached yet";
+  }
+
+  /** The publisher of the HTTP door: refuses (503 there) while NATS is not reachable. */
+  publish(message: OutgoingMessage, opts?: { timeoutMs?: number }): Promise<StreamAck> {
+    if (!this.conn || !this.streamReady) return Promise.reject(new StreamUnavailableError("not connected to NATS (HOOKLINE_NATS_URL) yet; publish again shortly: nothing is duplicated", "unreachable"));
+    return this.conn.publish(message, opts);
+  }
+
+  /** Stops connecting, flushes and closes the connection. */
+  async stop(): Promise<void> {
+    this.abort.abort();
+    await this.conn?.close();
+  }
+}
+
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const t = setTimeout(done, ms);
+    function done() {
+      clearTimeout(t);
+      signal.removeEventListener("abort", done);
+      resolve();
+    }
+    signal.addEventListener("abort", done, { once: true });
+  });
+}

@@ -1,0 +1,188 @@
+// Stream mode's delivery on this replica (every replica runs it, leader or not): one
+// SubscriptionStream per WebhookSubscription, reading from the subscription's durable consumer,
+// which JetStream shares between the replicas' pulls (max_ack_pending = maxInFlight bounds the
+// subscription across all of them; each replica also holds to its own slots). It opens the two
+// key-value buckets once NATS is reachable, follows the subscription cache, routes the
+// registry's wake-ups of stream keys, and drains on SIGTERM: no more pulls, what is held goes
+// back at once, in-flight attempts get the drain timeout, then are interrupted and go back too.
+// Nothing is dead-lettered by a rollout (unless WEBHOOK_DRAIN_TIMEOUT_ACTION=dead-letter).
+import type { ReflectorHandler } from "../../kube/reflector.js";
+import { objectKey } from "../../kube/types.js";
+import type { LeaderRunnable } from "../../runtime/manager.js";
+import { consumerName } from "../../stream/consumers.js";
+import type { DrainReport } from "../leader-term.js";
+import type { SubscriptionObject } from "../objects.js";
+import { AttemptLog } from "./attempt-log.js";
+import { StreamDeadLetters, type StreamDeadLettersDeps } from "./dead-letters.js";
+import { parseStreamKey } from "./keys.js";
+import type { StreamLink } from "./link.js";
+import type { SharedEndpoints } from "./shared-endpoints.js";
+import { FETCH_EXPIRES_MS, SubscriptionStream, type StreamWork } from "./subscription-stream.js";
+
+export interface StreamDeliveryDeps extends Omit<StreamWork, "js" | "streamName" | "attempts" | "deadLetters" | "signal">, StreamDeadLettersDeps {
+  link: StreamLink;
+  shared: SharedEndpoints;
+}
+
+const OPEN_RETRY_MS = { initial: 1_000, max: 30_000 };
+const POLL_MS = 20;
+
+export class StreamDelivery implements LeaderRunnable {
+  readonly name = "stream delivery";
+  /** By consumer name. */
+  private readonly streams = new Map<string, SubscriptionStream>();
+  private work: StreamWork | undefined;
+  private attemptsAbort = new AbortController();
+  private openAbort = new AbortController();
+  private running = false;
+  /** The last drain's report. */
+  lastDrain: DrainReport = { finishedInGrace: true, inFlight: 0, interrupted: 0 };
+
+  constructor(private readonly d: StreamDeliveryDeps) {}
+
+  start(): void {
+    if (this.running) return;
+    this.running = true;
+    this.attemptsAbort = new AbortController();
+    this.openAbort = new AbortController();
+    void this.open();
+  }
+
+  private async open(): Promise<void> {
+    const signal = this.openAbort.signal;
+    for (let attempt = 0; !signal.aborted; attempt++) {
+      try {
+        const conn = await this.d.link.connected(signal);
+        const opts = { replicas: conn.settings.replicas };
+        const attempts = await AttemptLog.open(conn.js, opts);
+        await this.d.shared.open(conn.js, opts);
+        if (signal.aborted) return;
+        this.work = { ...this.d, js: conn.js, streamName: conn.settings.name, attempts, deadLetters: new StreamDeadLetters(this.d), signal: this.attemptsAbort.signal };
+        this.sync();
+        return;
+      } catch (err) {
+        if (signal.aborted) return;
+        const delayMs = Math.min(OPEN_RETRY_MS.max, OPEN_RETRY_MS.initial * 2 ** attempt);
+        this.d.log.error({ err: (err as Error).message, retryInMs: delayMs }, "stream mode: cannot open the key-value buckets; trying again");
+        await new Promise((r) => setTimeout(r, delayMs).unref());
+      }
+    }
+  }
+
+  /** A subscription changed in the cache: its stream starts, stops, or looks again. */
+  subscriptionChanged(subKey: string): void {
+    if (this.work && this.running) this.syncOne(subKey);
+  }
+
+  private sync(): void {
+    const keys = new Set<string>();
+    for (const s of this.d.caches.subscriptions.values()) keys.add(objectKey(s.metadata));
+    for (const s of this.streams.values()) keys.add(s.subKey);
+    for (const key of keys) this.syncOne(key);
+  }
+
+  private syncOne(subKey: string): void {
+    const work = this.work!;
+    const sub = this.d.caches.subscription(subKey);
+    const live = sub && !sub.metadata.deletionTimestamp && sub.metadata.uid ? sub : undefined;
+    for (const [name, s] of this.streams) {
+      if (s.subKey !== subKey || s.sub.uid === live?.metadata.uid) continue;
+      s.stop(live ? "the subscription was created again" : "the subscription was deleted");
+      this.streams.delete(name);
+    }
+    if (!live) return;
+    const identity = { namespace: live.metadata.namespace!, name: live.metadata.name, uid: live.metadata.uid! };
+    let consumer: string;
+    try {
+      consumer = consumerName(identity);
+    } catch {
+      return;
+    }
+    const existing = this.streams.get(consumer);
+    if (existing) return existing.wake();
+    const s = new SubscriptionStream(work, { ...identity, consumer });
+    this.streams.set(consumer, s);
+    s.start();
+  }
+
+  /** Whether a work key is a stream message's (the registry's wake-ups are routed by it). */
+  owns(key: string): boolean {
+    return parseStreamKey(key) !== undefined;
+  }
+
+  /** The registry woke a stream message (a slot freed, the probe reported back). */
+  wake(key: string): void {
+    const p = parseStreamKey(key);
+    const s = p ? this.streams.get(p.consumer) : undefined;
+    if (s) s.wakeKey(key);
+    else this.d.endpoints.settle(key);
+  }
+
+  /** The endpoint of a subscription changed (another replica's state was taken): its stream looks again. */
+  wakeSubscription(subKey: string): void {
+    for (const s of this.streams.values()) if (s.subKey === subKey) s.wake();
+  }
+
+  /** Attempts in flight from the stream. */
+  get inFlight(): number {
+    let n = 0;
+    for (const s of this.streams.values()) n += s.inFlight;
+    return n;
+  }
+
+  async stop(graceMs: number): Promise<void> {
+    if (!this.running) return;
+    this.running = false;
+    this.openAbort.abort();
+    const streams = [...this.streams.values()];
+    for (const s of streams) s.stopFetching();
+    const inFlight = this.inFlight;
+    const finishedInGrace = await until(() => this.inFlight === 0, graceMs);
+    const interrupted = this.inFlight;
+    // The attempts still out end as interrupted: recorded, and handed back for another replica.
+    if (!finishedInGrace) this.attemptsAbort.abort(new Error("drain timeout"));
+    // Pulls still open end within their expiry; what they bring goes back at once.
+    await until(() => streams.every((s) => s.idle), FETCH_EXPIRES_MS + 10_000);
+    for (const s of streams) s.stop("shutdown");
+    this.streams.clear();
+    await this.d.shared.close();
+    this.work = undefined;
+    this.lastDrain = { finishedInGrace, inFlight, interrupted };
+  }
+}
+
+/** Resolves true once `done()` holds, false after `ms`. */
+async function until(done: () => boolean, ms: number): Promise<boolean> {
+  const deadline = Date.now() + ms;
+  while (!done()) {
+    if (Date.now() >= deadline) return false;
+    await new Promise((r) => setTimeout(r, POLL_MS));
+  }
+  return true;
+}
+
+/**
+ * The subscription cache's handler, also telling stream mode of every change of a subscription;
+ * `specChanged` is false for a change of status or metadata only (the leader's rollups).
+ */
+export function withSubscriptionListeners(inner: ReflectorHandler<SubscriptionObject>, listeners: ReadonlyArray<(subKey: string, specChanged: boolean) => void>): ReflectorHandler<SubscriptionObject> {
+  const tell = (s: SubscriptionObject, specChanged: boolean) => {
+    const key = objectKey(s.metadata);
+    for (const l of listeners) l(key, specChanged);
+  };
+  return {
+    add: (s) => {
+      inner.add(s);
+      tell(s, true);
+    },
+    update: (old, s) => {
+      inner.update(old, s);
+      tell(s, old.metadata.generation !== s.metadata.generation || old.metadata.uid !== s.metadata.uid || !!s.metadata.deletionTimestamp);
+    },
+    delete: (s) => {
+      inner.delete(s);
+      tell(s, true);
+    },
+    ...(inner.listed ? { listed: (startedAt: number) => inner.listed!(startedAt) } : {}),
+  };
+}

@@ -1,0 +1,542 @@
+// One subscription's share of its durable JetStream consumer on this replica: pulls messages
+// while the subscription may be delivered to, and takes each through the same path as a CR-mode
+// delivery: plan() (core/plan.ts: subscription, event type, pause, Secret, attempts left, the
+// endpoint's gates) and the attempt executor. Only two things are stream mode's own: how work
+// arrives (a pull of at most as many messages as the endpoint has free slots; none while the
+// subscription is paused or invalid, or its breaker Open or endpoint Disabled, so the stream
+// holds them) and how an outcome is recorded:
+//   delivered                      acknowledge
+//   retryable, attempts left       keep the attempts (attempt-log.ts), negative acknowledgement
+//                                  with the delay core/outcome.ts computed (Retry-After honoured)
+//   exhausted, permanent, gone,    a WebhookDelivery in DeadLettered (or Discarded) with the
+//   blocked, type not subscribed   attempt history (dead-letters.ts), then acknowledge
+//   waiting (paused, Secret...)    negative acknowledgement at once; nothing is fetched until it clears
+//   drain                          what is not in flight goes back at once; an attempt cut by
+//                                  the drain timeout is recorded as interrupted and goes back too
+import type { Consumer, JetStreamClient, JsMsg } from "@nats-io/jetstream";
+import type { Logger } from "pino";
+import type { Policy } from "../../core/policy.js";
+import { applyAttempt, deadLetter, discard, type AttemptResult, type OutcomeResult } from "../../core/outcome.js";
+import { admit, plan, type Action } from "../../core/plan.js";
+import { fromRfc3339 } from "../../core/rfc3339.js";
+import type { EventSink } from "../../kube/events.js";
+import type { Metrics } from "../../observability/metrics.js";
+import { dataText, decodeMessage, readEventHead, StreamMessageError, type StreamMessage } from "../../stream/message.js";
+import type { AttemptExecutor } from "../attempt.js";
+import type { Caches } from "../caches.js";
+import type { Endpoint, EndpointRegistry } from "../endpoints.js";
+import type { Finals } from "../finals.js";
+import { subscriptionRef } from "../objects.js";
+import { webhookBody } from "../payload.js";
+import { secretsFor, type Credentials, type ResolvedCredentials } from "../credentials.js";
+import type { SecretCache } from "../secrets.js";
+import type { AttemptLog, AttemptRecord } from "./attempt-log.js";
+import type { StreamDeadLetters } from "./dead-letters.js";
+import { streamKey } from "./keys.js";
+
+/** What every subscription's stream shares on this replica. */
+export interface StreamWork {
+  js: JetStreamClient;
+  streamName: string;
+  caches: Caches;
+  endpoints: EndpointRegistry;
+  secrets: SecretCache;
+  /** Receiver credentials (headersFrom, tls, oauth2, proxy), resolved as CR mode resolves them. */
+  credentials: Credentials;
+  executor: AttemptExecutor;
+  attempts: AttemptLog;
+  deadLetters: StreamDeadLetters;
+  finals: Finals;
+  events: EventSink;
+  metrics: Metrics;
+  /** WEBHOOK_DRAIN_TIMEOUT_ACTION: what an attempt cut by the drain timeout becomes. */
+  interruptedAction: "requeue" | "dead-letter";
+  /** Aborted when the drain timeout ends the attempts still in flight. */
+  signal: AbortSignal;
+  log: Logger;
+  now?: () => number;
+  random?: () => number;
+}
+
+export interface SubscriptionIdentity {
+  namespace: string;
+  name: string;
+  uid: string;
+  /** Its durable consumer (stream/consumers.ts consumerName). */
+  consumer: string;
+}
+
+/** A message this replica holds: fetched, not in an attempt, not answered yet. */
+interface Held {
+  key: string;
+  msg: JsMsg;
+  id: string;
+  type: string;
+  timestamp: string;
+  /** The decoded event; undefined when its data cannot be sent (`invalid` says why). */
+  event?: StreamMessage;
+  invalid?: string;
+  record?: AttemptRecord;
+  /** Last time the message's ack wait was reset. */
+  since: number;
+  timer?: NodeJS.Timeout;
+}
+
+/** What an attempt is signed and sent with, looked up before it was planned. */
+interface Secrets {
+  keys: Buffer[];
+  creds: ResolvedCredentials | undefined;
+}
+
+/** A dead letter's status is computed for the object it becomes: its first generation. */
+const GENERATION = 1;
+/** Longest a pull waits for messages (JetStream's minimum is 1 s); a drain waits for it too. */
+export const FETCH_EXPIRES_MS = 2_000;
+/** A wait shorter than this (a rate-limit token, a clock a little behind) is held here; longer ones go back with the delay. */
+const HOLD_MS = 2_000;
+/** With nothing to wake it, the loop looks again this often. */
+const IDLE_MS = 1_000;
+const PARK_RECHECK_MS = 250;
+/** After a message waited for something the user must fix (pause, Secret, spec): fetch no more for this long. */
+const WAIT_RECHECK_MS = 1_000;
+const SECRET_RECHECK_MS = 2_000;
+const RETRY_MS = 1_000;
+/** Held messages reset their ack wait this often (JetStream redelivers after ack wait). */
+const KEEPALIVE_MS = 10_000;
+/** A final outcome that could not be recorded is tried again after this. */
+const RECORD_RETRY_MS = 5_000;
+
+export class SubscriptionStream {
+  readonly subKey: string;
+  private readonly held = new Map<string, Held>();
+  private readonly running = new Set<string>();
+  /** Messages asked for in pulls and not arrived yet. */
+  private outstanding = 0;
+  private consumer: Consumer | undefined;
+  private fetching = true;
+  private stopped = false;
+  private woken = false;
+  private wakeLoop: (() => void) | undefined;
+  private retryAt = 0;
+  private holdUntil = 0;
+  private lastKeepAlive = 0;
+  private waitingLogged = false;
+  private bound = false;
+  private pullFailing = false;
+  private readonly now: () => number;
+  private readonly random: () => number;
+  private readonly log: Logger;
+  readonly counts = { delivered: 0, retried: 0, deadLettered: 0, handedBack: 0, pulls: 0, pulled: 0 };
+
+  constructor(
+    private readonly w: StreamWork,
+    readonly sub: SubscriptionIdentity,
+  ) {
+    this.subKey = `${sub.namespace}/${sub.name}`;
+    this.now = w.now ?? Date.now;
+    this.random = w.random ?? Math.random;
+    this.log = w.log.child({ subscription: this.subKey, consumer: sub.consumer });
+  }
+
+  start(): void {
+    void this.run();
+  }
+
+  /** Attempts in flight. */
+  get inFlight(): number {
+    return this.running.size;
+  }
+
+  /** Nothing in flight, held or on its way. */
+  get idle(): boolean {
+    return this.running.size === 0 && this.held.size === 0 && this.outstanding === 0;
+  }
+
+  /** Looks again whether to fetch (a slot freed, the endpoint or the subscription changed). */
+  wake(): void {
+    this.woken = true;
+    const w = this.wakeLoop;
+    this.wakeLoop = undefined;
+    w?.();
+  }
+
+  /** The registry woke a held message (a slot freed, the probe reported back). */
+  wakeKey(key: string): void {
+    const h = this.held.get(key);
+    if (!h) {
+      this.w.endpoints.settle(key);
+      return;
+    }
+    queueMicrotask(() => void this.step(h));
+  }
+
+  /** Drain: no more pulls, held messages go back at once, later arrivals too. */
+  stopFetching(): void {
+    this.fetching = false;
+    for (const h of [...this.held.values()]) this.handBack(h, 0);
+    this.wake();
+  }
+
+  /** Stops the loop (after stopFetching, or when the subscription is gone). */
+  stop(reason: string): void {
+    if (this.stopped) return;
+    this.stopFetching();
+    this.stopped = true;
+    this.log.info({ reason, ...this.counts, inFlight: this.running.size }, "stream consumer stopped");
+  }
+
+  // --- the loop ---------------------------------------------------------------------------
+
+  private async run(): Promise<void> {
+    while (this.fetching) {
+      const now = this.now();
+      let until: number | undefined;
+      if (now < this.retryAt) until = this.retryAt;
+      else if (!this.consumer) {
+        await this.bind();
+        continue;
+      } else {
+        try {
+          const g = await this.gate(now);
+          if (typeof g === "number") this.pull(g);
+          else until = g.until;
+        } catch (err) {
+          this.log.warn({ err: (err as Error).message }, "stream consumer: cannot decide what to fetch; trying again");
+          until = now + RETRY_MS;
+        }
+      }
+      this.keepAlive(now);
+      await this.sleep(Math.min(until ?? now + IDLE_MS, now + KEEPALIVE_MS));
+    }
+  }
+
+  /** The durable consumer; the leader makes it, so it may not exist for a moment. */
+  private async bind(): Promise<void> {
+    try {
+      const c = await this.w.js.consumers.get(this.w.streamName, this.sub.consumer);
+      if (!this.fetching) return;
+      this.consumer = c;
+      if (!this.bound) this.log.info("stream consumer started");
+      this.bound = true;
+      this.waitingLogged = false;
+    } catch (err) {
+      if (!this.waitingLogged) this.log.info({ err: (err as Error).message }, "stream consumer: not bound yet (the leader makes the JetStream consumer; NATS may be unreachable); trying again");
+      this.waitingLogged = true;
+      this.retryAt = this.now() + RETRY_MS;
+    }
+  }
+
+  /**
+   * How many messages to pull now, or until when not to. The endpoint's gates are plan()'s own
+   * (core/plan.ts admit), asked without committing anything: a message is admitted for real
+   * when it is planned.
+   */
+  private async gate(now: number): Promise<number | { until?: number }> {
+    if (now < this.holdUntil) return { until: this.holdUntil };
+    const sub = this.w.caches.subscription(this.subKey);
+    if (!sub || sub.metadata.uid !== this.sub.uid) return {};
+    const view = this.w.caches.subscriptionView(sub);
+    if (view.kind !== "ok" || view.policy.paused) return {};
+    const policy = view.policy;
+    const ep = this.w.endpoints.ensure(this.subKey, this.sub.uid, sub.status, policy, now);
+    const a = admit(now, policy, this.w.endpoints.view(ep));
+    if (a.type === "WaitUntil") return { until: a.at };
+    if (a.type === "Park") return { until: now + PARK_RECHECK_MS };
+    if (a.type !== "Attempt" && a.type !== "DeadLetter") return {};
+    const probe = a.type === "Attempt" && a.probe;
+    const busy = ep.inFlight + this.held.size + this.outstanding;
+    const want = (probe ? 1 - this.running.size - this.held.size - this.outstanding : policy.maxInFlight - busy);
+    // Pulls go in batches of at least a quarter of maxInFlight (or when nothing is busy), not one
+    // pull per freed slot: a pull is a request of its own.
+    if (want <= 0 || (busy > 0 && want < Math.ceil(policy.maxInFlight / 4))) return {};
+    // A Secret missing (signing or credentials): its messages would wait, so none is pulled.
+    if ((await secretsFor(this.w, this.sub.namespace, policy, true)).secret.kind === "missing") return { until: now + SECRET_RECHECK_MS };
+    return want;
+  }
+
+  private pull(n: number): void {
+    const consumer = this.consumer!;
+    this.outstanding += n;
+    this.counts.pulls++;
+    void (async () => {
+      let got = 0;
+      try {
+        const msgs = await consumer.fetch({ max_messages: n, expires: FETCH_EXPIRES_MS });
+        for await (const m of msgs) {
+          got++;
+          this.counts.pulled++;
+          this.outstanding--;
+          this.accept(m);
+        }
+        this.pullFailing = false;
+      } catch (err) {
+        this.retryAt = this.now() + RETRY_MS;
+        this.consumer = undefined;
+        // Once per outage, not once a second.
+        if (this.fetching && !this.pullFailing) this.log.warn({ err: (err as Error).message }, "stream consumer: pull failed; binding again");
+        this.pullFailing = true;
+      } finally {
+        this.outstanding -= n - got;
+        this.wake();
+      }
+    })();
+  }
+
+  private sleep(until: number): Promise<void> {
+    if (this.woken || !this.fetching) {
+      this.woken = false;
+      return Promise.resolve();
+    }
+    return new Promise((resolve) => {
+      const done = () => {
+        clearTimeout(t);
+        this.woken = false;
+        if (this.wakeLoop === done) this.wakeLoop = undefined;
+        resolve();
+      };
+      const t = setTimeout(done, Math.max(0, until - this.now()));
+      this.wakeLoop = done;
+    });
+  }
+
+  /** Held messages keep their ack wait from running out (it would deliver them to another replica). */
+  private keepAlive(now: number): void {
+    if (now - this.lastKeepAlive < KEEPALIVE_MS) return;
+    this.lastKeepAlive = now;
+    for (const h of this.held.values()) {
+      if (now - h.since < KEEPALIVE_MS) continue;
+      h.msg.working();
+      h.since = now;
+    }
+  }
+
+  // --- one message ------------------------------------------------------------------------
+
+  private accept(msg: JsMsg): void {
+    if (!this.fetching) {
+      msg.nak();
+      return;
+    }
+    this.handle(msg).catch((err: unknown) => {
+      // Left unanswered: JetStream delivers it again after its ack wait.
+      this.held.delete(streamKey(this.sub.namespace, this.sub.consumer, msg.seq));
+      this.log.error({ seq: msg.seq, err: (err as Error).message }, "stream message not handled; it comes again after its ack wait");
+    });
+  }
+
+  private async handle(msg: JsMsg): Promise<void> {
+    const key = streamKey(this.sub.namespace, this.sub.consumer, msg.seq);
+    // A copy delivered again while this replica still holds it (its ack wait ran out): ignored.
+    if (this.held.has(key) || this.running.has(key)) return;
+    let event: StreamMessage | undefined;
+    let invalid: string | undefined;
+    try {
+      event = decodeMessage(msg);
+    } catch (err) {
+      if (!(err instanceof StreamMessageError)) throw err;
+      invalid = err.message;
+    }
+    const head = event ?? readEventHead(msg);
+    if (!head) return this.poison(msg, invalid ?? "unreadable");
+    const h: Held = { key, msg, id: head.id, type: head.type, timestamp: head.timestamp, ...(event ? { event } : {}), ...(invalid ? { invalid } : {}), since: this.now() };
+    this.held.set(key, h);
+    if (msg.info.deliveryCount > 1) {
+      try {
+        const record = await this.w.attempts.get(this.sub.consumer, msg.seq);
+        if (record) h.record = record;
+      } catch (err) {
+        this.log.warn({ seq: msg.seq, err: (err as Error).message }, "stream message: its attempts cannot be read now; handed back");
+        return this.handBack(h, RETRY_MS);
+      }
+      if (this.held.get(key) !== h) return;
+    }
+    await this.step(h);
+  }
+
+  /** Plans the held message and acts on the plan, exactly as the delivery reconciler does. */
+  private async step(h: Held): Promise<void> {
+    clearTimeout(h.timer);
+    h.timer = undefined;
+    if (this.held.get(h.key) !== h) return;
+    if (h.record?.final) return this.finish(h, { status: h.record.status, final: h.record.final });
+    const sub = this.w.caches.subscription(this.subKey);
+    const own = sub && sub.metadata.uid === this.sub.uid ? sub : undefined;
+    const subscription = this.w.caches.subscriptionView(own);
+    const policy = subscription.kind === "ok" ? subscription.policy : undefined;
+    const status = h.record?.status;
+    const nextAttemptAt = fromRfc3339(status?.nextAttemptAt);
+    const { secret, keys, creds } = await secretsFor(this.w, this.sub.namespace, policy, nextAttemptAt === undefined || nextAttemptAt <= this.now());
+    if (this.held.get(h.key) !== h) return; // handed back meanwhile (a drain)
+
+    // No await from plan() to the executor taking the endpoint's slots (as in CR mode).
+    const now = this.now();
+    const ep = policy && own ? this.w.endpoints.ensure(this.subKey, this.sub.uid, own.status, policy, now) : undefined;
+    const action = plan({
+      now,
+      delivery: { phase: status?.phase, attempts: status?.attempts ?? 0, nextAttemptAt, eventType: h.type, payloadBytes: h.event?.data.length ?? 0, ...(h.invalid !== undefined ? { payloadInvalid: h.invalid } : {}) },
+      subscription,
+      secret,
+      endpoint: ep ? this.w.endpoints.view(ep, h.key) : undefined,
+    });
+    try {
+      await this.act(action, h, policy, ep, { keys, creds }, now);
+    } finally {
+      this.w.endpoints.settle(h.key);
+    }
+  }
+
+  private async act(action: Action, h: Held, policy: Policy | undefined, ep: Endpoint | undefined, secrets: Secrets, now: number): Promise<void> {
+    const status = h.record?.status;
+    switch (action.type) {
+      case "Attempt":
+        return this.attempt(h, action, policy!, ep!, secrets);
+      case "WaitUntil": {
+        const ms = action.at - now;
+        if (ms > HOLD_MS) return this.handBack(h, ms);
+        clearTimeout(h.timer);
+        h.timer = setTimeout(() => void this.step(h), ms);
+        return;
+      }
+      case "Park":
+        // Woken by the registry when a slot frees or the probe reports back (wakeKey).
+        this.w.endpoints.park(ep!, h.key, action.why);
+        return;
+      case "Wait":
+        // Subscription missing or invalid, paused, Secret missing: nothing is fetched until it clears.
+        this.holdUntil = now + WAIT_RECHECK_MS;
+        return this.handBack(h, 0);
+      case "DeadLetter":
+        if (action.reason === "BreakerOpen") this.w.executor.countBreakerOpen(this.subKey);
+        return this.finish(h, deadLetter(status, GENERATION, now, action.reason, action.message));
+      case "Discard":
+        return this.finish(h, discard(status, GENERATION, now, action.reason, action.message));
+      case "Hold":
+        // Ordering lanes (spec.ordering) are CR mode's: plan() is given none here, so this is
+        // never returned; should it be, the message goes back to the stream, nothing lost.
+        return this.handBack(h, 0);
+      case "Nothing":
+        return this.ack(h);
+    }
+  }
+
+  private async attempt(h: Held, action: Extract<Action, { type: "Attempt" }>, policy: Policy, ep: Endpoint, secrets: Secrets): Promise<void> {
+    this.held.delete(h.key);
+    this.running.add(h.key);
+    try {
+      const event = h.event!;
+      const sent = await this.w.executor.run(
+        {
+          key: h.key,
+          endpoint: ep,
+          policy,
+          commit: action.commit,
+          probe: action.probe,
+          viaReplay: false,
+          keys: secrets.keys,
+          credentials: secrets.creds,
+          // The webhook id is the event id; `data` the published bytes, unchanged.
+          message: () => Promise.resolve({ id: event.id, body: webhookBody(event.id, event.type, event.timestamp, dataText(event)) }),
+          signal: this.w.signal,
+          // Its number in the history, for the webhook_attempt log line (as in CR mode).
+          attempt: (h.record?.status.lastAttempt?.number ?? 0) + 1,
+        },
+        (result) => this.recordAttempt(h, policy, result),
+      );
+      // Nothing was sent: the probe is another replica's. The message waits in the stream.
+      if (sent === undefined) {
+        this.counts.handedBack++;
+        h.msg.nak();
+      }
+    } finally {
+      this.running.delete(h.key);
+      this.wake();
+    }
+  }
+
+  /** The attempt's outcome, computed as CR mode computes a status (core/outcome.ts), recorded the stream's way. */
+  private async recordAttempt(h: Held, policy: Policy, result: AttemptResult): Promise<true> {
+    const r = applyAttempt({ status: h.record?.status, generation: GENERATION, now: this.now(), attempt: result, policy, random: this.random, interruptedAction: this.w.interruptedAction });
+    if (r.final) {
+      await this.finish(h, r);
+      return true;
+    }
+    h.record = { status: r.status };
+    try {
+      await this.w.attempts.put(this.sub.consumer, h.msg.seq, h.record);
+    } catch (err) {
+      this.log.warn({ seq: h.msg.seq, err: (err as Error).message }, "stream message: attempt not recorded; it may be attempted once more than maxAttempts");
+    }
+    const due = fromRfc3339(r.status.nextAttemptAt) ?? this.now();
+    this.counts.retried++;
+    h.msg.nak(Math.max(0, due - this.now()) || undefined);
+    return true;
+  }
+
+  /** A final outcome: acknowledged when delivered; otherwise a WebhookDelivery first. */
+  private async finish(h: Held, r: OutcomeResult): Promise<void> {
+    const final = r.final!;
+    if (final.phase === "Succeeded") {
+      this.ack(h);
+      this.counts.delivered++;
+      this.w.finals.delivered(final, this.subKey, h.timestamp);
+    } else {
+      let recorded;
+      try {
+        recorded = await this.w.deadLetters.record({
+          namespace: this.sub.namespace,
+          subscription: this.sub.name,
+          eventId: h.id,
+          eventType: h.type,
+          timestamp: h.timestamp,
+          payload: h.event ? (JSON.parse(dataText(h.event)) as unknown) : undefined,
+          origin: `${this.w.streamName}/${h.msg.seq}`,
+          result: r,
+        });
+      } catch (err) {
+        // Kept, so the message coming again records it and never sends the request again.
+        this.log.warn({ seq: h.msg.seq, phase: final.phase, reason: final.reason, err: (err as Error).message }, "stream message: its dead letter cannot be created now; kept and tried again");
+        h.record = { status: r.status, final };
+        await this.w.attempts.put(this.sub.consumer, h.msg.seq, h.record).catch(() => undefined);
+        return this.handBack(h, RECORD_RETRY_MS);
+      }
+      if (recorded.final) this.w.finals.record(recorded.obj, recorded.final, this.subKey, false);
+      this.counts.deadLettered++;
+      this.ack(h);
+    }
+    if (h.record || h.msg.info.deliveryCount > 1) {
+      await this.w.attempts.delete(this.sub.consumer, h.msg.seq).catch((err: unknown) => this.log.debug({ seq: h.msg.seq, err: (err as Error).message }, "attempts of a finished message not deleted (they expire)"));
+    }
+  }
+
+  /**
+   * Acknowledged without waiting for JetStream's confirmation (a request per message would cost
+   * more than the delivery): the acknowledgement is on the connection before the endpoint's slot
+   * is freed, and one lost with the connection brings the message back after its ack wait, sent
+   * again with the same webhook-id (at least once, as a crash does).
+   */
+  private ack(h: Held): void {
+    this.held.delete(h.key);
+    try {
+      h.msg.ack();
+    } catch (err) {
+      this.log.warn({ seq: h.msg.seq, err: (err as Error).message }, "stream message: acknowledgement not sent; it will be delivered again (same webhook-id)");
+    }
+  }
+
+  /** Back to the stream, for this or another replica, after `delayMs` (0: at once). */
+  private handBack(h: Held, delayMs: number): void {
+    clearTimeout(h.timer);
+    this.held.delete(h.key);
+    this.counts.handedBack++;
+    h.msg.nak(delayMs > 0 ? Math.ceil(delayMs) : undefined);
+  }
+
+  /** Not a Hookline event at all (no id or type to name it by): said, and terminated. */
+  private poison(msg: JsMsg, why: string): void {
+    this.log.warn({ seq: msg.seq, err: why }, "stream message is not a Hookline event; terminated, not delivered");
+    const sub = this.w.caches.subscription(this.subKey);
+    if (sub) this.w.events.record(subscriptionRef(sub), "Warning", "InvalidStreamMessage", `stream message ${this.w.streamName}/${msg.seq} is not a Hookline event (${why}); it is not delivered`);
+    this.w.metrics.deliveriesFinished.inc({ namespace: this.sub.namespace, subscription: this.sub.name, phase: "Discarded", reason: "InvalidPayload" });
+    msg.term();
+  }
+}
