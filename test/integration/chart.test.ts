@@ -94,8 +94,8 @@ describe("helm chart", () => {
   it("default values: 2 replicas, leader election, drain derived from the grace period, probes, restricted pods", async () => {
     const { objects } = await render({ release: "hl", namespace: ns });
     const kinds = objects.map((o) => o.kind).sort();
-    // The operator's ClusterRole and the three user roles (view, edit, admin).
-    expect(kinds).toEqual(["ClusterRole", "ClusterRole", "ClusterRole", "ClusterRole", "ClusterRoleBinding", "ConfigMap", "Deployment", "FlowSchema", "PodDisruptionBudget", "PriorityLevelConfiguration", "Role", "RoleBinding", "Service", "ServiceAccount", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"]);
+    // The operator's ClusterRole, the three user roles (view, edit, admin) and the replayer role.
+    expect(kinds).toEqual(["ClusterRole", "ClusterRole", "ClusterRole", "ClusterRole", "ClusterRole", "ClusterRoleBinding", "ConfigMap", "Deployment", "FlowSchema", "PodDisruptionBudget", "PriorityLevelConfiguration", "Role", "RoleBinding", "Service", "ServiceAccount", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"]);
     const deploy = find(objects, "Deployment");
     const pod = deploy.spec.template.spec;
     expect(deploy.spec.replicas).toBe(2);
@@ -202,8 +202,9 @@ describe("helm chart", () => {
     for (const r of roles) expect(JSON.stringify(r.rules)).toContain('"create"'); // publish door creates deliveries
     expect(objects.filter((o) => o.kind === "RoleBinding" && o.metadata.name === "hl-hookline").map((b) => b.metadata.namespace).sort()).toEqual([...teams].sort());
     // The only ClusterRole bound to the operator is the publish door's: TokenReviews,
-    // SubjectAccessReviews, namespaces get. (The user roles grant through namespace bindings.)
-    const clusterRoles = objects.filter((o) => o.kind === "ClusterRole" && !/-(view|edit|admin)$/.test(o.metadata.name));
+    // SubjectAccessReviews, namespaces get. (The user roles, the replayer role among them, grant
+    // through namespace bindings.)
+    const clusterRoles = objects.filter((o) => o.kind === "ClusterRole" && !/-(view|edit|admin|replayer)$/.test(o.metadata.name));
     expect(clusterRoles.map((o) => o.metadata.name)).toEqual(["hl-hookline-publish"]);
     expect(JSON.stringify(clusterRoles[0]!.rules)).not.toMatch(/secrets|hookline\.dev/);
     expect(find(objects, "Role", "hl-hookline-leader-election").rules[1].resourceNames).toEqual(["hookline-team-leader"]);
