@@ -4,7 +4,7 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { stringify } from "yaml";
 import { SECRET_REFERENCE_ROOTS, secretReferencePolicySpec } from "../src/api/admission.js";
-import { deliveryCrd, subscriptionCrd } from "../src/api/crd.js";
+import { deliveryCrd, replayCrd, subscriptionCrd } from "../src/api/crd.js";
 import { MAX_HEADERS_FROM } from "../src/api/subscription.js";
 import { apiReference } from "./api-doc.js";
 
@@ -13,6 +13,7 @@ const header = "# Generated from src/api by `npm run gen`. Do not edit by hand.\
 const files: Record<string, string> = {
   "crds/hookline.dev_webhooksubscriptions.yaml": header + stringify(subscriptionCrd(), { lineWidth: 0 }),
   "crds/hookline.dev_webhookdeliveries.yaml": header + stringify(deliveryCrd(), { lineWidth: 0 }),
+  "crds/hookline.dev_webhookreplays.yaml": header + stringify(replayCrd(), { lineWidth: 0 }),
 };
 files["docs/api.md"] = await apiReference();
 files["charts/hookline/templates/secret-reference-policy.yaml"] = secretReferencePolicyTemplate();

@@ -1,8 +1,9 @@
-// Builds the two CustomResourceDefinitions from the zod schemas (scripts/gen-crds.ts writes
+// Builds the three CustomResourceDefinitions from the zod schemas (scripts/gen-crds.ts writes
 // them to crds/; CI fails when the files are stale).
 import { z } from "zod";
 import { deliverySpecSchema, deliveryStatusSchema } from "./delivery.js";
-import { API_VERSION, CATEGORY, DELIVERY, GROUP, SUBSCRIPTION, VERSION } from "./names.js";
+import { API_VERSION, CATEGORY, DELIVERY, GROUP, REPLAY, SUBSCRIPTION, VERSION, type KindNames } from "./names.js";
+import { replaySpecSchema, replayStatusSchema } from "./replay.js";
 import { subscriptionSpecSchema, subscriptionStatusSchema } from "./subscription.js";
 
 type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
@@ -47,7 +48,7 @@ const metadataFields = {
 } satisfies JsonObject;
 
 function crd(opts: {
-  names: typeof SUBSCRIPTION | typeof DELIVERY;
+  names: KindNames;
   description: string;
   spec: z.ZodType;
   status: z.ZodType;
@@ -123,8 +124,9 @@ export function subscriptionCrd(): JsonObject {
 }
 
 /**
- * The terminal-delivery index reads these columns from Table responses (`as=Table`), so keep
- * Subscription, Phase and Finished in place: see src/delivery/terminal-index.ts.
+ * The terminal-delivery index reads these columns by name from Table responses (`as=Table`):
+ * Subscription, Event type, Phase, Reason, Finished, Dead-lettered, Ordering key and Ordering
+ * value; see src/delivery/terminal-index.ts before renaming one.
  */
 export const DELIVERY_COLUMNS: PrinterColumn[] = [
   { name: "Subscription", type: "string", jsonPath: ".spec.subscriptionRef.name", description: "Subscription" },
@@ -141,8 +143,38 @@ export const DELIVERY_COLUMNS: PrinterColumn[] = [
   // reads the exact finish time from this cell.
   { name: "Finished", type: "string", jsonPath: ".status.finishedAt", description: "When it finished (RFC 3339)", priority: 1 },
   { name: "Replays", type: "integer", jsonPath: ".status.replays", description: "Failed replays", priority: 1 },
+  // Also read by the terminal index: a Succeeded delivery that was a dead letter keeps
+  // retention.deadLettered, and a dead letter's lane blocks its ordering key (a new leader
+  // learns both from a list).
+  { name: "Dead-lettered", type: "string", jsonPath: ".status.deadLetter.at", description: "When it was dead-lettered (RFC 3339); kept when a replay delivered it", priority: 1 },
+  { name: "Ordering key", type: "string", jsonPath: ".status.ordering.key", description: "The subscription's spec.ordering.key (ordered subscriptions)", priority: 1 },
+  { name: "Ordering value", type: "string", jsonPath: ".status.ordering.value", description: "The delivery's value at the ordering key, as JSON", priority: 1 },
   { name: "Last error", type: "string", jsonPath: ".status.lastAttempt.reason", description: "Classification of the last attempt (http_5xx, timeout, network, ...)", priority: 1 },
 ];
+
+export const REPLAY_COLUMNS: PrinterColumn[] = [
+  { name: "Phase", type: "string", jsonPath: ".status.phase", description: "Pending, Running, Completed or Failed" },
+  { name: "Matched", type: "integer", jsonPath: ".status.matched", description: "Deliveries the selector matched" },
+  { name: "Attempted", type: "integer", jsonPath: ".status.attempted", description: "Replayed or deduped (succeeded + failed + deduped)" },
+  { name: "Succeeded", type: "integer", jsonPath: ".status.succeeded", description: "Replays the endpoint accepted" },
+  { name: "Failed", type: "integer", jsonPath: ".status.failed", description: "Replays that failed" },
+  { name: "Deduped", type: "integer", jsonPath: ".status.deduped", description: "Not sent: an equal delivery was replayed or pending" },
+  { name: "Age", type: "date", jsonPath: ".metadata.creationTimestamp", description: "Age" },
+  { name: "Skipped", type: "integer", jsonPath: ".status.skipped", description: "Matched but not replayed (see the Events)", priority: 1 },
+  { name: "Target", type: "string", jsonPath: ".spec.target.subscription", description: "Sent to this subscription instead of each delivery's own", priority: 1 },
+  { name: "Dry run", type: "boolean", jsonPath: ".spec.dryRun", description: "Counted only, nothing sent", priority: 1 },
+  { name: "Reason", type: "string", jsonPath: ".spec.reason", description: "Why it was run", priority: 1 },
+];
+
+export function replayCrd(): JsonObject {
+  return crd({
+    names: REPLAY,
+    description: `A ${REPLAY.kind} (${API_VERSION}) replays finished deliveries of its namespace (dead letters, or delivered events again), to their own subscription or a target, and records what it did. Its spec is immutable: it is an audit record.`,
+    spec: replaySpecSchema,
+    status: replayStatusSchema,
+    columns: REPLAY_COLUMNS,
+  });
+}
 
 export function deliveryCrd(): JsonObject {
   return crd({

@@ -2,7 +2,7 @@
 // producer's idempotency key. The spec is immutable: an event does not change after the fact.
 import { z } from "zod";
 import { conditions, objectName, timestamp, withRules } from "./fields.js";
-import { DEAD_LETTER_REASONS, DELIVERY_PHASES, DISCARD_REASONS, REPLAY_REASON_MAX_LENGTH } from "./names.js";
+import { DEAD_LETTER_REASONS, DELIVERY_PHASES, DISCARD_REASONS, HISTORY_ERROR_MAX_LENGTH, HISTORY_MAX, REPLAY_REASON_MAX_LENGTH } from "./names.js";
 import { traceContextSchema } from "./trace-context.js";
 
 const immutable = (field: string) => ({
@@ -62,17 +62,23 @@ export const deliverySpecSchema = withRules(
 export const ATTEMPT_OUTCOMES = ["Succeeded", "Failed", "Gone", "PermanentFailure", "Blocked", "Interrupted"] as const;
 export type AttemptOutcome = (typeof ATTEMPT_OUTCOMES)[number];
 
-export const attemptSchema = z
-  .object({
-    number: z.int().min(1).meta({ description: "1 for the first attempt. Interrupted attempts and replays are numbered too." }),
-    startedAt: timestamp("When the request started."),
-    durationMs: z.int().min(0).meta({ description: "From start to the response headers, or to the error." }),
-    responseStatus: z.int().min(100).max(599).optional().meta({ description: "HTTP status of the response, if one arrived." }),
-    error: z.string().max(1024).optional().meta({ description: "Why no usable response arrived (timeout, connection refused, ...). Never contains secrets." }),
-    outcome: z.enum(ATTEMPT_OUTCOMES).meta({ description: "What the attempt meant for the delivery." }),
-    reason: z.string().max(64).optional().meta({ description: "Classification, as in the metrics: http_2xx, http_5xx, timeout, network, dns, ..." }),
-    replay: z.boolean().optional().meta({ description: "True when the attempt was a replay." }),
-  })
+const attemptFields = {
+  number: z.int().min(1).meta({ description: "1 for the first attempt. Interrupted attempts and replays are numbered too." }),
+  startedAt: timestamp("When the request started."),
+  durationMs: z.int().min(0).meta({ description: "From start to the response headers, or to the error." }),
+  responseStatus: z.int().min(100).max(599).optional().meta({ description: "HTTP status of the response, if one arrived." }),
+  error: z.string().max(1024).optional().meta({ description: "Why no usable response arrived (timeout, connection refused, ...). Never contains secrets." }),
+  outcome: z.enum(ATTEMPT_OUTCOMES).meta({ description: "What the attempt meant for the delivery." }),
+  reason: z.string().max(64).optional().meta({ description: "Classification, as in the metrics: http_2xx, http_5xx, timeout, network, dns, ..." }),
+  replay: z.boolean().optional().meta({ description: "True when the attempt was a replay." }),
+  target: z.string().max(253).optional().meta({ description: "A replay sent to another subscription (a WebhookReplay's spec.target): its name." }),
+};
+
+export const attemptSchema = z.object(attemptFields).meta({ description: "One attempt to deliver." });
+
+/** An attempt as status.history keeps it: its error text shorter, so the whole history fits the object's budget. */
+export const historyAttemptSchema = z
+  .object({ ...attemptFields, error: z.string().max(HISTORY_ERROR_MAX_LENGTH).optional().meta({ description: `Why no usable response arrived (first ${HISTORY_ERROR_MAX_LENGTH} characters; lastAttempt.error has up to 1024).` }) })
   .meta({ description: "One attempt to deliver." });
 export type Attempt = z.output<typeof attemptSchema>;
 
@@ -89,7 +95,11 @@ export const deliveryStatusSchema = z
     attempts: z.int().min(0).optional().meta({ description: "Attempts counted against retry.maxAttempts." }),
     nextAttemptAt: timestamp("When the next attempt is due.").optional(),
     lastAttempt: attemptSchema.optional(),
-    history: z.array(attemptSchema).max(10).optional().meta({ description: "The last 10 attempts, oldest first." }),
+    history: z
+      .array(historyAttemptSchema)
+      .max(HISTORY_MAX)
+      .optional()
+      .meta({ description: `Attempts, oldest first: every attempt up to the subscription's retry.maxAttempts plus deadLetter.maxReplays (at least 10, at most ${HISTORY_MAX}; the oldest go first), within 32 KiB.` }),
     deadLetter: z
       .object({
         at: timestamp("When the delivery was dead-lettered."),
@@ -97,7 +107,7 @@ export const deliveryStatusSchema = z
         message: z.string().max(1024).optional().meta({ description: "Details." }),
       })
       .optional()
-      .meta({ description: "Set when the delivery is dead-lettered." }),
+      .meta({ description: "Set when the delivery is dead-lettered; kept after a successful replay, as the record of why it was one." }),
     discard: z
       .object({
         at: timestamp("When the delivery was discarded."),
@@ -111,13 +121,23 @@ export const deliveryStatusSchema = z
       .object({
         reason: z.string().max(REPLAY_REASON_MAX_LENGTH).meta({ description: "The reason given for the replay." }),
         at: timestamp("When the replay was attempted."),
-        requestId: z.string().max(128).optional().meta({ description: "The bulk replay this was part of (see the subscription's status.lastReplay.id)." }),
-        result: z.enum(["Succeeded", "Failed", "Deduped"]).optional().meta({ description: "Succeeded, Failed, or Deduped (skipped: an equal delivery was pending)." }),
+        requestId: z.string().max(128).optional().meta({ description: "The bulk replay or WebhookReplay this was part of (the subscription's status.lastReplay.id, or the WebhookReplay's metadata.uid)." }),
+        result: z.enum(["Succeeded", "Failed", "Deduped"]).optional().meta({ description: "Succeeded, Failed, or Deduped (not sent: an equal delivery, same webhook id and payload, was pending or replayed by the same replay)." }),
+        dedupedBy: z.string().max(253).optional().meta({ description: "Deduped: the delivery whose replay stands for this one (absent when the equal one was pending)." }),
+        target: z.string().max(253).optional().meta({ description: "Sent to this subscription instead of the delivery's own (WebhookReplay spec.target)." }),
+        replay: z.string().max(253).optional().meta({ description: "The WebhookReplay this was part of (its name)." }),
       })
       .optional()
       .meta({ description: "The last replay of this delivery." }),
     interruptions: z.int().min(0).optional().meta({ description: "Attempts cut short by an operator shutdown; not counted against maxAttempts." }),
-    finishedAt: timestamp("When the delivery reached Succeeded, DeadLettered or Discarded. Retention counts from here.").optional(),
+    finishedAt: timestamp("When the delivery reached Succeeded, DeadLettered or Discarded. Retention counts from here (a replayed dead letter that was delivered keeps retention.deadLettered).").optional(),
+    ordering: z
+      .object({
+        key: z.string().max(256).meta({ description: "The subscription's spec.ordering.key when it was recorded." }),
+        value: z.string().max(256).meta({ description: "The delivery's value at the key, as JSON (a long one as sha256:<hex>)." }),
+      })
+      .optional()
+      .meta({ description: "The ordering lane of the delivery (subscriptions with spec.ordering): a dead letter with it blocks the deliveries of the same value." }),
     conditions: conditions("Succeeded: True when delivered, False when dead-lettered or discarded (the reason says why), Unknown while pending.").optional(),
   })
   .meta({ description: "Observed state of the delivery." });

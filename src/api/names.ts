@@ -21,6 +21,16 @@ export const DELIVERY = {
   shortNames: ["whdel"],
 } as const;
 
+export const REPLAY = {
+  kind: "WebhookReplay",
+  listKind: "WebhookReplayList",
+  plural: "webhookreplays",
+  singular: "webhookreplay",
+  shortNames: ["whrep"],
+} as const;
+
+export type KindNames = typeof SUBSCRIPTION | typeof DELIVERY | typeof REPLAY;
+
 export const ANNOTATIONS = {
   /** On a delivery: replay this dead letter once; the value is the reason (>= 5 characters). */
   replay: "hookline.dev/replay",
@@ -77,8 +87,16 @@ export const MAX_PAYLOAD_BYTES = 256 * 1024;
  */
 export const MAX_PAYLOAD_DEPTH = 1000;
 
-/** Attempts kept in status.history. */
-export const HISTORY_LIMIT = 10;
+/**
+ * Attempts kept in status.history: every attempt up to the subscription's retry.maxAttempts plus
+ * deadLetter.maxReplays (at least HISTORY_MIN, at most HISTORY_MAX), the oldest dropped first,
+ * and never more than HISTORY_MAX_BYTES serialized (docs/capacity.md).
+ */
+export const HISTORY_MIN = 10;
+export const HISTORY_MAX = 64;
+export const HISTORY_MAX_BYTES = 32 * 1024;
+/** The error text of an attempt in status.history (lastAttempt keeps up to 1024). */
+export const HISTORY_ERROR_MAX_LENGTH = 256;
 
 export const REPLAY_REASON_MIN_LENGTH = 5;
 /** The longest replay reason status can hold; a longer one is refused like a short one. */

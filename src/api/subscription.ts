@@ -3,6 +3,7 @@
 // validation are all derived from it.
 import { z } from "zod";
 import { REPLAY_REASON_MAX_LENGTH } from "./names.js";
+import { EVENT_TYPE_KEY, isOrderingKey, ORDERING_KEY_MAX_LENGTH, ORDERING_KEY_MAX_STEPS, ORDERING_PATH_PATTERN } from "./ordering.js";
 import { celIsDuration, conditions, duration, int, objectName, safeDuration, timestamp, withRules } from "./fields.js";
 
 /** Headers Hookline sets itself; a subscription may not override them. */
@@ -349,6 +350,27 @@ export const proxySchema = z
   })
   .meta({ description: "Send this subscription's requests (and its OAuth2 token requests) through an HTTP CONNECT proxy, e.g. for a static egress address. The network guard checks both the proxy's address and the endpoint's." });
 
+export const orderingSchema = z
+  .object({
+    key: withRules(
+      z.string().min(1).max(ORDERING_KEY_MAX_LENGTH),
+      {
+        description: `What orders deliveries: "${EVENT_TYPE_KEY}" (the delivery's spec.eventType), or a JSONPath into the payload such as $.customer.id, $.items[0].sku or $['order-id'] (steps .name, ['name'] and [index] only, 1 to ${ORDERING_KEY_MAX_STEPS}). Deliveries with the same value go one at a time, oldest first (creation time, then name with numbers compared as numbers); other values in parallel; a delivery whose payload has no value there is not ordered.`,
+      },
+      [
+        {
+          rule: `self == '${EVENT_TYPE_KEY}' || self.matches(r"${ORDERING_PATH_PATTERN}")`,
+          message: `ordering.key must be "${EVENT_TYPE_KEY}" or a JSONPath such as $.customer.id, $.items[0].sku or $['order-id']: only .name, ['name'] and [index] steps, 1 to ${ORDERING_KEY_MAX_STEPS}, no wildcards, filters or ..`,
+          check: isOrderingKey,
+        },
+      ],
+    ),
+  })
+  .meta({
+    description:
+      "Ordered delivery per key: at most one delivery per key value in flight, the next one waiting until the previous is final. A dead letter blocks its key until it is replayed successfully, discarded or deleted; the waiting deliveries say so in their Succeeded condition (OrderingWait, OrderingBlocked).",
+  });
+
 const celHeaderIn = (list: string, name: string) => `${list}.exists(k, k.lowerAscii() == ${name})`;
 
 export const subscriptionSpecSchema = withRules(
@@ -402,6 +424,7 @@ export const subscriptionSpecSchema = withRules(
     deadLetter: deadLetterSchema.default({ maxEntries: 10000, maxReplays: 5 }),
     retention: retentionSchema.default({ succeeded: "1h", deadLettered: "720h" }),
     paused: z.boolean().default(false).meta({ description: "Hold every delivery of this subscription until unpaused." }),
+    ordering: orderingSchema.optional(),
   }),
   { description: "Where and how to deliver webhooks for one endpoint." },
   [
@@ -464,10 +487,11 @@ export const subscriptionReplayStatusSchema = z
     requestedAt: timestamp("When the replay was requested."),
     finishedAt: timestamp("When it finished; absent while it runs.").optional(),
     concurrency: z.int().min(1).max(50).optional().meta({ description: "Replays run at once." }),
-    attempted: z.int().min(0).meta({ description: "Dead letters replayed." }),
+    attempted: z.int().min(0).meta({ description: "Dead letters replayed or deduped: succeeded + failed + deduped." }),
     succeeded: z.int().min(0).meta({ description: "Replays that were delivered." }),
     failed: z.int().min(0).meta({ description: "Replays that failed (back to DeadLettered, or Discarded as Poison)." }),
-    deduped: z.int().min(0).meta({ description: "Dead letters skipped because an equal delivery (same event id and payload) is pending." }),
+    deduped: z.int().min(0).meta({ description: "Dead letters not sent because an equal delivery (same event id and payload) was replayed by this replay or is pending; counted in attempted too." }),
+    skipped: z.int().min(0).optional().meta({ description: "Dead letters not replayed (changed or deleted meanwhile, or the subscription could not take them)." }),
     id: z.string().optional().meta({ description: "Identifies this bulk replay in each delivery's status.lastReplay.requestId." }),
     cursor: z.string().optional().meta({ description: "Progress marker: the last dead letter handled, so a restarted operator resumes." }),
     inFlight: z.array(z.string()).max(50).optional().meta({ description: "Dead letters of the batch being replayed, so a restart neither repeats nor loses them." }),
@@ -483,17 +507,27 @@ export const endpointResetStatusSchema = z
   })
   .meta({ description: "The last reset of the endpoint (annotation hookline.dev/reset-endpoint)." });
 
+export const throttleStatusSchema = z
+  .object({
+    since: timestamp("When the endpoint asked to slow down."),
+    until: timestamp("No new attempt to the endpoint before this."),
+    status: z.int().min(100).max(599).meta({ description: "The status that asked for it (429 or 503)." }),
+    retryAfter: z.string().max(64).meta({ description: "Its Retry-After header." }),
+  })
+  .meta({ description: "The endpoint's Retry-After hold: set while the endpoint asked for no requests (429 or 503 with Retry-After), so a new leader keeps it." });
+
 export const subscriptionStatusSchema = z
   .object({
     observedGeneration: z.int().min(0).optional().meta({ description: "The .metadata.generation the operator last acted on." }),
     conditions: conditions(
-      "Ready: the operator accepted the spec and its Secret. EndpointHealthy: the endpoint answers. ConfigurationAdvice: True (reason CooldownShorterThanBackoff) while settings work against each other (the breaker cooldown shorter than the largest retry delay); it never makes the subscription not Ready.",
+      "Ready: the operator accepted the spec and its Secret. EndpointHealthy: the endpoint answers. EndpointThrottled: True while the endpoint's Retry-After holds every delivery (since the transition, until the time in the message). ConfigurationAdvice: True (reason CooldownShorterThanBackoff) while settings work against each other (the breaker cooldown shorter than the largest retry delay); it never makes the subscription not Ready.",
     ).optional(),
     breaker: breakerStatusSchema.optional(),
     health: healthStatusSchema.optional(),
     deliveries: deliveryCountsSchema.optional(),
     lastReplay: subscriptionReplayStatusSchema.optional(),
     lastReset: endpointResetStatusSchema.optional(),
+    throttle: throttleStatusSchema.optional(),
   })
   .meta({ description: "Observed state of the subscription." });
 

@@ -1,12 +1,13 @@
-// Installs (server-side applies) the two CRDs built from src/api and waits until they are
+// Installs (server-side applies) the CRDs built from src/api and waits until they are
 // served: what `hookline dev` and `hookline demo` do instead of `kubectl apply -f crds/`.
-import { deliveryCrd, subscriptionCrd } from "../api/crd.js";
+import { deliveryCrd, replayCrd, subscriptionCrd } from "../api/crd.js";
 import { CONTENT_TYPE, type KubeClient } from "../kube/client.js";
 
 const CRD_TYPE_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
 
 export async function installCrds(client: KubeClient, timeoutMs = 60_000): Promise<void> {
-  const crds = [subscriptionCrd(), deliveryCrd()] as Array<{ metadata: { name: string }; spec: { group: string; names: { plural: string }; versions: Array<{ name: string }> } }>;
+  // Every kind the operator watches: it waits for each cache to sync before it starts.
+  const crds = [subscriptionCrd(), deliveryCrd(), replayCrd()] as Array<{ metadata: { name: string }; spec: { group: string; names: { plural: string }; versions: Array<{ name: string }> } }>;
   for (const crd of crds) {
     await client.request({
       method: "PATCH",

@@ -19,7 +19,10 @@ import { EndpointRegistry } from "../delivery/endpoints.js";
 import { Finals, type OutcomeMeta } from "../delivery/finals.js";
 import { Handlers } from "../delivery/handlers.js";
 import { LeaderTerm } from "../delivery/leader-term.js";
-import { SUBSCRIPTIONS, type SubscriptionObject } from "../delivery/objects.js";
+import { SUBSCRIPTIONS, type DeliveryObject, type SubscriptionObject } from "../delivery/objects.js";
+import { OrderingLanes } from "../delivery/ordering-lanes.js";
+import { readOrderingValue } from "../delivery/payload.js";
+import { ReplayObjects } from "../delivery/replay-objects.js";
 import { OAuth2Client } from "../delivery/oauth2.js";
 import { OutcomeWriter } from "../delivery/outcome-writer.js";
 import { Replayer } from "../delivery/replay.js";
@@ -37,7 +40,7 @@ import { ApiError, ignoreNotFound, KubeClient } from "../kube/client.js";
 import { EventRecorder } from "../kube/events.js";
 import { LeaderElector } from "../kube/leader.js";
 import { StatusWriter } from "../kube/status-writer.js";
-import { objectPath, splitKey } from "../kube/types.js";
+import { objectKey, objectPath, splitKey } from "../kube/types.js";
 import { healthServer, metricsServer, serverRunnable } from "../observability/http-servers.js";
 import { createLogger } from "../observability/logger.js";
 import { Metrics } from "../observability/metrics.js";
@@ -130,6 +133,7 @@ export class Operator {
     const defaults: PolicyDefaults = { deliveryTimeoutMs: config.deliveryTimeoutMs, breaker: config.breaker };
     const deliveryExpectations = new Expectations();
     const subscriptionExpectations = new Expectations();
+    const replayExpectations = new Expectations();
     // Every status string and list is cut to its schema's limit here, in the one writer.
     const statusWriter = new StatusWriter(client, STATUS_FITTERS);
     const events = new EventRecorder(client, log.child({ component: "events" }), { component: "hookline", host: config.leaderElection.identity });
@@ -139,6 +143,7 @@ export class Operator {
 
     // The leader term is built last; the parts built before it wake it through this reference.
     const term: { current?: LeaderTerm } = {};
+    const late: { replays?: ReplayObjects } = {};
     const backlog = new Backlog((key) => term.current?.addDelivery(key));
     // Stream mode (HOOKLINE_NATS_URL): built after the registry it feeds; reached through this.
     const stream: { delivery?: StreamDelivery; consumers?: ConsumerSync } = {};
@@ -152,14 +157,33 @@ export class Operator {
       deliveryLeft: (subKey, key) => backlog.left(subKey, key, caches.policy(caches.subscription(subKey))?.maxPending),
       deliveryExpectations,
       subscriptionExpectations,
+      replayExpectations,
+      unfinishedReplays: (ns) => late.replays?.unfinishedIn(ns) ?? [],
       statusIntervalMs: this.opts.statusIntervalMs ?? SUBSCRIPTION_STATUS_INTERVAL_MS,
     });
+    // Ordered subscriptions' lanes (spec.ordering), kept current from the caches.
+    const lanes: OrderingLanes = new OrderingLanes({
+      orderingOf: (subKey) => caches.policy(caches.subscription(subKey))?.ordering,
+      deliveriesOf: (subKey) => caches.deliveriesOf(subKey),
+      delivery: (key) => caches.delivery(key),
+      readValue: (obj, o, signal) => readOrderingValue(client, obj, o, signal),
+      wake: (key) => term.current?.addDelivery(key),
+      events,
+      subscription: (subKey) => caches.subscription(subKey),
+      log: log.child({ component: "ordering" }),
+    });
+    const subscriptionEvents = config.natsUrl ? withSubscriptionListeners(handlers.subscription, [(k) => stream.delivery?.subscriptionChanged(k), (k, spec) => stream.consumers?.subscriptionChanged(k, spec)]) : handlers.subscription;
+    // The lanes see every cache change before the handlers (and stream mode's listeners) hear of it.
+    const withLanes = {
+      subscription: lanes.watching(subscriptionEvents, (o: SubscriptionObject) => lanes.subscriptionChanged(objectKey(o.metadata))),
+      delivery: lanes.watching(handlers.delivery, (d: DeliveryObject) => lanes.deliveryChanged(d), (d: DeliveryObject) => lanes.deliveryGone(d)),
+      replay: handlers.replay,
+    };
     const onHealth = (name: string, healthy: boolean) => {
       if (healthy) this.unhealthyReflectors.delete(name);
       else this.unhealthyReflectors.add(name);
     };
-    const subscriptionEvents = config.natsUrl ? withSubscriptionListeners(handlers.subscription, [(k) => stream.delivery?.subscriptionChanged(k), (k, spec) => stream.consumers?.subscriptionChanged(k, spec)]) : handlers.subscription;
-    const caches: Caches = (this.caches = new Caches(client, config.watchNamespaces, log.child({ component: "cache" }), { subscription: subscriptionEvents, delivery: handlers.delivery }, defaults, onHealth));
+    const caches: Caches = (this.caches = new Caches(client, config.watchNamespaces, log.child({ component: "cache" }), withLanes, defaults, onHealth));
     const rollUp = (subKey: string, urgent: boolean) => handlers.rollUp(subKey, urgent);
     const terminal = (this.terminal = new TerminalIndex({
       client,
@@ -171,7 +195,13 @@ export class Operator {
       isLeader: () => this.isLeader,
       onReplayRequested: (key) => term.current?.addDelivery(key),
       onDeadLettersChanged: (subKey) => rollUp(subKey, false),
+      onDeadLetter: (rec, present) => {
+        const subKey = `${rec.metadata.namespace}/${rec.subscription}`;
+        if (present) lanes.deadLetterSeen(subKey, rec.metadata.name, rec.ordering);
+        else lanes.deadLetterGone(subKey, rec.metadata.name);
+      },
       maxFinishedDeliveries: config.maxFinishedDeliveries,
+      dlqMaxEntries: config.dlqMaxEntries,
     }));
     const transitions = new EndpointTransitions({ caches, events, metrics, log: log.child({ component: "endpoints" }), rollUp });
     const streamLog = log.child({ component: "stream" });
@@ -205,6 +235,8 @@ export class Operator {
     const finals = new Finals({ endpoints, events, metrics, rollUp: (subKey) => rollUp(subKey, false) });
     const deliveries = new DeliveryReconciler({
       client,
+      lanes,
+      deadLetterRoom: (key, subKey) => terminal.makeRoom(key, subKey),
       caches,
       endpoints,
       secrets,
@@ -234,8 +266,20 @@ export class Operator {
       expectations: subscriptionExpectations,
       log: log.child({ component: "replay" }),
       touchSubscription: (subKey) => term.current?.addSubscription(subKey),
+      runEnded: (ns) => {
+        for (const key of late.replays?.unfinishedIn(ns) ?? []) term.current?.addReplay(key);
+      },
       enqueueDelivery: (key) => term.current?.addDelivery(key),
     });
+    const replays = (late.replays = new ReplayObjects({
+      caches,
+      replayer,
+      statusWriter,
+      events,
+      expectations: replayExpectations,
+      log: log.child({ controller: "replay" }),
+      requeue: (key) => term.current?.addReplay(key),
+    }));
     const subscriptions = new SubscriptionReconciler({
       caches,
       endpoints,
@@ -258,6 +302,7 @@ export class Operator {
       caches,
       deliveryKeys: new DeliveryKeys({ deliveries, replay: replayer, hasUnwritten: (key) => outcomes.hasUnwritten(key), endpoints }),
       subscriptions,
+      replays: { reconcile: (key) => replays.reconcile(key) },
       replayRequests: () => terminal.replayRequests(),
       onStart: () => {
         backlog.reset();

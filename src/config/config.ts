@@ -27,6 +27,11 @@ export interface Config {
    * watched namespaces); above it the oldest are deleted. See docs/capacity.md.
    */
   maxFinishedDeliveries: number;
+  /**
+   * Dead letters kept across the watched namespaces (WEBHOOK_DLQ_MAX_ENTRIES), beside each
+   * subscription's deadLetter.maxEntries; at the cap the oldest is deleted before a new one is stored.
+   */
+  dlqMaxEntries: number;
   /** Non-public networks the operator may deliver to (loopback, private, link-local need it). */
   allowedNetworks: Cidr[];
   /** The raw value, for logs and docs. */
@@ -105,6 +110,8 @@ export const INT_VARS = {
   retryPeriodMs: { name: "LEADER_ELECTION_RETRY_PERIOD_MS", default: 2_000, min: 100, max: 60_000 },
   // 20,000 finished deliveries of 1 KiB take ~82 MB of etcd, of 16 KiB ~370 MB (docs/capacity.md).
   maxFinishedDeliveries: { name: "WEBHOOK_MAX_FINISHED_DELIVERIES", default: 20_000, min: 10, max: 10_000_000 },
+  // The DLQ specification's capacity: oldest evicted before the new one is stored.
+  dlqMaxEntries: { name: "WEBHOOK_DLQ_MAX_ENTRIES", default: 10_000, min: 1, max: 10_000_000 },
   streamReplicas: { name: "HOOKLINE_STREAM_REPLICAS", default: 1, min: 1, max: 5 },
   // How stale a Secret's value may be: a rotated key or renewed certificate is used within it.
   secretRefreshMs: { name: "WEBHOOK_SECRET_REFRESH_MS", default: 30_000, min: 1_000, max: 600_000 },
@@ -135,6 +142,7 @@ export const ENV_DOCS: Array<{ name: string; default: string; range: string; wha
       [INT_VARS.healthProbeIntervalMs, "how often a Disabled endpoint is probed"],
       [INT_VARS.secretRefreshMs, "how long a Secret's value is used before it is read again: a rotated signing key, header value, client secret or renewed client certificate is picked up within this time, without a restart"],
       [INT_VARS.maxFinishedDeliveries, "finished deliveries kept in the cluster's etcd (all namespaces); above it the oldest are deleted, Succeeded before Discarded before DeadLettered (docs/capacity.md)"],
+      [INT_VARS.dlqMaxEntries, "dead letters kept across the watched namespaces, beside each subscription's deadLetter.maxEntries; at the cap the oldest dead letter is deleted (Event DeadLetterDropped, drop_overflow) before a new one is stored"],
     ] as const
   ).map(([v, what]) => ({ name: v.name, default: String(v.default), range: `${v.min}..${v.max}`, what })),
   { name: "PUBLISH_PORT", default: "empty: off", range: "0..65535", what: "the HTTP publish endpoint" },
@@ -217,6 +225,7 @@ export function loadConfig(env: Env, overrides: { leaderElect?: boolean } = {}):
   const drainAction = oneOf("WEBHOOK_DRAIN_TIMEOUT_ACTION", ["requeue", "dead-letter"] as const, "requeue");
   const maxInFlight = int(INT_VARS.maxInFlight);
   const maxFinishedDeliveries = int(INT_VARS.maxFinishedDeliveries);
+  const dlqMaxEntries = int(INT_VARS.dlqMaxEntries);
   const streamReplicas = int(INT_VARS.streamReplicas);
   const metricsPort = int(INT_VARS.metricsPort);
   const healthPort = int(INT_VARS.healthPort);
@@ -274,6 +283,7 @@ export function loadConfig(env: Env, overrides: { leaderElect?: boolean } = {}):
     drain: { timeoutMs: drainTimeoutMs, action: drainAction },
     maxInFlight,
     maxFinishedDeliveries,
+    dlqMaxEntries,
     allowedNetworks,
     allowedNetworksText,
     proxy,

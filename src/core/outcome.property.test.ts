@@ -12,7 +12,8 @@ import { fitToSchema } from "../api/fit.js";
 import { subscriptionSpecSchema } from "../api/subscription.js";
 import { RETRY_AFTER_CAP_MS, backoffDelay } from "./backoff.js";
 import { classify, classifyStatus } from "./classify.js";
-import { applyAttempt, type AttemptResult } from "./outcome.js";
+import { clipText } from "../api/fit.js";
+import { historyLimit, applyAttempt, type AttemptResult } from "./outcome.js";
 import { resolvePolicy, type Policy } from "./policy.js";
 import { fromRfc3339, toRfc3339 } from "./rfc3339.js";
 
@@ -113,8 +114,9 @@ describe("applyAttempt (properties)", () => {
           expect(next.attempts).toBe(prevAttempts + counted);
           expect(next.attempts).toBeLessThanOrEqual(policy.retry.maxAttempts);
           expect(next.lastAttempt?.number).toBe(prevNumber + 1);
-          expect(next.history!.length).toBeLessThanOrEqual(10);
-          expect(next.history!.at(-1)).toEqual(next.lastAttempt);
+          // Every attempt so far, up to the policy's limit (maxAttempts + maxReplays, 10..64).
+          expect(next.history!.length).toBe(Math.min(prevNumber + 1, historyLimit(policy)));
+          expect(next.history!.at(-1)).toEqual({ ...next.lastAttempt, ...(next.lastAttempt?.error !== undefined ? { error: clipText(next.lastAttempt.error, 256) } : {}) });
           expectValidStatus(next);
 
           if (c === "interrupted") {

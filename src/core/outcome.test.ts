@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import type { DeliveryStatus } from "../api/delivery.js";
 import { subscriptionSpecSchema, type SubscriptionSpecInput } from "../api/subscription.js";
 import { BLOCKED_ADDRESS_CODE, classify, classifyStatus } from "./classify.js";
-import { applyAttempt, deadLetter, discard, waiting, type AttemptResult, type OutcomeInput } from "./outcome.js";
+import { appendHistory, applyAttempt, deadLetter, discard, historyLimit, waiting, type AttemptResult, type OutcomeInput } from "./outcome.js";
 import { resolvePolicy, type Policy } from "./policy.js";
 import { toRfc3339 } from "./rfc3339.js";
 
@@ -228,12 +228,14 @@ describe("applyAttempt: interrupted by shutdown", () => {
 describe("applyAttempt: replays", () => {
   const replay = { reason: "endpoint fixed, INC-42", requestId: "bulk-1" };
 
-  it("success -> Succeeded with lastReplay {reason, requestId, result}", () => {
-    const r = apply(deadLettered("Gone"), response(200), { replay });
+  it("success -> Succeeded with lastReplay {reason, requestId, result}, keeping its dead-letter record", () => {
+    const prev = deadLettered("Gone");
+    const r = apply(prev, response(200), { replay });
     expect(r.status.phase).toBe("Succeeded");
     expect(r.status.lastReplay).toEqual({ reason: replay.reason, at: iso(T0), requestId: "bulk-1", result: "Succeeded" });
     expect(r.status.lastAttempt).toMatchObject({ number: 4, replay: true, outcome: "Succeeded" });
-    expect(r.status.deadLetter).toBeUndefined();
+    // The record of why it was a dead letter stays: retention keeps it as long as a dead letter.
+    expect(r.status.deadLetter).toEqual(prev.deadLetter);
     expect(r.status.replays).toBe(0);
     expect(r.status.finishedAt).toBe(iso(T0));
     expect(succeededCondition(r.status)).toMatchObject({ status: "True", reason: "Delivered", message: expect.stringContaining("replay"), lastTransitionTime: iso(T0) });
@@ -296,19 +298,73 @@ describe("applyAttempt: replays", () => {
   });
 });
 
+describe("applyAttempt: replays recorded only (target, delivered events sent again)", () => {
+  it("a replay to another subscription records the attempt and lastReplay, and changes nothing else", () => {
+    const prev = deadLettered("Exhausted", { replays: 1 });
+    for (const attempt of [response(200), response(500)]) {
+      const r = apply(prev, attempt, { replay: { reason: "moved to v2 endpoint", requestId: "uid-1", name: "to-v2", target: "acme-v2" } });
+      expect(r.final).toBeUndefined();
+      expect(r.status).toMatchObject({ phase: "DeadLettered", attempts: 3, replays: 1, finishedAt: prev.finishedAt, deadLetter: prev.deadLetter });
+      expect(r.status.lastAttempt).toMatchObject({ number: 4, replay: true, target: "acme-v2" });
+      expect(r.status.lastReplay).toEqual({ reason: "moved to v2 endpoint", at: iso(T0), requestId: "uid-1", replay: "to-v2", target: "acme-v2", result: attempt.responseStatus === 200 ? "Succeeded" : "Failed" });
+      expect(r.status.conditions).toEqual(prev.conditions);
+    }
+  });
+
+  it("a delivered event sent again stays Succeeded whatever the answer", () => {
+    const delivered = apply(undefined, response(200)).status;
+    const r = apply(delivered, response(503), { replay: { reason: "receiver lost its data", requestId: "uid-2" } });
+    expect(r.final).toBeUndefined();
+    expect(r.status).toMatchObject({ phase: "Succeeded", attempts: 1, finishedAt: delivered.finishedAt });
+    expect(r.status.lastReplay).toMatchObject({ result: "Failed", requestId: "uid-2" });
+    expect(r.status.history).toHaveLength(2);
+  });
+
+  it("interrupted: only the interruption is recorded, so a resumed replay does it again", () => {
+    const delivered = apply(undefined, response(200)).status;
+    const r = apply(delivered, interrupted(), { replay: { reason: "receiver lost its data", requestId: "uid-2" } });
+    expect(r.status).toMatchObject({ phase: "Succeeded", attempts: 1, interruptions: 1 });
+    expect(r.status.lastReplay).toBeUndefined();
+  });
+});
+
 describe("applyAttempt: history", () => {
-  it("keeps the last 10 attempts, oldest first, numbered 1..n", () => {
-    const many = policyOf({ retry: { maxAttempts: 50, jitterPercent: 0 } });
+  it("keeps every attempt up to maxAttempts + maxReplays (at least 10), oldest first, numbered 1..n", () => {
+    const few = policyOf({ retry: { maxAttempts: 3, jitterPercent: 0 }, deadLetter: { maxReplays: 2 } });
     let status: DeliveryStatus | undefined;
     for (let i = 1; i <= 13; i++) {
-      status = applyAttempt({ status, generation: 1, now: T0 + i * 60_000, attempt: response(500, { startedAt: T0 + i * 60_000 }), policy: many, random: () => 0 }).status;
-      expect(status.history).toHaveLength(Math.min(i, 10));
+      status = applyAttempt({ status, generation: 1, now: T0 + i * 60_000, attempt: response(500, { startedAt: T0 + i * 60_000 }), policy: policyOf({ retry: { maxAttempts: 50 } }), random: () => 0 }).status;
       expect(status.lastAttempt?.number).toBe(i);
     }
-    expect(status!.history!.map((a) => a.number)).toEqual([4, 5, 6, 7, 8, 9, 10, 11, 12, 13]);
-    expect(status!.history!.map((a) => a.startedAt)).toEqual([4, 5, 6, 7, 8, 9, 10, 11, 12, 13].map((i) => iso(T0 + i * 60_000)));
-    expect(status!.history!.at(-1)).toEqual(status!.lastAttempt);
-    expect(status!.attempts).toBe(13);
+    expect(status!.history).toHaveLength(13);
+    // A policy of 3 attempts and 2 replays keeps 10 (the floor): the 3 oldest go.
+    status = applyAttempt({ status, generation: 1, now: T0 + 14 * 60_000, attempt: response(500, { startedAt: T0 + 14 * 60_000 }), policy: few, random: () => 0 }).status;
+    expect(status.history!.map((a) => a.number)).toEqual([5, 6, 7, 8, 9, 10, 11, 12, 13, 14]);
+    expect(status.history!.map((a) => a.startedAt)).toEqual([5, 6, 7, 8, 9, 10, 11, 12, 13, 14].map((i) => iso(T0 + i * 60_000)));
+    expect(status.history!.at(-1)).toEqual(status.lastAttempt);
+  });
+
+  it("keeps the whole history of 50 attempts and 5 replays (55 entries), within 32 KiB", () => {
+    const max = policyOf({ retry: { maxAttempts: 50, jitterPercent: 0 }, deadLetter: { maxReplays: 5 } });
+    expect(historyLimit(max)).toBe(55);
+    let status: DeliveryStatus | undefined;
+    for (let i = 1; i <= 60; i++) status = applyAttempt({ status, generation: 1, now: T0 + i, attempt: transportError("ECONNREFUSED", "x".repeat(1024)), policy: max, random: () => 0 }).status;
+    expect(status!.history).toHaveLength(55);
+    expect(status!.history![0]!.number).toBe(6);
+    // The history keeps 256 characters of each error; lastAttempt all of it.
+    expect(status!.history!.every((a) => a.error!.length === 256)).toBe(true);
+    expect(status!.lastAttempt!.error).toHaveLength(1024);
+    expect(Buffer.byteLength(JSON.stringify(status!.history))).toBeLessThanOrEqual(32 * 1024);
+  });
+
+  it("drops the oldest entries past 32 KiB (multi-byte errors), never the newest", () => {
+    const record = (n: number) => ({ number: n, startedAt: iso(T0), durationMs: 1, outcome: "Failed" as const, error: "日".repeat(256) });
+    let h: ReturnType<typeof appendHistory> = [];
+    for (let n = 1; n <= 64; n++) h = appendHistory(h, record(n), 64);
+    expect(Buffer.byteLength(JSON.stringify(h))).toBeLessThanOrEqual(32 * 1024);
+    expect(h.length).toBeLessThan(64);
+    expect(h.at(-1)!.number).toBe(64);
+    expect(h.map((a) => a.number)).toEqual(Array.from({ length: h.length }, (_, i) => 64 - h.length + 1 + i));
   });
 
   it("interrupted attempts are numbered and kept too", () => {

@@ -1,9 +1,11 @@
 // What an attempt (or a decision without one) does to a delivery's status. Pure: the executor
 // writes the result in one status patch. Every function returns the whole next status.
 import type { Attempt, AttemptOutcome, DeliveryStatus } from "../api/delivery.js";
-import { HISTORY_LIMIT, isTerminalPhase, type DeadLetterReason, type DiscardReason } from "../api/names.js";
+import { clipText } from "../api/fit.js";
+import { HISTORY_ERROR_MAX_LENGTH, HISTORY_MAX, HISTORY_MAX_BYTES, HISTORY_MIN, isTerminalPhase, type DeadLetterReason, type DiscardReason } from "../api/names.js";
 import type { Classification } from "./classify.js";
 import { setCondition } from "./conditions.js";
+import type { OrderHold } from "./ordering.js";
 import type { WaitReason } from "./plan.js";
 import type { EndpointWaitReason } from "./waiting.js";
 import type { Policy } from "./policy.js";
@@ -30,9 +32,19 @@ export interface OutcomeInput {
   policy: Policy;
   random: () => number;
   /** Set for a replay: one attempt outside the retry schedule. */
-  replay?: { reason: string; requestId?: string };
+  replay?: ReplayInput;
   /** What an interrupted attempt becomes (WEBHOOK_DRAIN_TIMEOUT_ACTION). */
   interruptedAction?: "requeue" | "dead-letter";
+}
+
+export interface ReplayInput {
+  reason: string;
+  /** The bulk replay's id or the WebhookReplay's uid. */
+  requestId?: string;
+  /** The WebhookReplay's name. */
+  name?: string;
+  /** Sent to this subscription instead of the delivery's own: recorded only, the phase stays. */
+  target?: string;
 }
 
 export interface Final {
@@ -46,7 +58,8 @@ export interface OutcomeResult {
   final?: Final;
 }
 
-function outcomeOf(c: Classification | "interrupted"): AttemptOutcome {
+/** What an attempt's classification means for the delivery (status.history[].outcome, the attempt log line). */
+export function attemptOutcome(c: Classification | "interrupted"): AttemptOutcome {
   if (c === "interrupted") return "Interrupted";
   switch (c.verdict) {
     case "delivered":
@@ -66,13 +79,15 @@ function describeAttempt(a: AttemptResult): string {
 }
 
 /**
- * The next status after one attempt, one rule per verdict: interrupted by a shutdown, delivered,
+ * The next status after one attempt, one rule per verdict: a replay that is only recorded (to
+ * another subscription, or a delivered event sent again), interrupted by a shutdown, delivered,
  * a failed replay, failed for good (410, permanent, blocked), or retryable (retry policy).
  */
 export function applyAttempt(input: OutcomeInput): OutcomeResult {
   const { attempt } = input;
   const base = recordAttempt(input);
   const c = attempt.classification;
+  if (recordedOnly(input)) return { status: c === "interrupted" ? { ...base, phase: input.status?.phase } : base };
   if (c === "interrupted") return onInterrupted(input, base);
   if (c.verdict === "delivered") return onDelivered(input, base);
   if (input.replay) return onReplayFailed(input, base);
@@ -80,27 +95,52 @@ export function applyAttempt(input: OutcomeInput): OutcomeResult {
   return onFailedForGood(input, base, c);
 }
 
+/**
+ * A replay to another subscription, or of a delivered event: the attempt is recorded (history,
+ * lastAttempt, lastReplay) and nothing else changes: not the phase, the attempts counted against
+ * maxAttempts, the replays or the finish time (retention).
+ */
+function recordedOnly(input: OutcomeInput): boolean {
+  return input.replay !== undefined && (input.replay.target !== undefined || input.status?.phase === "Succeeded");
+}
+
+/** How many attempts status.history keeps for this policy (HISTORY_MIN..HISTORY_MAX). */
+export function historyLimit(policy: Pick<Policy, "retry" | "deadLetter">): number {
+  return Math.min(HISTORY_MAX, Math.max(HISTORY_MIN, policy.retry.maxAttempts + policy.deadLetter.maxReplays));
+}
+
+/** The history with `record` appended: at most `limit` entries and HISTORY_MAX_BYTES serialized, the oldest dropped first. */
+export function appendHistory(history: readonly Attempt[] | undefined, record: Attempt, limit: number): Attempt[] {
+  const entry: Attempt = record.error !== undefined ? { ...record, error: clipText(record.error, HISTORY_ERROR_MAX_LENGTH) } : record;
+  const out = [...(history ?? []), entry].slice(-limit);
+  let bytes = Buffer.byteLength(JSON.stringify(out));
+  while (out.length > 1 && bytes > HISTORY_MAX_BYTES) bytes -= Buffer.byteLength(JSON.stringify(out.shift())) + 1;
+  return out;
+}
+
 /** The status with this attempt recorded (counts, last attempt, history, replay result). */
 function recordAttempt(input: OutcomeInput): DeliveryStatus {
   const { now, attempt, generation } = input;
   const prev = input.status ?? {};
   const c = attempt.classification;
+  const counted = c !== "interrupted" && !recordedOnly(input);
   const record: Attempt = {
     number: (prev.lastAttempt?.number ?? 0) + 1,
     startedAt: toRfc3339(attempt.startedAt),
     durationMs: Math.max(0, Math.round(attempt.durationMs)),
     ...(attempt.responseStatus !== undefined ? { responseStatus: attempt.responseStatus } : {}),
     ...(attempt.error !== undefined ? { error: attempt.error } : {}),
-    outcome: outcomeOf(c),
+    outcome: attemptOutcome(c),
     reason: c === "interrupted" ? "interrupted" : c.reason,
     ...(input.replay ? { replay: true } : {}),
+    ...(input.replay?.target ? { target: input.replay.target } : {}),
   };
   return {
     ...prev,
     observedGeneration: generation,
-    attempts: (prev.attempts ?? 0) + (c === "interrupted" ? 0 : 1),
+    attempts: (prev.attempts ?? 0) + (counted ? 1 : 0),
     lastAttempt: record,
-    history: [...(prev.history ?? []), record].slice(-HISTORY_LIMIT),
+    history: appendHistory(prev.history, record, historyLimit(input.policy)),
     ...(c === "interrupted" ? { interruptions: (prev.interruptions ?? 0) + 1 } : {}),
     ...(input.replay && c !== "interrupted" ?
       {
@@ -109,6 +149,8 @@ function recordAttempt(input: OutcomeInput): DeliveryStatus {
           at: toRfc3339(now),
           ...(input.replay.requestId ? { requestId: input.replay.requestId } : {}),
           result: c.verdict === "delivered" ? ("Succeeded" as const) : ("Failed" as const),
+          ...(input.replay.target ? { target: input.replay.target } : {}),
+          ...(input.replay.name ? { replay: input.replay.name } : {}),
         },
       }
     : {}),
@@ -144,7 +186,8 @@ function onDelivered(input: OutcomeInput, base: DeliveryStatus): OutcomeResult {
     ...base,
     phase: "Succeeded",
     nextAttemptAt: undefined,
-    deadLetter: undefined,
+    // A replayed dead letter keeps its deadLetter record (why it was one): with it, retention
+    // keeps the delivery as long as a dead letter (retention.deadLettered), replays and all.
     finishedAt: toRfc3339(now),
     conditions: setCondition(base.conditions, { type: SUCCEEDED, status: "True", reason: "Delivered", message: `delivered on attempt ${base.lastAttempt!.number} (${desc})${input.replay ? " by a replay" : ""}` }, now, generation),
   };
@@ -228,7 +271,7 @@ function failed(prev: DeliveryStatus | undefined, generation: number | undefined
 }
 
 /** A delivery that waits for something the user must fix. */
-export function waiting(prev: DeliveryStatus | undefined, generation: number | undefined, now: number, reason: WaitReason | EndpointWaitReason, message: string): DeliveryStatus {
+export function waiting(prev: DeliveryStatus | undefined, generation: number | undefined, now: number, reason: WaitReason | EndpointWaitReason | OrderHold["reason"], message: string): DeliveryStatus {
   const base = prev ?? {};
   return withWaiting({ ...base, observedGeneration: generation, phase: base.phase ?? "Pending", attempts: base.attempts ?? 0 }, now, generation, reason, message);
 }
@@ -264,6 +307,7 @@ export function essentials(r: OutcomeResult): OutcomeResult {
     ...(s.history ? { history: s.history.map(attempt) } : {}),
     ...(s.deadLetter ? { deadLetter: { at: s.deadLetter.at, reason: s.deadLetter.reason } } : {}),
     ...(s.discard ? { discard: { at: s.discard.at, reason: s.discard.reason } } : {}),
+    ...(s.ordering ? { ordering: s.ordering } : {}),
     ...(s.conditions ? { conditions: s.conditions.map(({ message: _m, ...c }) => ({ ...c, message: "details omitted: the API server refused the full status (see the StatusWriteRefused Event)" })) } : {}),
   };
   return { status, ...(r.final ? { final: r.final } : {}) };

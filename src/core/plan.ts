@@ -4,6 +4,7 @@
 import { MAX_PAYLOAD_BYTES, PING_EVENT_TYPE, type DeadLetterReason, type DeliveryPhase, type DiscardReason } from "../api/names.js";
 import * as breaker from "./breaker.js";
 import * as health from "./health.js";
+import { orderGate, type OrderView } from "./ordering.js";
 import { matchesEventType, type Policy } from "./policy.js";
 import { attemptsLeft } from "./retry.js";
 import { share, take, type TokenBucket } from "./token-bucket.js";
@@ -43,6 +44,8 @@ export interface EndpointView {
   /** A global slot (WEBHOOK_MAX_IN_FLIGHT, shared fairly between namespaces) may be taken now. */
   globalSlot: boolean;
   healthProbeIntervalMs: number;
+  /** The endpoint asked for no requests before this (429/503 with Retry-After; core/throttle.ts). */
+  throttledUntil?: number;
   /** Replicas delivering to this endpoint, each with its own bucket (stream mode): each takes its share of the rate. Default 1. */
   replicas?: number;
 }
@@ -58,7 +61,9 @@ export type Action =
   /** Send now. `probe`: this attempt is the breaker's (or a Disabled endpoint's) single trial. */
   | { type: "Attempt"; probe: boolean; commit: EndpointCommit }
   /** Nothing to write; look again at `at`. */
-  | { type: "WaitUntil"; at: number; why: "backoff" | "breaker" | "disabled" | "rate" }
+  | { type: "WaitUntil"; at: number; why: "backoff" | "breaker" | "disabled" | "rate" | "throttled" }
+  /** Not its turn in its ordering lane: the Succeeded condition says why; woken by the lane. */
+  | { type: "Hold"; reason: "OrderingWait" | "OrderingBlocked"; message: string }
   /** Nothing to write; woken when a slot frees or the probe in flight reports back. */
   | { type: "Park"; why: "endpoint" | "global" | "probe" }
   /** Waiting for something the user must fix: the Succeeded condition says what. */
@@ -73,9 +78,11 @@ export interface PlanInput {
   subscription: SubscriptionView;
   secret: SecretView;
   endpoint: EndpointView | undefined;
+  /** The delivery's ordering lane (subscriptions with spec.ordering; core/ordering.ts). */
+  order?: OrderView;
 }
 
-export function plan({ now, delivery, subscription, secret, endpoint }: PlanInput): Action {
+export function plan({ now, delivery, subscription, secret, endpoint, order }: PlanInput): Action {
   if (delivery.phase === "Succeeded" || delivery.phase === "DeadLettered" || delivery.phase === "Discarded") return { type: "Nothing" };
   // Created by stream mode to record a final outcome; its status write follows (or, after a
   // crash, the message's redelivery writes it). Attempting it would send the event again.
@@ -92,6 +99,10 @@ export function plan({ now, delivery, subscription, secret, endpoint }: PlanInpu
     return { type: "Wait", reason: "InvalidSubscription", message: `waiting for its WebhookSubscription to be fixed: ${subscription.message}` };
   }
   const policy = subscription.policy;
+  // Before anything that could finish it: a delivery that is not its lane's turn must not become
+  // a dead letter (which would block the lane) ahead of the older ones.
+  const hold = orderGate(order);
+  if (hold) return { type: "Hold", ...hold };
   if (delivery.eventType !== PING_EVENT_TYPE && !matchesEventType(policy.eventTypes, delivery.eventType)) {
     // Dead-lettered, not discarded: the event may have been accepted while its type was listed
     // (eventTypes edited since). It is kept, and replayed once the type is listed again.
@@ -122,11 +133,13 @@ export function plan({ now, delivery, subscription, secret, endpoint }: PlanInpu
 }
 
 /**
- * The endpoint gates, in order: health, breaker, global slots, endpoint slots, rate. Pure: the
- * Attempt it returns carries the state to commit; stream mode also asks it, without
- * committing, whether to fetch more messages.
+ * The endpoint gates, in order: Retry-After hold, health, breaker, global slots, endpoint slots,
+ * rate. Pure: the Attempt it returns carries the state to commit; stream mode also asks it,
+ * without committing, whether to fetch more messages.
  */
 export function admit(now: number, policy: Policy, ep: EndpointView): Action {
+  // The receiver asked for no requests until then: not even a probe.
+  if (ep.throttledUntil !== undefined && ep.throttledUntil > now) return { type: "WaitUntil", at: ep.throttledUntil, why: "throttled" };
   const breakerCfg = policy.breaker;
   const h = health.admit(ep.health, now, { degradedAfter: health.HEALTH_DEGRADED_AFTER, disabledAfter: health.HEALTH_DISABLED_AFTER, probeIntervalMs: ep.healthProbeIntervalMs });
   if (h.decision === "wait") return { type: "WaitUntil", at: h.waitUntil ?? now + ep.healthProbeIntervalMs, why: "disabled" };

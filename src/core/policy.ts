@@ -3,6 +3,7 @@
 // leaves a field out.
 import { parseDuration } from "../api/duration.js";
 import { retentionSchema, type SubscriptionSpec } from "../api/subscription.js";
+import { parseOrderingKey, type OrderingKey } from "./ordering-key.js";
 import type { RetryPolicy } from "./retry.js";
 import type { HexSignedContent, SignatureScheme } from "./signing.js";
 
@@ -36,6 +37,8 @@ export interface Policy {
   oauth2: OAuth2Policy | undefined;
   /** spec.proxy.url; undefined: the operator's HTTPS_PROXY/HTTP_PROXY/NO_PROXY decide. */
   proxyUrl: string | undefined;
+  /** spec.ordering, its key parsed once; undefined: deliveries are not ordered. */
+  ordering: { key: string; parsed: OrderingKey } | undefined;
 }
 
 export interface SecretKeyRef {
@@ -100,7 +103,14 @@ export function resolvePolicy(spec: SubscriptionSpec, defaults: PolicyDefaults):
         }
       : undefined,
     proxyUrl: spec.proxy?.url,
+    ordering: orderingOf(spec.ordering?.key),
   };
+}
+
+/** The parsed ordering key; undefined when there is none (the schema refused any other). */
+function orderingOf(key: string | undefined): Policy["ordering"] {
+  const parsed = key === undefined ? undefined : parseOrderingKey(key);
+  return key !== undefined && parsed ? { key, parsed } : undefined;
 }
 
 /** How long finished deliveries are kept, in ms. */

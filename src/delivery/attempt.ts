@@ -3,14 +3,14 @@
 // slots, builds and signs the request, sends it, classifies the answer, records it in the
 // metrics and on the endpoint (breaker, health), and hands the result to the transport, which
 // records it (a status write in CR mode). It knows nothing of where the work came from.
+import type { Logger } from "pino";
 import { attemptStatusLabel, classify } from "../core/classify.js";
-import type { AttemptResult } from "../core/outcome.js";
+import { attemptOutcome, type AttemptResult } from "../core/outcome.js";
 import type { EndpointCommit } from "../core/plan.js";
 import type { Policy } from "../core/policy.js";
 import type { Metrics } from "../observability/metrics.js";
 import { PASS_THROUGH, type AttemptTracer } from "../observability/tracing.js"; // [tracing]
 import type { TraceContext } from "../core/trace-context.js"; // [tracing]
-import type { Logger } from "pino"; // [tracing]
 import type { Credentials, ResolvedCredentials } from "./credentials.js"; // [receiver-credentials]
 import type { Endpoint, EndpointRegistry } from "./endpoints.js";
 import { splitKey } from "../kube/types.js";
@@ -37,8 +37,12 @@ export interface AttemptSpec {
   message: (signal: AbortSignal) => Promise<RequestBody | undefined>;
   /** Aborted by a shutdown: the attempt ends as interrupted. */
   signal: AbortSignal;
-  /** [tracing] The producer's trace context (spec.traceContext, a stream message's headers) and this attempt's number. */
-  trace?: { context?: TraceContext | undefined; attempt?: number | undefined };
+  /** [tracing] The producer's trace context (spec.traceContext, a stream message's headers). */
+  trace?: TraceContext | undefined;
+  /** For the attempt's log line and span: its number (status.lastAttempt.number + 1). */
+  attempt?: number;
+  /** For the attempt's log line: a replay to another subscription (its name). */
+  target?: string;
 }
 
 /**
@@ -60,7 +64,7 @@ export interface AttemptExecutorDeps {
   userAgent: string;
   /** [tracing] Sends each attempt in the producer's trace, as a CLIENT span when tracing is on (src/observability/tracing.ts); default: pass-through. */
   tracing?: AttemptTracer;
-  /** [tracing] One debug line per attempt, with trace_id. */
+  /** Writes the one `webhook_attempt` line per attempt, with trace_id and span_id (observability/logger.ts ATTEMPT_LOG_LINE). */
   log?: Logger;
   /** Stream mode: probes are claimed across replicas before they are sent. */
   probes?: ProbeClaims;
@@ -113,9 +117,11 @@ export class AttemptExecutor {
         throw err;
       }
       trace.end(result); // [tracing]
-      this.logAttempt(spec, result, trace.log); // [tracing]
       this.count(ep.key, result);
+      this.logAttempt(spec, message.id, result, trace.log);
       endpoints.report(ep, policy, result.classification, { probe, viaReplay: spec.viaReplay });
+      // A 429/503 with Retry-After holds the whole endpoint, whichever transport asked.
+      endpoints.holdFor(ep, policy, result);
       return await record(result);
     } finally {
       endpoints.release(ep, policy.maxInFlight);
@@ -130,28 +136,45 @@ export class AttemptExecutor {
       namespace,
       delivery: name,
       subscription: splitKey(spec.endpoint.key).name,
-      attempt: spec.trace?.attempt,
+      attempt: spec.attempt,
       replay: spec.viaReplay,
       eventId,
       url: spec.policy.url,
-      parent: spec.trace?.context,
+      parent: spec.trace,
     });
-  }
-
-  /** [tracing] One line per attempt at debug level, with the trace it was sent in. */
-  private logAttempt(spec: AttemptSpec, result: AttemptResult, trace: { trace_id?: string; span_id?: string }): void {
-    const log = this.d.log;
-    if (!log?.isLevelEnabled("debug")) return;
-    const c = result.classification;
-    log.debug(
-      { delivery: spec.key, subscription: spec.endpoint.key, attempt: spec.trace?.attempt, replay: spec.viaReplay, status: result.responseStatus, reason: c === "interrupted" ? "interrupted" : c.reason, durationMs: result.durationMs, ...trace },
-      "attempt",
-    );
   }
 
   /** An attempt refused because the endpoint's breaker is open (whenOpen: DeadLetter). */
   countBreakerOpen(subKey: string): void {
     this.d.metrics.attempts.inc({ ...subscriptionLabels(subKey), status: "failure", reason: "circuit_open" });
+  }
+
+  /** One held attempt (an Open breaker under Defer: circuit_open; a Retry-After hold: retry_after). */
+  countHeld(subKey: string, reason: "circuit_open" | "retry_after"): void {
+    this.d.metrics.held.inc({ ...subscriptionLabels(subKey), reason });
+  }
+
+  /** The attempt's record, one info line, for a log store (event id, number, result, status, and the trace it was sent in). */
+  private logAttempt(spec: AttemptSpec, eventId: string, r: AttemptResult, trace: { trace_id?: string; span_id?: string }): void {
+    const log = this.d.log;
+    if (!log?.isLevelEnabled("info")) return;
+    const c = r.classification;
+    log.info(
+      {
+        eventId,
+        delivery: spec.key,
+        subscription: spec.endpoint.key,
+        attempt: spec.attempt ?? null,
+        result: attemptOutcome(c),
+        status: r.responseStatus ?? null,
+        reason: c === "interrupted" ? "interrupted" : c.reason,
+        durationMs: Math.round(r.durationMs),
+        ...(spec.viaReplay ? { replay: true } : {}),
+        ...(spec.target ? { target: spec.target } : {}),
+        ...trace,
+      },
+      "webhook_attempt",
+    );
   }
 
   /** One signal per real attempt in webhook_delivery_attempts_total (and its duration). */

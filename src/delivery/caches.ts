@@ -1,6 +1,8 @@
-// The operator's view of the cluster: reflectors for subscriptions and for non-terminal
-// deliveries (field selector on status.phase: finished deliveries cost no memory here), one per
-// watched namespace or one for all, plus an index of deliveries by subscription. Parsed specs
+// The operator's view of the cluster: reflectors for subscriptions, for non-terminal deliveries
+// (field selector on status.phase: finished deliveries cost no memory here) and for
+// WebhookReplays, one per watched namespace or one for all, plus an index of deliveries by
+// subscription. Deliveries are listed once the subscriptions are, so the payload ordering keys
+// of their subscriptions are known when their payloads are stripped. Parsed specs
 // are memoised per object version. Cached deliveries carry no payload (see payload.ts): memory
 // does not grow with payload bytes.
 import type { Logger } from "pino";
@@ -12,8 +14,8 @@ import { resolvePolicy, type Policy, type PolicyDefaults } from "../core/policy.
 import type { KubeClient } from "../kube/client.js";
 import { Reflector, type RawItem, type ReflectorHandler } from "../kube/reflector.js";
 import { collectionPath, objectKey, splitKey, type KubeObject } from "../kube/types.js";
-import { DELIVERIES, SUBSCRIPTIONS, subscriptionKeyOf, type DeliveryObject, type SubscriptionObject } from "./objects.js";
-import { payloadSummary, stripPayload } from "./payload.js";
+import { DELIVERIES, REPLAYS, SUBSCRIPTIONS, subscriptionKeyOf, type DeliveryObject, type ReplayObject, type SubscriptionObject } from "./objects.js";
+import { payloadSummary, stripPayload, type OrderingToExtract } from "./payload.js";
 
 export const ACTIVE_DELIVERIES_SELECTOR = "status.phase!=Succeeded,status.phase!=DeadLettered,status.phase!=Discarded";
 export const TERMINAL_DELIVERIES_SELECTOR = "status.phase!=,status.phase!=Pending,status.phase!=Retrying";
@@ -61,6 +63,7 @@ export function formatZodError(err: ZodError): string {
 export interface CacheEvents {
   subscription: ReflectorHandler<SubscriptionObject>;
   delivery: ReflectorHandler<DeliveryObject>;
+  replay?: ReflectorHandler<ReplayObject>;
 }
 
 /** A namespace-sharded set of reflectors that reads like one store. */
@@ -86,6 +89,8 @@ class Sharded<T extends KubeObject> {
 export class Caches {
   readonly subscriptions = new Sharded<SubscriptionObject>();
   readonly deliveries = new Sharded<DeliveryObject>();
+  readonly replays = new Sharded<ReplayObject>();
+  private stopped = false;
   /** Active delivery keys by subscription key (namespace/name). */
   private readonly bySubscription = new Map<string, Set<string>>();
   private readonly subSpecs = new WeakMap<object, Parsed<SubscriptionSpec>>();
@@ -126,7 +131,7 @@ export class Caches {
           pageSize: DELIVERY_PAGE.max,
           pageBytes: { initial: DELIVERY_PAGE.initial, target: DELIVERY_PAGE.targetBytes, of: payloadBytesOf },
           transform: (item: RawItem) => {
-            stripPayload(item);
+            stripPayload(item, this.orderingsFor(item));
             return slim<DeliveryObject>(item);
           },
           handler: this.indexing(events.delivery),
@@ -134,7 +139,26 @@ export class Caches {
           onHealth: (h) => onHealth?.(`deliveries/${suffix}`, h),
         }),
       );
+      this.replays.reflectors.set(
+        ns,
+        new Reflector<ReplayObject>({
+          client,
+          name: `replays/${suffix}`,
+          path: collectionPath(REPLAYS, ns || undefined),
+          transform: (item: RawItem) => slim<ReplayObject>(item),
+          handler: events.replay ?? { add: () => undefined, update: () => undefined, delete: () => undefined },
+          log,
+          onHealth: (h) => onHealth?.(`replays/${suffix}`, h),
+        }),
+      );
     }
+  }
+
+  /** The payload ordering key of the subscription a raw delivery names, to extract while the payload is at hand. */
+  private orderingsFor(item: RawItem): OrderingToExtract[] {
+    const subKey = subscriptionKeyOf(item);
+    const ordering = subKey ? this.policy(this.subscription(subKey))?.ordering : undefined;
+    return ordering && ordering.parsed.kind === "path" ? [ordering] : [];
   }
 
   private indexing(inner: ReflectorHandler<DeliveryObject>): ReflectorHandler<DeliveryObject> {
@@ -172,14 +196,22 @@ export class Caches {
   }
 
   private all(): Reflector<KubeObject>[] {
-    return [...this.subscriptions.reflectors.values(), ...this.deliveries.reflectors.values()];
+    return [...this.subscriptions.reflectors.values(), ...this.deliveries.reflectors.values(), ...this.replays.reflectors.values()];
   }
 
   start(): void {
-    for (const r of this.all()) r.start();
+    this.stopped = false;
+    const subs = [...this.subscriptions.reflectors.values()];
+    for (const r of subs) r.start();
+    for (const r of this.replays.reflectors.values()) r.start();
+    // Deliveries after the subscriptions, so the cache knows which payload keys to extract.
+    void Promise.all(subs.map((r) => r.waitForSync())).then(() => {
+      if (!this.stopped) for (const r of this.deliveries.reflectors.values()) r.start();
+    });
   }
 
   async stop(): Promise<void> {
+    this.stopped = true;
     await Promise.all(this.all().map((r) => r.stop()));
   }
 
@@ -197,6 +229,15 @@ export class Caches {
 
   delivery(key: string): DeliveryObject | undefined {
     return this.deliveries.get(key);
+  }
+
+  replay(key: string): ReplayObject | undefined {
+    return this.replays.get(key);
+  }
+
+  /** The WebhookReplays of a namespace. */
+  *replaysIn(namespace: string): IterableIterator<ReplayObject> {
+    for (const r of this.replays.values()) if (r.metadata.namespace === namespace) yield r;
   }
 
   /** Active deliveries of a subscription (keys). */

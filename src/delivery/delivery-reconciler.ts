@@ -6,6 +6,7 @@ import type { Logger } from "pino";
 import { ANNOTATIONS } from "../api/names.js";
 import type { DeliverySpec } from "../api/delivery.js";
 import { applyAttempt, deadLetter, discard, type AttemptResult, type OutcomeResult } from "../core/outcome.js";
+import type { OrderView } from "../core/ordering.js";
 import { plan, type Action } from "../core/plan.js";
 import type { Policy } from "../core/policy.js";
 import { fromRfc3339 } from "../core/rfc3339.js";
@@ -20,15 +21,23 @@ import { secretsFor, type Credentials, type ResolvedCredentials } from "./creden
 import type { Endpoint, EndpointRegistry } from "./endpoints.js";
 import type { Finals, OutcomeMeta } from "./finals.js";
 import { subscriptionKey, type DeliveryObject } from "./objects.js";
-import type { OutcomeWriter, Written } from "./outcome-writer.js";
+import { stampLane, type LaneRef, type OrderingLanes } from "./ordering-lanes.js";
+import type { ComputeStatus, OutcomeWriter, Written } from "./outcome-writer.js";
 import { loadRequestBody, payloadView } from "./payload.js";
 import { traceOf } from "./trace.js"; // [tracing]
 import type { SecretCache } from "./secrets.js";
 import type { WaitReports } from "./waits.js";
 import type { Backlog } from "./backlog.js";
 
+/** What the reconciler needs of the ordering lanes (ordering-lanes.ts). */
+export type Lanes = Pick<OrderingLanes, "ready" | "view" | "laneOf" | "started" | "finished" | "deadLetterSeen" | "deadLetterGone">;
+
 export interface DeliveryReconcilerDeps {
   client: KubeClient;
+  /** Ordered subscriptions' lanes (spec.ordering). */
+  lanes?: Lanes;
+  /** Makes room for one more dead letter (WEBHOOK_DLQ_MAX_ENTRIES, deadLetter.maxEntries) before it is stored. */
+  deadLetterRoom?: (deliveryKey: string, subKey: string) => Promise<void>;
   caches: Caches;
   endpoints: EndpointRegistry;
   secrets: SecretCache;
@@ -59,6 +68,8 @@ interface Context {
   keys: Buffer[];
   /** [receiver-credentials] what the executor sends with (resolved before plan()). */
   creds: ResolvedCredentials | undefined;
+  /** The delivery's ordering lane, recorded in its status (status.ordering). */
+  lane: LaneRef | undefined;
   signal: AbortSignal;
   now: number;
 }
@@ -113,6 +124,8 @@ export class DeliveryReconciler {
     const nextAttemptAt = fromRfc3339(status.nextAttemptAt);
     const due = nextAttemptAt === undefined || nextAttemptAt <= this.now();
     const { secret, keys, creds } = await secretsFor(this.d, namespace, policy, due);
+    // Every delivery of an ordered subscription in its lane before one of them is planned.
+    if (policy?.ordering) await this.d.lanes?.ready(subKey, signal);
 
     // From here to the executor taking the endpoint's slots there is no await: the endpoint
     // state plan() reads (a probe granted, a token taken, a free slot) is committed in the same
@@ -120,16 +133,24 @@ export class DeliveryReconciler {
     const now = this.now();
     const endpoint = policy && subObj ? this.d.endpoints.ensure(subKey, subObj.metadata.uid, subObj.status, policy, now) : undefined;
     const backlogFull = policy !== undefined && !policy.paused && !this.d.backlog.admit(subKey, key, policy.maxPending);
+    const order = this.laneView(policy, key);
     const action = plan({
       now,
       delivery: { phase: status.phase, attempts: status.attempts ?? 0, nextAttemptAt, eventType: spec.eventType, ...payloadView(obj), backlogFull, fromStream: obj.metadata.annotations?.[ANNOTATIONS.streamMessage] !== undefined },
       subscription,
       secret,
       endpoint: endpoint ? this.d.endpoints.view(endpoint, key) : undefined,
+      ...(order ? { order } : {}),
     });
     if (this.d.log.isLevelEnabled("debug")) this.d.log.debug({ delivery: key, action: action.type, ...("why" in action ? { why: action.why } : {}), ...("at" in action ? { inMs: action.at - now } : {}) }, "planned");
     if (action.type !== "Attempt" && action.type !== "Park") this.d.endpoints.kick(endpoint, policy?.maxInFlight ?? 0);
-    return this.act(action, { key, obj, subKey, policy, endpoint, keys, creds, signal, now });
+    const lane = order ? { key: order.key, value: order.value } : undefined;
+    return this.act(action, { key, obj, subKey, policy, endpoint, keys, creds, lane, signal, now });
+  }
+
+  /** The delivery's ordering lane (ordered subscriptions only). */
+  private laneView(policy: Policy | undefined, key: string): OrderView | undefined {
+    return policy?.ordering ? this.d.lanes?.view(key) : undefined;
   }
 
   private async act(action: Action, c: Context): Promise<Result | void> {
@@ -137,23 +158,29 @@ export class DeliveryReconciler {
       case "Nothing":
         return;
       case "WaitUntil": {
+        this.countHeld(action, c);
         const report = await this.d.waits.endpointHold(action, c.key, c.obj, c.policy, c.now, c.subKey);
         return { requeueAfter: Math.min(Math.max(0, action.at - c.now), report ?? Infinity) };
       }
       case "Park": {
         // Parked before the report is written: a slot freed meanwhile wakes it (no idle slot).
         this.d.endpoints.park(c.endpoint!, c.key, action.why);
+        this.countHeld(action, c);
         const report = await this.d.waits.endpointHold(action, c.key, c.obj, c.policy, c.now, c.subKey);
+        return report === undefined ? undefined : { requeueAfter: report };
+      }
+      case "Hold": {
+        const report = await this.d.waits.orderingHold(action, c.key, c.obj, c.subKey, c.lane);
         return report === undefined ? undefined : { requeueAfter: report };
       }
       case "Wait":
         return this.d.waits.userFix(action, c.key, c.obj, c.subKey);
       case "DeadLetter":
         if (action.reason === "BreakerOpen") this.d.executor.countBreakerOpen(c.subKey);
-        await this.finish(c.key, c.obj, deadLetter(c.obj.status, c.obj.metadata.generation, this.now(), action.reason, action.message), c.subKey);
+        await this.finish(c.key, c.obj, deadLetter(c.obj.status, c.obj.metadata.generation, this.now(), action.reason, action.message), c.subKey, c.lane);
         return;
       case "Discard":
-        await this.finish(c.key, c.obj, discard(c.obj.status, c.obj.metadata.generation, this.now(), action.reason, action.message), c.subKey);
+        await this.finish(c.key, c.obj, discard(c.obj.status, c.obj.metadata.generation, this.now(), action.reason, action.message), c.subKey, c.lane);
         return;
       case "Attempt":
         this.d.waits.forget(c.key);
@@ -161,23 +188,73 @@ export class DeliveryReconciler {
     }
   }
 
+  /** A due delivery held by its endpoint is one held attempt (webhook_delivery_held_total), once per hold. */
+  private countHeld(action: Action, c: Context): void {
+    const reason = c.endpoint ? this.d.waits.held(action, c.key, c.endpoint) : undefined;
+    if (reason) this.d.executor.countHeld(c.subKey, reason);
+  }
+
+  /**
+   * A computation that records the lane and, when it dead-letters the delivery, blocks the lane
+   * at once: before the write is answered, so the lane's next delivery never goes in between.
+   */
+  private laneAware(compute: ComputeStatus, key: string, subKey: string | undefined, lane: LaneRef | undefined): ComputeStatus {
+    if (!lane || !subKey) return compute;
+    return (s) => {
+      const r = stampLane(compute(s), lane);
+      if (r.final?.phase === "DeadLettered") this.d.lanes?.deadLetterSeen(subKey, key.slice(key.indexOf("/") + 1), lane);
+      return r;
+    };
+  }
+
+  /** After a write: a lane blocked for a dead letter that was not written is unblocked. */
+  private afterLaneWrite(written: Written | undefined, key: string, subKey: string | undefined, lane: LaneRef | undefined): void {
+    if (lane && subKey && written?.final?.phase !== "DeadLettered") this.d.lanes?.deadLetterGone(subKey, key.slice(key.indexOf("/") + 1));
+  }
+
   /** One attempt through the executor; its outcome is written before the endpoint slot frees. */
   private async attempt(action: Extract<Action, { type: "Attempt" }>, c: Context): Promise<Result | void> {
     const { key, obj, subKey } = c;
     const policy = c.policy!;
-    const written = await this.d.executor.run(
-      { key, endpoint: c.endpoint!, policy, commit: action.commit, probe: action.probe, viaReplay: false, keys: c.keys, credentials: c.creds, message: (signal) => loadRequestBody(this.d.client, obj, signal), signal: c.signal, trace: traceOf(obj) }, // [receiver-credentials] credentials [tracing] trace
-      (result) => this.recordAttempt(key, obj, policy, result, subKey),
-    );
-    return written ? this.afterOutcome(written) : undefined;
+    // The lane's one attempt in flight, taken in the same turn as plan() (no await since).
+    if (c.lane) this.d.lanes?.started(key);
+    try {
+      const written = await this.d.executor.run(
+        {
+          key,
+          endpoint: c.endpoint!,
+          policy,
+          commit: action.commit,
+          probe: action.probe,
+          viaReplay: false,
+          keys: c.keys,
+          credentials: c.creds, // [receiver-credentials] credentials
+          message: (signal) => loadRequestBody(this.d.client, obj, signal),
+          signal: c.signal,
+          attempt: (obj.status?.lastAttempt?.number ?? 0) + 1,
+          trace: traceOf(obj), // [tracing]
+        },
+        (result) => this.recordAttempt(key, obj, policy, result, subKey, c.lane),
+      );
+      return written ? this.afterOutcome(written) : undefined;
+    } finally {
+      if (c.lane) this.d.lanes?.finished(key);
+    }
   }
 
-  private async recordAttempt(key: string, obj: DeliveryObject, policy: Policy, attempt: AttemptResult, subKey: string): Promise<Written | undefined> {
-    const compute = (status: DeliveryObject["status"]) =>
-      applyAttempt({ status, generation: obj.metadata.generation, now: this.now(), attempt, policy, random: this.random, interruptedAction: this.d.interruptedAction });
-    const deleted = await this.deleteIfNobodyReads(key, obj, policy, compute(obj.status), subKey);
+  private async recordAttempt(key: string, obj: DeliveryObject, policy: Policy, attempt: AttemptResult, subKey: string, lane: LaneRef | undefined): Promise<Written | undefined> {
+    const compute = this.laneAware(
+      (status: DeliveryObject["status"]) => applyAttempt({ status, generation: obj.metadata.generation, now: this.now(), attempt, policy, random: this.random, interruptedAction: this.d.interruptedAction }),
+      key,
+      subKey,
+      lane,
+    );
+    const preview = compute(obj.status);
+    const deleted = await this.deleteIfNobodyReads(key, obj, policy, preview, subKey);
     if (deleted) return deleted;
+    if (preview.final?.phase === "DeadLettered") await this.d.deadLetterRoom?.(key, subKey);
     const written = await this.d.outcomes.writeOrKeep(key, obj, compute, { subKey, replay: false });
+    this.afterLaneWrite(written, key, subKey, lane);
     if (written?.final) this.d.finals.record(written.obj, written.final, subKey, false);
     return written;
   }
@@ -199,14 +276,18 @@ export class DeliveryReconciler {
   }
 
   /** Writes a final status without an attempt (dead letter before sending, discard). */
-  private async finish(key: string, obj: DeliveryObject, result: OutcomeResult, subKey: string | undefined): Promise<void> {
-    const written = await this.d.outcomes.write(key, obj, () => result);
+  private async finish(key: string, obj: DeliveryObject, result: OutcomeResult, subKey: string | undefined, lane?: LaneRef): Promise<void> {
+    if (result.final?.phase === "DeadLettered" && subKey) await this.d.deadLetterRoom?.(key, subKey);
+    const written = await this.d.outcomes.write(key, obj, this.laneAware(() => result, key, subKey, lane));
+    this.afterLaneWrite(written, key, subKey, lane);
     if (written?.final) this.d.finals.record(written.obj, written.final, subKey, false);
   }
 
   /** Records an outcome kept from an earlier write that failed, on a fresh read of the delivery. */
   private async writeUnwritten(key: string): Promise<Result | void> {
     const done = await this.d.outcomes.writeUnwritten(key);
+    // A lane blocked before a write that, in the end, did not dead-letter the delivery goes on.
+    if (done && !done.meta.replay && done.written?.final?.phase !== "DeadLettered") this.d.lanes?.deadLetterGone(done.meta.subKey, key.slice(key.indexOf("/") + 1));
     if (!done?.written) return;
     if (done.written.final) this.d.finals.record(done.written.obj, done.written.final, done.meta.subKey, done.meta.replay);
     return this.afterOutcome(done.written);

@@ -5,6 +5,7 @@
 import type { Logger } from "pino";
 import * as breaker from "../core/breaker.js";
 import * as health from "../core/health.js";
+import type { Throttle } from "../core/throttle.js";
 import type { EventSink } from "../kube/events.js";
 import type { Metrics } from "../observability/metrics.js";
 import type { Caches } from "./caches.js";
@@ -50,6 +51,11 @@ export class EndpointTransitions implements EndpointObserver {
       : t.to === "Degraded" ? `${ep.health.consecutiveFailures} consecutive failures`
       : "an attempt succeeded";
     this.event(ep.key, t.to === "Healthy" ? "Normal" : "Warning", `Endpoint${t.to}`, `endpoint ${t.from} -> ${t.to}: ${why}`);
+  }
+
+  throttled(ep: Endpoint, t: Throttle): void {
+    this.event(ep.key, "Warning", "EndpointThrottled", `the endpoint answered ${t.status} with Retry-After: ${t.retryAfter}: no new attempt to it before ${new Date(t.until).toISOString()} (deliveries wait; nothing is lost)`);
+    this.d.log.info({ subscription: ep.key, status: t.status, retryAfter: t.retryAfter, until: new Date(t.until).toISOString() }, "endpoint throttled");
   }
 
   changed(subKey: string, urgent: boolean): void {

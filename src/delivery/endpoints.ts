@@ -10,6 +10,8 @@ import { reportAttempt, type EndpointState } from "../core/endpoint-report.js";
 import * as health from "../core/health.js";
 import type { EndpointCommit, EndpointView } from "../core/plan.js";
 import type { Policy, PolicyDefaults } from "../core/policy.js";
+import { fromRfc3339 } from "../core/rfc3339.js";
+import { isThrottled, nextThrottle, type Throttle } from "../core/throttle.js";
 import type { TokenBucket } from "../core/token-bucket.js";
 import { GlobalSlots, namespaceOf } from "./global-slots.js";
 
@@ -30,6 +32,9 @@ export class Endpoint {
   /** The URL the breaker and health describe; a new URL is a new endpoint. */
   url: string | undefined;
 
+  /** The endpoint's Retry-After hold (core/throttle.ts): no attempt of any transport before its end. */
+  throttle: Throttle | undefined;
+
   constructor(
     readonly key: string,
     readonly uid: string | undefined,
@@ -42,6 +47,7 @@ export class Endpoint {
     this.breaker = breaker.fromStatus(status?.breaker, now, breakerConfig);
     this.health = health.fromStatus(status?.health as health.HealthStatus | undefined, now, health.healthConfig(healthProbeIntervalMs));
     this.url = url;
+    this.throttle = throttleFromStatus(status?.throttle, now);
   }
 
   /** The subscription now points elsewhere: what we knew about the old endpoint does not apply. */
@@ -49,6 +55,7 @@ export class Endpoint {
     this.url = url;
     this.resetBreaker();
     this.bucket = undefined;
+    this.throttle = undefined;
   }
 
   /** Breaker Closed and health Healthy now (the totals stay); written to status at once. */
@@ -75,10 +82,20 @@ export interface EndpointObserver {
   changed(subKey: string, urgent: boolean): void;
   /** Every active delivery of the subscription (woken when the endpoint recovers). */
   deliveriesOf(subKey: string): Iterable<string>;
+  /** A Retry-After hold began (not when a running one is extended). */
+  throttled?(ep: Endpoint, t: Throttle): void;
   /** An endpoint was made (from its subscription's status). */
   created?(ep: Endpoint): void;
   /** An operator's reset closed the breaker and re-enabled the endpoint. */
   reset?(ep: Endpoint): void;
+}
+
+/** A hold persisted in the subscription's status, while it still runs (a new leader keeps it). */
+function throttleFromStatus(s: SubscriptionStatus["throttle"], now: number): Throttle | undefined {
+  const since = fromRfc3339(s?.since);
+  const until = fromRfc3339(s?.until);
+  if (!s || since === undefined || until === undefined || until <= now) return undefined;
+  return { since, until, status: s.status, retryAfter: s.retryAfter };
 }
 
 export interface EndpointRegistryOptions {
@@ -186,8 +203,30 @@ export class EndpointRegistry {
       inFlight: ep.inFlight,
       globalSlot: this.slots.mayTake(namespaceOf(ep.key), deliveryKey),
       healthProbeIntervalMs: this.o.healthProbeIntervalMs,
+      ...(isThrottled(ep.throttle, this.now()) ? { throttledUntil: ep.throttle.until } : {}),
       replicas: this.o.replicas?.() ?? 1,
     };
+  }
+
+  /** Until when the endpoint asked for no requests (a Retry-After hold), if it does now. */
+  throttledUntil(ep: Endpoint): number | undefined {
+    return isThrottled(ep.throttle, this.now()) ? ep.throttle.until : undefined;
+  }
+
+  /**
+   * An answer's Retry-After, applied to the whole endpoint (core/throttle.ts): a 429 or 503 with
+   * Retry-After holds every new attempt to it until the time asked for. A hold that begins is
+   * said (Event) and rolled up into the subscription's status at once.
+   */
+  holdFor(ep: Endpoint, policy: Policy, answer: { responseStatus?: number; retryAfter?: string }): void {
+    const now = this.now();
+    const before = ep.throttle;
+    const next = nextThrottle(before, answer, now, policy.retry.respectRetryAfter);
+    if (next === before || !next) return;
+    ep.throttle = next;
+    ep.dirty = true;
+    if (!isThrottled(before, now)) this.o.observer?.throttled?.(ep, next);
+    this.o.observer?.changed(ep.key, true);
   }
 
   /** Whether an attempt outside plan() (a replay) may take a slot now, or which one it waits for. */

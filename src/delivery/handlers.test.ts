@@ -9,6 +9,7 @@ function setup(leading = true) {
   const queues: Queues = {
     addDelivery: (k) => queued.deliveries.push(k),
     addSubscription: (k, after) => queued.subscriptions.push([k, after]),
+    addReplay: () => undefined,
   };
   const deliveryExpectations = new Expectations();
   const subscriptionExpectations = new Expectations();

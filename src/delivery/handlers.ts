@@ -4,13 +4,14 @@
 import type { ReflectorHandler } from "../kube/reflector.js";
 import { objectKey } from "../kube/types.js";
 import type { Expectations } from "../runtime/expectations.js";
-import type { DeliveryObject, SubscriptionObject } from "./objects.js";
+import type { DeliveryObject, ReplayObject, SubscriptionObject } from "./objects.js";
 import { subscriptionKeyOf } from "./objects.js";
 
 /** The leader's work queues; `undefined` while this replica does not lead. */
 export interface Queues {
   addDelivery(key: string): void;
   addSubscription(key: string, afterMs?: number): void;
+  addReplay(key: string): void;
 }
 
 export interface HandlersDeps {
@@ -22,6 +23,9 @@ export interface HandlersDeps {
   deliveryLeft?: (subKey: string, key: string) => void;
   deliveryExpectations: Expectations;
   subscriptionExpectations: Expectations;
+  replayExpectations?: Expectations;
+  /** WebhookReplays of a namespace that have not ended (a subscription change may unblock them). */
+  unfinishedReplays?: (namespace: string) => Iterable<string>;
   /** Subscription status is rolled up at most this often (transitions: at once). */
   statusIntervalMs: number;
 }
@@ -47,6 +51,27 @@ export class Handlers {
     },
   };
 
+  /** A WebhookReplay is reconciled on every change that is not our own status write. */
+  readonly replay: ReflectorHandler<ReplayObject> = {
+    add: (r) => this.onReplay(r, false),
+    update: (_old, r) => this.onReplay(r, false),
+    delete: (r) => this.onReplay(r, true),
+    listed: (startedAt) => {
+      for (const key of this.d.replayExpectations?.relisted(startedAt) ?? []) this.d.queues()?.addReplay(key);
+    },
+  };
+
+  private onReplay(r: ReplayObject, gone: boolean): void {
+    const key = objectKey(r.metadata);
+    const ours = this.d.replayExpectations?.observe(key, gone ? undefined : r.metadata.resourceVersion) ?? false;
+    const q = this.d.queues();
+    if (!gone && !ours) q?.addReplay(key);
+    // One that ended (or went) may have held others of its namespace back.
+    if (gone || r.status?.phase === "Completed" || r.status?.phase === "Failed") {
+      for (const other of this.d.unfinishedReplays?.(r.metadata.namespace ?? "") ?? []) if (other !== key) q?.addReplay(other);
+    }
+  }
+
   /** Subscription status is written at a bounded rate; at once for breaker and health transitions. */
   rollUp(subKey: string, urgent: boolean): void {
     this.d.queues()?.addSubscription(subKey, urgent ? 0 : this.d.statusIntervalMs);
@@ -68,6 +93,8 @@ export class Handlers {
     if (specChanged) {
       for (const d of this.d.deliveriesOf(key)) q.addDelivery(d);
       this.d.wakeEndpoint(key);
+      // A replay waiting for this subscription (its target) looks again.
+      for (const r of this.d.unfinishedReplays?.((sub ?? old)!.metadata.namespace ?? "") ?? []) q.addReplay(r);
     }
   }
 

@@ -17,6 +17,8 @@ export interface LeaderTermDeps {
   caches: Caches;
   deliveryKeys: Reconciler;
   subscriptions: Reconciler;
+  /** WebhookReplay keys (replay-objects.ts). */
+  replays?: Reconciler;
   /** Finished deliveries with a replay annotation (the new leader handles them). */
   replayRequests: () => Iterable<string>;
   /** Called as a term starts (replays may run again; retention and sweeps resume). */
@@ -45,6 +47,7 @@ export class LeaderTerm implements LeaderRunnable, Queues {
   readonly name = "delivery controllers";
   private deliveries: Controller<string> | undefined;
   private subscriptions: Controller<string> | undefined;
+  private replays: Controller<string> | undefined;
   private depthTimer: NodeJS.Timeout | undefined;
   /** The last stop's report. */
   lastDrain: DrainReport = { finishedInGrace: true, inFlight: 0, interrupted: 0 };
@@ -59,6 +62,10 @@ export class LeaderTerm implements LeaderRunnable, Queues {
     this.deliveries?.queue.add(key);
   }
 
+  addReplay(key: string): void {
+    this.replays?.queue.add(key);
+  }
+
   addSubscription(key: string, afterMs?: number): void {
     if (afterMs === undefined) this.subscriptions?.queue.add(key);
     else this.subscriptions?.queue.addAfter(key, afterMs);
@@ -69,15 +76,19 @@ export class LeaderTerm implements LeaderRunnable, Queues {
     const { log, metrics } = this.d;
     const deliveries = new Controller<string>({ name: "delivery", queue: new WorkQueue<string>(), reconciler: this.d.deliveryKeys, workers: this.d.deliveryWorkers, log, metrics });
     const subscriptions = new Controller<string>({ name: "subscription", queue: new WorkQueue<string>(), reconciler: this.d.subscriptions, workers: 4, log, metrics });
+    const replays = this.d.replays ? new Controller<string>({ name: "replay", queue: new WorkQueue<string>(), reconciler: this.d.replays, workers: 2, log, metrics }) : undefined;
     this.deliveries = deliveries;
     this.subscriptions = subscriptions;
+    this.replays = replays;
     metrics.setLeading(true);
     this.d.onStart();
     for (const d of this.d.caches.deliveries.values()) deliveries.queue.add(objectKey(d.metadata));
     for (const key of this.d.replayRequests()) deliveries.queue.add(key);
     for (const s of this.d.caches.subscriptions.values()) subscriptions.queue.add(objectKey(s.metadata));
+    for (const r of this.d.caches.replays.values()) replays?.queue.add(objectKey(r.metadata));
     deliveries.start();
     subscriptions.start();
+    replays?.start();
     this.depthTimer = setInterval(() => {
       metrics.queueDepth.set({ controller: "delivery" }, deliveries.queue.length);
       metrics.queueDepth.set({ controller: "subscription" }, subscriptions.queue.length);
@@ -89,8 +100,10 @@ export class LeaderTerm implements LeaderRunnable, Queues {
     const deliveries = this.deliveries;
     const subscriptions = this.subscriptions;
     if (!deliveries || !subscriptions) return;
+    const replays = this.replays;
     this.deliveries = undefined;
     this.subscriptions = undefined;
+    this.replays = undefined;
     // The per-subscription gauges go at once (a standby's would double `sum by` and keep alerts
     // firing); what finishes while draining no longer sets them. The new leader exports them.
     this.d.metrics.setLeading(false);
@@ -100,6 +113,7 @@ export class LeaderTerm implements LeaderRunnable, Queues {
     const [stopped] = await Promise.all([
       deliveries.stop(graceMs, () => (interrupted = this.d.inFlight())),
       subscriptions.stop(graceMs),
+      replays?.stop(graceMs),
       this.d.stopReplays(graceMs),
     ]);
     this.d.deliveryExpectations.clear();

@@ -1,13 +1,15 @@
-// Hookline's two kinds as the operator holds them: their resource types, the object shapes in
+// Hookline's three kinds as the operator holds them: their resource types, the object shapes in
 // the caches, and the references Events and keys are made from. One place for "which
 // subscription does this delivery belong to" and for the ObjectRef of either kind.
 import type { DeliveryStatus } from "../api/delivery.js";
-import { API_VERSION, DELIVERY, GROUP, SUBSCRIPTION, VERSION } from "../api/names.js";
+import { API_VERSION, DELIVERY, GROUP, REPLAY, SUBSCRIPTION, VERSION } from "../api/names.js";
+import type { ReplayStatus } from "../api/replay.js";
 import type { SubscriptionStatus } from "../api/subscription.js";
 import { objectKey, splitKey, type KubeObject, type ObjectRef, type ResourceType } from "../kube/types.js";
 
 export const SUBSCRIPTIONS: ResourceType = { group: GROUP, version: VERSION, plural: SUBSCRIPTION.plural };
 export const DELIVERIES: ResourceType = { group: GROUP, version: VERSION, plural: DELIVERY.plural };
+export const REPLAYS: ResourceType = { group: GROUP, version: VERSION, plural: REPLAY.plural };
 
 /**
  * A delivery's spec as the cache holds it, before validation: the API server checked it
@@ -26,9 +28,15 @@ export interface StoredDeliverySpec {
 /** A subscription's spec is only ever read through caches.subscriptionSpec() (validated). */
 export type SubscriptionObject = KubeObject<unknown, SubscriptionStatus>;
 export type DeliveryObject = KubeObject<StoredDeliverySpec, DeliveryStatus>;
+/** A WebhookReplay's spec is only ever read through replaySpecSchema (validated). */
+export type ReplayObject = KubeObject<unknown, ReplayStatus>;
 
 export function deliveryRef(obj: DeliveryObject): ObjectRef {
   return { apiVersion: API_VERSION, kind: DELIVERY.kind, namespace: obj.metadata.namespace!, name: obj.metadata.name, uid: obj.metadata.uid, resourceVersion: obj.metadata.resourceVersion };
+}
+
+export function replayRef(r: ReplayObject): ObjectRef {
+  return { apiVersion: API_VERSION, kind: REPLAY.kind, namespace: r.metadata.namespace!, name: r.metadata.name, uid: r.metadata.uid };
 }
 
 export function subscriptionRef(sub: SubscriptionObject): ObjectRef {

@@ -5,6 +5,7 @@
 import { createHash } from "node:crypto";
 import { ANNOTATIONS, MAX_PAYLOAD_DEPTH } from "../api/names.js";
 import { jsonDepth } from "../core/json-depth.js";
+import { orderingValue, type OrderingKey } from "../core/ordering-key.js";
 import { ignoreNotFound, type KubeClient } from "../kube/client.js";
 import type { RawItem } from "../kube/reflector.js";
 import { objectPath } from "../kube/types.js";
@@ -12,8 +13,13 @@ import { DELIVERIES, type DeliveryObject, type StoredDeliverySpec } from "./obje
 import type { RequestBody } from "./request.js";
 
 export type PayloadSummary =
-  /** `stripped`: the payload was removed from this (cached) object and must be read for an attempt. */
-  | { ok: true; bytes: number; sha256: string; stripped: boolean }
+  /**
+   * `stripped`: the payload was removed from this (cached) object and must be read for an attempt.
+   * `dedupe`: SHA-256 of the webhook id (as JSON) followed by the serialized payload, the DLQ
+   * specification's dedupe key. `ordering`: the values at the ordering keys asked for when it was
+   * stripped (payload keys only; undefined: no value there).
+   */
+  | { ok: true; bytes: number; sha256: string; dedupe: string; stripped: boolean; ordering?: Map<string, string | undefined> }
   /** The payload cannot be sent (nested too deep, not serializable): the delivery is Discarded. */
   | { ok: false; message: string; stripped: boolean };
 
@@ -27,8 +33,17 @@ function specOf(obj: DeliveryObject | RawItem): Spec | undefined {
   return typeof spec === "object" && spec !== null && !Array.isArray(spec) ? spec : undefined;
 }
 
-/** Size and hash of the payload as it is sent (`data` in the body; absent is `null`). */
-export function summarize(payload: unknown, stripped = false): PayloadSummary {
+/** An ordering key the cache should extract while it still has the payload. */
+export interface OrderingToExtract {
+  key: string;
+  parsed: OrderingKey;
+}
+
+/**
+ * Size and hashes of the payload as it is sent (`data` in the body; absent is `null`), and the
+ * values at `orderings` (payload keys).
+ */
+export function summarize(payload: unknown, stripped = false, id = "", orderings: readonly OrderingToExtract[] = []): PayloadSummary {
   // Measured first, without recursion: JSON.stringify throws a RangeError at ~4,000 levels.
   if (jsonDepth(payload, MAX_PAYLOAD_DEPTH) > MAX_PAYLOAD_DEPTH) {
     return { ok: false, message: `payload is nested deeper than ${MAX_PAYLOAD_DEPTH} levels of arrays and objects`, stripped };
@@ -39,25 +54,71 @@ export function summarize(payload: unknown, stripped = false): PayloadSummary {
   } catch (err) {
     return { ok: false, message: `payload cannot be serialized as JSON: ${(err as Error).message}`, stripped };
   }
-  return { ok: true, bytes: Buffer.byteLength(text), sha256: createHash("sha256").update(text).digest("hex"), stripped };
+  const ordering = orderings.length ? new Map(orderings.map((o) => [o.key, orderingValue(o.parsed, { eventType: "", payload })])) : undefined;
+  return {
+    ok: true,
+    bytes: Buffer.byteLength(text),
+    sha256: createHash("sha256").update(text).digest("hex"),
+    dedupe: createHash("sha256").update(JSON.stringify(id)).update(text).digest("hex"),
+    stripped,
+    ...(ordering ? { ordering } : {}),
+  };
 }
 
-/** For the delivery cache: records the summary of the item's payload and removes the payload. Never throws. */
-export function stripPayload(item: RawItem): void {
+/**
+ * For the delivery cache: records the summary of the item's payload (with the values at the
+ * payload ordering keys of its subscription) and removes the payload. Never throws.
+ */
+export function stripPayload(item: RawItem, orderings: readonly OrderingToExtract[] = []): void {
   const spec = specOf(item);
   if (!spec) return;
   const had = "payload" in spec;
-  summaries.set(spec, summarize(spec.payload, had));
+  summaries.set(spec, summarize(spec.payload, had, idOf(spec, item.metadata), orderings.filter((o) => o.parsed.kind === "path")));
   delete spec.payload;
 }
+
+const idOf = (spec: Spec | undefined, m: { uid?: string; name: string }): string => spec?.eventId ?? m.uid ?? m.name;
 
 /** The summary of a delivery's payload: recorded by the cache, or computed once for an object read in full. */
 export function payloadSummary(obj: DeliveryObject): PayloadSummary {
   const spec = specOf(obj);
   if (!spec) return summarize(undefined);
   let s = summaries.get(spec);
-  if (!s) summaries.set(spec, (s = summarize(spec.payload)));
+  if (!s) summaries.set(spec, (s = summarize(spec.payload, false, idOf(spec, obj.metadata))));
   return s;
+}
+
+/**
+ * The delivery's value at an ordering key, when known without a read: eventType from the spec,
+ * a payload key from the payload itself or what the cache extracted. `{known: false}`: the
+ * payload must be read (readOrderingValue).
+ */
+export function orderingValueOf(obj: DeliveryObject, o: OrderingToExtract): { known: true; value: string | undefined } | { known: false } {
+  const spec = specOf(obj);
+  if (o.parsed.kind === "eventType") return { known: true, value: orderingValue(o.parsed, { eventType: spec?.eventType ?? "", payload: undefined }) };
+  if (spec && "payload" in spec) return { known: true, value: orderingValue(o.parsed, { eventType: "", payload: spec.payload }) };
+  const s = spec ? summaries.get(spec) : undefined;
+  if (s?.ok && s.ordering?.has(o.key)) return { known: true, value: s.ordering.get(o.key) };
+  // No payload at all, or one that cannot be sent (it is Discarded): not ordered.
+  if (s && (!s.stripped || !s.ok)) return { known: true, value: undefined };
+  return { known: false };
+}
+
+/**
+ * Reads the payload of a cached delivery once to learn its value at a payload ordering key the
+ * cache did not extract (the subscription's key changed, or arrived after the delivery), and
+ * keeps just the value. "gone" when the delivery no longer exists (or was replaced).
+ */
+export async function readOrderingValue(client: KubeClient, obj: DeliveryObject, o: OrderingToExtract, signal?: AbortSignal): Promise<{ gone: true } | { gone: false; value: string | undefined }> {
+  const known = orderingValueOf(obj, o);
+  if (known.known) return { gone: false, value: known.value };
+  const full = await readFull(client, obj, signal);
+  if (!full) return { gone: true };
+  const value = orderingValue(o.parsed, { eventType: "", payload: specOf(full)?.payload });
+  const spec = specOf(obj);
+  const s = spec ? summaries.get(spec) : undefined;
+  if (s?.ok) (s.ordering ??= new Map()).set(o.key, value);
+  return { gone: false, value };
 }
 
 /** What plan() needs to know of the payload. */
@@ -66,14 +127,17 @@ export function payloadView(obj: DeliveryObject): { payloadBytes: number; payloa
   return s.ok ? { payloadBytes: s.bytes } : { payloadBytes: 0, payloadInvalid: s.message };
 }
 
-/** Bulk replay's dedupe key: (event id, payload hash). */
-export function payloadKey(obj: DeliveryObject): string {
+/**
+ * The replay dedupe key: SHA-256 of the webhook id (as JSON) followed by the serialized payload,
+ * as the DLQ specification keys its entries. A payload that cannot be serialized has none.
+ */
+export function dedupeKey(obj: DeliveryObject): string | undefined {
   const s = payloadSummary(obj);
-  return `${webhookId(obj)}\u0000${s.ok ? s.sha256 : "invalid"}`;
+  return s.ok ? s.dedupe : undefined;
 }
 
 export function webhookId(obj: DeliveryObject): string {
-  return specOf(obj)?.eventId ?? obj.metadata.uid ?? obj.metadata.name;
+  return idOf(specOf(obj), obj.metadata);
 }
 
 /**

@@ -1,5 +1,5 @@
 // Retention: a finished delivery is deleted spec.retention after it finished (succeeded, or
-// deadLettered for DeadLettered and Discarded), by the leader. Dead letters are indexed, so
+// deadLettered for DeadLettered, Discarded and a dead letter a replay delivered), by the leader. Dead letters are indexed, so
 // each has its timer; Succeeded and Discarded deliveries are remembered only while their time
 // is near (the sweep window), and the periodic sweep finds the others when their time comes, so
 // memory does not grow with the number of finished deliveries.
@@ -90,7 +90,8 @@ export class Retention {
 
   private retentionOf(rec: TerminalRecord): number {
     const r: Policy["retention"] = this.d.caches.policy(this.d.caches.subscription(`${rec.metadata.namespace}/${rec.subscription}`))?.retention ?? DEFAULT_RETENTION;
-    return rec.phase === "Succeeded" ? r.succeededMs : r.deadLetteredMs;
+    // A dead letter delivered by a replay keeps its record as long as a dead letter would.
+    return rec.phase === "Succeeded" && !rec.wasDeadLetter ? r.succeededMs : r.deadLetteredMs;
   }
 
   private async expire(key: string): Promise<void> {

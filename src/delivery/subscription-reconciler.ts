@@ -4,11 +4,14 @@
 // and health transitions. Writes only when something changed.
 import type { Logger } from "pino";
 import { ANNOTATIONS, REPLAY_REASON_MAX_LENGTH, REPLAY_REASON_MIN_LENGTH } from "../api/names.js";
+import type { Condition } from "../api/fields.js";
 import type { SubscriptionStatus } from "../api/subscription.js";
 import { adviceCondition } from "../core/advice.js";
 import * as breaker from "../core/breaker.js";
 import { conditionDiffers, getCondition, setCondition, type ConditionInput } from "../core/conditions.js";
 import * as health from "../core/health.js";
+import { toRfc3339 } from "../core/rfc3339.js";
+import { isThrottled, type Throttle } from "../core/throttle.js";
 import { ApiError, ignoreNotFound } from "../kube/client.js";
 import type { EventSink } from "../kube/events.js";
 import { createMergePatch } from "../kube/merge-patch.js";
@@ -72,6 +75,10 @@ export class SubscriptionReconciler {
     const reset = await this.resetRequest(sub);
     await this.rollUp(key, sub, reset);
     if (reset) await this.resetDone(sub, reset);
+    // While the endpoint's Retry-After hold runs, look again when it ends (the condition turns False).
+    const until = this.d.endpoints.get(key)?.throttle?.until;
+    const heldFor = until !== undefined && until > this.now() ? until - this.now() + 50 : undefined;
+    if (heldFor !== undefined && (replayResult?.requeueAfter === undefined || heldFor < replayResult.requeueAfter)) return { requeueAfter: heldFor };
     return replayResult ?? undefined;
   }
 
@@ -169,9 +176,11 @@ export class SubscriptionReconciler {
     // Settings that work against each other (core/advice.ts): a condition, and a Warning Event when it appears or changes.
     const parsed = this.d.caches.subscriptionSpec(sub);
     const advice = adviceCondition(policy, parsed.ok && parsed.spec.circuitBreaker.cooldown !== undefined);
+    const throttle = isThrottled(ep.throttle, now) ? ep.throttle : undefined;
     let conditions = setCondition(prev.conditions, ready, now, generation);
     conditions = setCondition(conditions, endpointHealthy, now, generation);
     conditions = setCondition(conditions, advice, now, generation);
+    conditions = withThrottled(conditions, throttle, now, generation);
     const next: SubscriptionStatus = {
       ...prev,
       observedGeneration: generation,
@@ -185,6 +194,7 @@ export class SubscriptionReconciler {
         discarded: (prev.deliveries?.discarded ?? 0) + discardedDelta,
       },
       ...(lastReset ? { lastReset } : {}),
+      throttle: throttleStatus(throttle),
     };
     this.d.metrics.setSubscriptionGauges(namespace, name, {
       breaker: breaker.breakerGaugeValue(ep.breaker.state),
@@ -222,6 +232,33 @@ export class SubscriptionReconciler {
     }
     if (adviceGiven) this.d.events.record(subscriptionRef(sub), "Warning", advice.reason, advice.message ?? advice.reason);
   }
+}
+
+/**
+ * EndpointThrottled: True while the endpoint's Retry-After hold runs (since it began: the
+ * transition time; until: in the message), False once it ended. Absent until the first hold.
+ */
+function withThrottled(conditions: Condition[], t: Throttle | undefined, now: number, generation: number | undefined): Condition[] {
+  // Absent until the endpoint first asks to slow down; then True while held, False after.
+  if (!t && !getCondition(conditions, "EndpointThrottled")) return conditions;
+  return setCondition(conditions, throttledCondition(t), t?.since ?? now, generation);
+}
+
+/** status.throttle: the hold while it runs, so a new leader keeps it. */
+function throttleStatus(t: Throttle | undefined): SubscriptionStatus["throttle"] {
+  return t ? { since: toRfc3339(t.since), until: toRfc3339(t.until), status: t.status, retryAfter: t.retryAfter } : undefined;
+}
+
+function throttledCondition(t: Throttle | undefined): ConditionInput {
+  if (t) {
+    return {
+      type: "EndpointThrottled",
+      status: "True",
+      reason: "RetryAfter",
+      message: `the endpoint answered ${t.status} with Retry-After: ${t.retryAfter} at ${toRfc3339(t.since)}: no new attempt to it before ${toRfc3339(t.until)}`,
+    };
+  }
+  return { type: "EndpointThrottled", status: "False", reason: "NotThrottled", message: "the endpoint takes requests again" };
 }
 
 /** EndpointHealthy: what the endpoint's health says, with the next probe while it is Disabled. */

@@ -31,6 +31,14 @@ export interface TerminalRecord {
   phase: TerminalPhase;
   /** Epoch ms: finishedAt, or creation when absent. */
   finishedAt: number;
+  /** spec.eventType (what a replay's selector matches). */
+  eventType?: string;
+  /** The reason of a dead letter (its Succeeded condition's). */
+  reason?: string;
+  /** The ordering lane recorded in its status (ordered subscriptions only). */
+  ordering?: { key: string; value: string };
+  /** Succeeded, and was a dead letter (delivered by a replay): kept for retention.deadLettered. */
+  wasDeadLetter?: true;
 }
 
 /** Namespaces and subscription names repeat across thousands of records: keep one copy. */
@@ -57,6 +65,10 @@ export interface TerminalIndexDeps {
   onReplayRequested: (key: string) => void;
   /** Dead-letter counts of a subscription changed. */
   onDeadLettersChanged: (subKey: string) => void;
+  /** A dead letter was indexed (or changed), or left the index (ordering lanes it blocks). */
+  onDeadLetter?: (rec: TerminalRecord, present: boolean) => void;
+  /** WEBHOOK_DLQ_MAX_ENTRIES (default: its documented default). */
+  dlqMaxEntries?: number;
   /** WEBHOOK_MAX_FINISHED_DELIVERIES (default: its documented default). */
   maxFinishedDeliveries?: number;
   now?: () => number;
@@ -75,6 +87,10 @@ export class TerminalIndex {
   /** Succeeded/Discarded deliveries annotated for replay (to be refused). */
   private readonly replayAsked = new Set<string>();
   private readonly evicting = new Set<string>();
+  /** Dead letters deleted to make room whose watch DELETED event has not come yet (epoch ms of the delete). */
+  private readonly leaving = new Map<string, number>();
+  /** Dead letters about to be stored (makeRoom made room for them), until the index sees them. */
+  private readonly reserved = new Map<string, { subKey: string; at: number }>();
   private readonly now: () => number;
   private readonly deletes: FinishedDeletes;
   private readonly retention: Retention;
@@ -205,6 +221,80 @@ export class TerminalIndex {
     return this.deadLetters.get(subKey)?.size ?? 0;
   }
 
+  /** Dead letters of a namespace ("" = all), for a replay to walk (the records, not copies). */
+  *deadLetterRecords(namespace: string): IterableIterator<[string, TerminalRecord]> {
+    for (const r of this.deadLetterReflectors) for (const entry of r.store) if (!namespace || entry[1].metadata.namespace === namespace) yield entry;
+  }
+
+  /**
+   * Makes room for one more dead letter before it is stored (the DLQ specification's eviction
+   * order): when its subscription holds deadLetter.maxEntries, or the watched namespaces hold
+   * WEBHOOK_DLQ_MAX_ENTRIES, the oldest dead letters are deleted first, each with a
+   * DeadLetterDropped Event on its subscription. Leader only; a delivery already a dead letter
+   * needs no room.
+   */
+  async makeRoom(deliveryKey: string, subKey: string): Promise<void> {
+    if (!this.d.isLeader() || this.get(deliveryKey)) return;
+    this.expireRoom();
+    this.reserved.set(deliveryKey, { subKey, at: this.now() });
+    const sub = this.d.caches.subscription(subKey);
+    const perSub = this.d.caches.policy(sub)?.deadLetter.maxEntries;
+    if (perSub !== undefined) {
+      const own = (this.deadLetters.get(subKey)?.size ?? 0) + this.reservedFor(subKey) - this.leavingOf(subKey);
+      await this.evictOldest(own - perSub, this.deadLettersOf(subKey), (rec) => `the subscription holds deadLetter.maxEntries=${perSub} dead letters and ${rec.metadata.name} was the oldest`);
+    }
+    const max = this.d.dlqMaxEntries ?? INT_VARS.dlqMaxEntries.default;
+    const all = this.deadLetterReflectors.reduce((n, r) => n + r.store.size, 0) + this.reserved.size - this.leaving.size;
+    if (all > max) {
+      const oldest = this.oldestDeadLetters(all - max + 8, new Set(this.leaving.keys())).map((r) => objectKey(r.metadata));
+      await this.evictOldest(all - max, oldest, (rec) => `the watched namespaces hold WEBHOOK_DLQ_MAX_ENTRIES=${max} dead letters and ${rec.metadata.name} was the oldest`);
+    }
+  }
+
+  private reservedFor(subKey: string): number {
+    let n = 0;
+    for (const r of this.reserved.values()) if (r.subKey === subKey) n++;
+    return n;
+  }
+
+  private leavingOf(subKey: string): number {
+    let n = 0;
+    for (const key of this.leaving.keys()) if (this.deadLetters.get(subKey)?.has(key)) n++;
+    return n;
+  }
+
+  /** Reservations whose dead letter never came (the write failed or was dropped) and deletes the watch never reported. */
+  private expireRoom(): void {
+    const cutoff = this.now() - 60_000;
+    for (const [k, r] of this.reserved) if (r.at < cutoff) this.reserved.delete(k);
+    for (const [k, at] of this.leaving) if (at < cutoff || !this.get(k)) this.leaving.delete(k);
+  }
+
+  /** Deletes the first `n` of `keys` (oldest first) that can be deleted, skipping those already leaving. */
+  private async evictOldest(n: number, keys: string[], why: (rec: TerminalRecord) => string): Promise<void> {
+    for (const key of keys) {
+      if (n <= 0) return;
+      const rec = this.get(key);
+      if (!rec || this.leaving.has(key) || this.evicting.has(key)) continue;
+      this.leaving.set(key, this.now());
+      n--;
+      if (!(await this.deletes.delete(rec, "overflow"))) {
+        // Changed since indexed (or gone): the next oldest makes the room.
+        this.leaving.delete(key);
+        n++;
+        continue;
+      }
+      this.dropped(rec, why(rec));
+    }
+  }
+
+  private dropped(rec: TerminalRecord, why: string): void {
+    this.d.metrics.dlqOperations.inc({ operation: "drop_overflow" });
+    const sub = this.d.caches.subscription(subscriptionKey(rec.metadata.namespace ?? "", rec.subscription));
+    if (!sub) return;
+    this.d.events.record({ ...subscriptionRef(sub), resourceVersion: undefined }, "Warning", "DeadLetterDropped", `dead letter ${rec.metadata.name} deleted to make room for a new one: ${why}`);
+  }
+
   /** Dead-letter keys of a subscription, oldest first. */
   deadLettersOf(subKey: string): string[] {
     const m = this.deadLetters.get(subKey);
@@ -243,6 +333,8 @@ export class TerminalIndex {
     if (!m) this.deadLetters.set(subKey, (m = new Map<string, TerminalRecord>()));
     const isNew = !m.has(key);
     m.set(key, rec);
+    this.reserved.delete(key);
+    this.d.onDeadLetter?.(rec, true);
     if (isNew) {
       this.d.onDeadLettersChanged(subKey);
       void this.enforceCapacity(subKey);
@@ -254,6 +346,8 @@ export class TerminalIndex {
 
   private remove(rec: TerminalRecord): void {
     const key = objectKey(rec.metadata);
+    this.leaving.delete(key);
+    this.d.onDeadLetter?.(rec, false);
     this.retention.unschedule(key);
     this.unindex(key, rec);
     this.budget.removed(rec);
@@ -291,7 +385,7 @@ export class TerminalIndex {
     const sub = this.d.caches.subscription(subKey);
     const max = this.d.caches.policy(sub)?.deadLetter.maxEntries;
     if (!sub || max === undefined) return;
-    const keys = this.deadLettersOf(subKey).filter((k) => !this.evicting.has(k));
+    const keys = this.deadLettersOf(subKey).filter((k) => !this.evicting.has(k) && !this.leaving.has(k));
     const excess = keys.length - max;
     if (excess <= 0) return;
     for (const key of keys.slice(0, excess)) {
@@ -316,25 +410,38 @@ export class TerminalIndex {
 
   /** A Table row as a record; undefined when its phase is not final. */
   private toRecord(item: RawItem): TerminalRecord | undefined {
-    return toRecord(item, this.now);
+    return terminalRecord(item, this.now);
   }
 }
 
 const PHASES: Record<string, TerminalPhase> = { Succeeded: "Succeeded", DeadLettered: "DeadLettered", Discarded: "Discarded" };
 
-function toRecord(item: RawItem, now: () => number): TerminalRecord | undefined {
+/** A finished delivery's Table row as a record; undefined when its phase is not final. */
+export function terminalRecord(item: RawItem, now: () => number): TerminalRecord | undefined {
   const cells = item.cells ?? {};
   const phase = PHASES[String(cells["Phase"])];
   if (!phase) return undefined;
   const m = item.metadata;
   const replay = m.annotations?.[ANNOTATIONS.replay];
-  const finished = typeof cells["Finished"] === "string" ? fromRfc3339(cells["Finished"]) : undefined;
+  const text = (column: string): string | undefined => {
+    const v = cells[column];
+    return typeof v === "string" && v !== "" ? v : undefined;
+  };
+  const finished = text("Finished") !== undefined ? fromRfc3339(text("Finished")) : undefined;
   const metadata: TerminalRecord["metadata"] = { name: m.name, namespace: intern(m.namespace ?? ""), resourceVersion: m.resourceVersion };
   if (replay !== undefined) metadata.annotations = { [ANNOTATIONS.replay]: replay };
+  const eventType = text("Event type");
+  const reason = phase === "DeadLettered" ? text("Reason") : undefined;
+  const orderingKey = text("Ordering key");
+  const orderingValue = text("Ordering value");
   return {
     metadata,
-    subscription: intern(typeof cells["Subscription"] === "string" ? cells["Subscription"] : ""),
+    subscription: intern(text("Subscription") ?? ""),
     phase,
     finishedAt: finished ?? fromRfc3339(m.creationTimestamp) ?? now(),
+    ...(eventType !== undefined ? { eventType: intern(eventType) } : {}),
+    ...(reason !== undefined ? { reason: intern(reason) } : {}),
+    ...(orderingKey !== undefined && orderingValue !== undefined ? { ordering: { key: intern(orderingKey), value: orderingValue } } : {}),
+    ...(phase === "Succeeded" && text("Dead-lettered") !== undefined ? { wasDeadLetter: true as const } : {}),
   };
 }

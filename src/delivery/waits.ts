@@ -1,8 +1,10 @@
 // What a delivery that waits tells the user, in its Succeeded condition (status Unknown): for
 // something the user must fix (subscription missing or invalid, Secret missing, paused, backlog
-// full), with an Event, once per reason; or, when it is due but held by its endpoint (breaker,
-// health, slots, rate limit), once per reason as core/waiting.ts decides. A missing Secret is
-// not watched, so that wait is looked at again with a backoff.
+// full), with an Event, once per reason; when it is due but held by its endpoint (breaker,
+// health, a Retry-After hold, slots, rate limit), once per reason as core/waiting.ts decides; or
+// when it is not its turn in its ordering lane (OrderingWait, OrderingBlocked), once per reason.
+// A missing Secret is not watched, so that wait is looked at again with a backoff. It also says
+// when a held delivery counts as one held attempt (webhook_delivery_held_total).
 //
 // These writes are informational (the delivery waits the same without them), and they come in
 // bursts exactly when the API server is busiest: pausing, or releasing, a subscription with
@@ -21,7 +23,9 @@ import type { RateLimit } from "../core/token-bucket.js";
 import { endpointWait } from "../core/waiting.js";
 import type { EventSink } from "../kube/events.js";
 import type { Result } from "../runtime/controller.js";
+import type { Endpoint } from "./endpoints.js";
 import { deliveryRef, type DeliveryObject } from "./objects.js";
+import { stampLane, type LaneRef } from "./ordering-lanes.js";
 import type { OutcomeWriter } from "./outcome-writer.js";
 
 /** A missing Secret is not watched: look again after 1 s, 2 s, 4 s ... up to 30 s. */
@@ -44,6 +48,8 @@ export class WaitReports {
   private readonly budgets = new Map<string, number>();
   /** Deliveries whose report was put off, and the slot each holds. */
   private readonly reserved = new Map<string, number>();
+  /** The endpoint hold each delivery was last counted as held by (once per hold). */
+  private readonly heldBy = new Map<string, string>();
   private readonly now: () => number;
 
   constructor(private readonly d: WaitReportsDeps) {
@@ -54,6 +60,27 @@ export class WaitReports {
   forget(key: string): void {
     this.secretWaits.delete(key);
     this.reserved.delete(key);
+    this.heldBy.delete(key);
+  }
+
+  /**
+   * A due delivery held by its endpoint is one held attempt: an Open breaker under whenOpen
+   * Defer (circuit_open), a Retry-After hold (retry_after). The reason to count, once per
+   * delivery per hold however often it is looked at meanwhile; undefined otherwise.
+   */
+  held(action: Action, key: string, ep: Endpoint): "circuit_open" | "retry_after" | undefined {
+    let reason: "circuit_open" | "retry_after";
+    let hold: string;
+    if ((action.type === "WaitUntil" && action.why === "breaker") || (action.type === "Park" && action.why === "probe")) {
+      reason = "circuit_open";
+      hold = `${reason}:${ep.breaker.openedAt ?? 0}`;
+    } else if (action.type === "WaitUntil" && action.why === "throttled") {
+      reason = "retry_after";
+      hold = `${reason}:${ep.throttle?.since ?? 0}`;
+    } else return undefined;
+    if (this.heldBy.get(key) === hold) return undefined;
+    this.heldBy.set(key, hold);
+    return reason;
   }
 
   /**
@@ -107,6 +134,27 @@ export class WaitReports {
     } catch (err) {
       // Informational: the delivery waits the same without it, and its next plan reports again.
       this.d.log.warn({ delivery: key, reason: w.reason, err: (err as Error).message }, "could not record why the delivery waits");
+    }
+    return undefined;
+  }
+
+  /**
+   * Not its turn in its ordering lane: the Succeeded condition names the key and what it waits
+   * for (written once per reason; a blocking dead letter named anew when it changes), with the
+   * lane in status.ordering. No Event per delivery (the subscription gets one when a key is
+   * blocked). Woken by the lane; returns when to plan it again when the budget put it off.
+   */
+  async orderingHold(action: Extract<Action, { type: "Hold" }>, key: string, obj: DeliveryObject, subKey: string, lane: LaneRef | undefined): Promise<number | undefined> {
+    const cond = getCondition(obj.status?.conditions, SUCCEEDED);
+    if (cond?.reason === action.reason && (action.reason === "OrderingWait" || cond.message === action.message) && obj.status?.ordering) return undefined;
+    const later = this.slot(subKey, key);
+    if (later > 0) return later;
+    const generation = obj.metadata.generation;
+    try {
+      await this.d.outcomes.write(key, obj, (s) => stampLane({ status: waiting(s, generation, this.now(), action.reason, action.message) }, lane));
+    } catch (err) {
+      // Informational: the delivery waits the same without it.
+      this.d.log.warn({ delivery: key, reason: action.reason, err: (err as Error).message }, "could not record why the delivery waits");
     }
     return undefined;
   }

@@ -37,3 +37,11 @@ export const DRAIN_LOG_LINES = [
     when: "after webhook_drain_timeout, once the aborted attempts are recorded: requeued as interrupted (due at once for the next leader) or DeadLettered (reason Drain), per WEBHOOK_DRAIN_TIMEOUT_ACTION",
   },
 ] as const;
+
+/** The one line each attempt writes (at info), for a log store: the attempt's record. */
+export const ATTEMPT_LOG_LINE = {
+  msg: "webhook_attempt",
+  level: "info",
+  fields: "eventId, delivery (namespace/name), subscription (namespace/name), attempt (its number in status.history), result (Succeeded, Failed, Gone, PermanentFailure, Blocked, Interrupted), status (HTTP status or null), reason (http_2xx, timeout, ...), durationMs, replay (true for a replay), target (a replay to another subscription), trace_id and span_id (the trace it was sent in: the producer's trace context, and the attempt's span when tracing is on)",
+  when: "every attempt, once its answer is classified (before its outcome is written)",
+} as const;

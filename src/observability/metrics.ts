@@ -26,6 +26,7 @@ export type AttemptStatus = "success" | "failure";
 export class Metrics implements RequestObserver {
   readonly registry = new Registry();
   readonly attempts: Counter<"namespace" | "subscription" | "status" | "reason">;
+  readonly held: Counter<"namespace" | "subscription" | "reason">;
   readonly attemptDuration: Histogram<"namespace" | "subscription">;
   readonly breakerState: Gauge<"namespace" | "subscription">;
   readonly dlqOperations: Counter<"operation">;
@@ -66,6 +67,12 @@ export class Metrics implements RequestObserver {
       name: "webhook_delivery_attempts_total",
       help: "Delivery attempts by outcome. status: success|failure; reason: http_2xx, http_5xx, timeout, network, circuit_open, ...",
       labelNames: ["namespace", "subscription", "status", "reason"],
+      registers,
+    });
+    this.held = new Counter({
+      name: "webhook_delivery_held_total",
+      help: "Attempts not made because the endpoint held them: reason circuit_open (an Open breaker with whenOpen Defer), retry_after (the endpoint's Retry-After). One per delivery per hold.",
+      labelNames: ["namespace", "subscription", "reason"],
       registers,
     });
     this.attemptDuration = new Histogram({
@@ -202,6 +209,7 @@ export class Metrics implements RequestObserver {
   /** A subscription seen for the first time: start its success series at 0. */
   initSubscription(namespace: string, subscription: string): void {
     this.attempts.inc({ namespace, subscription, status: "success", reason: "http_2xx" }, 0);
+    this.held.inc({ namespace, subscription, reason: "circuit_open" }, 0);
   }
 
   observe(verb: Verb, resource: string, code: number, seconds: number): void {

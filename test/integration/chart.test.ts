@@ -94,8 +94,8 @@ describe("helm chart", () => {
   it("default values: 2 replicas, leader election, drain derived from the grace period, probes, restricted pods", async () => {
     const { objects } = await render({ release: "hl", namespace: ns });
     const kinds = objects.map((o) => o.kind).sort();
-    // The operator's ClusterRole and the three user roles (view, edit, admin).
-    expect(kinds).toEqual(["ClusterRole", "ClusterRole", "ClusterRole", "ClusterRole", "ClusterRoleBinding", "ConfigMap", "Deployment", "FlowSchema", "PodDisruptionBudget", "PriorityLevelConfiguration", "Role", "RoleBinding", "Service", "ServiceAccount", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"]);
+    // The operator's ClusterRole, the three user roles (view, edit, admin) and the replayer role.
+    expect(kinds).toEqual(["ClusterRole", "ClusterRole", "ClusterRole", "ClusterRole", "ClusterRole", "ClusterRoleBinding", "ConfigMap", "Deployment", "FlowSchema", "PodDisruptionBudget", "PriorityLevelConfiguration", "Role", "RoleBinding", "Service", "ServiceAccount", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"]);
     const deploy = find(objects, "Deployment");
     const pod = deploy.spec.template.spec;
     expect(deploy.spec.replicas).toBe(2);
@@ -138,6 +138,8 @@ describe("helm chart", () => {
         "hookline.dev/webhooksubscriptions/status:patch",
         "hookline.dev/webhookdeliveries:get", "hookline.dev/webhookdeliveries:list", "hookline.dev/webhookdeliveries:watch", "hookline.dev/webhookdeliveries:patch", "hookline.dev/webhookdeliveries:delete",
         "hookline.dev/webhookdeliveries/status:patch",
+        "hookline.dev/webhookreplays:list", "hookline.dev/webhookreplays:watch",
+        "hookline.dev/webhookreplays/status:patch",
         "core/secrets:get",
         "core/events:create",
       ].sort(),
@@ -151,9 +153,11 @@ describe("helm chart", () => {
   it("user roles: aggregated into the default view, edit and admin roles on the real API server", async () => {
     const release = `agg-${Math.random().toString(36).slice(2, 8)}`;
     const { objects, yaml } = await render({ release, namespace: ns, showOnly: ["templates/user-roles.yaml"] });
-    expect(objects.map((o) => `${o.kind}/${o.metadata.name}`)).toEqual([`ClusterRole/${release}-hookline-view`, `ClusterRole/${release}-hookline-edit`, `ClusterRole/${release}-hookline-admin`]);
+    expect(objects.map((o) => `${o.kind}/${o.metadata.name}`)).toEqual([`ClusterRole/${release}-hookline-view`, `ClusterRole/${release}-hookline-edit`, `ClusterRole/${release}-hookline-admin`, `ClusterRole/${release}-hookline-replayer`]);
     await kubectlOk(["create", "serviceaccount", "reader", "-n", ns]);
     await kubectlOk(["create", "serviceaccount", "oncall", "-n", ns]);
+    await kubectlOk(["create", "serviceaccount", "replayer", "-n", ns]);
+    await kubectlOk(["create", "rolebinding", "replayer", "-n", ns, `--clusterrole=${release}-hookline-replayer`, `--serviceaccount=${ns}:replayer`]);
     await kubectlOk(["create", "rolebinding", "reader-view", "-n", ns, "--clusterrole=view", `--serviceaccount=${ns}:reader`]);
     await kubectlOk(["create", "rolebinding", "oncall-edit", "-n", ns, "--clusterrole=edit", `--serviceaccount=${ns}:oncall`]);
     const can = async (sa: string, verb: string, resource: string, ...extra: string[]) => (await kubectl(["auth", "can-i", verb, resource, ...extra, "-n", ns, `--as=system:serviceaccount:${ns}:${sa}`])).stdout.trim();
@@ -170,10 +174,21 @@ describe("helm chart", () => {
       expect(await can("oncall", "create", "webhookdeliveries.hookline.dev")).toBe("yes");
       // Status is the operator's alone.
       expect(await can("oncall", "patch", "webhooksubscriptions.hookline.dev", "--subresource=status")).toBe("no");
+      // WebhookReplays: view reads them, edit creates them; the replayer role replays without any write on deliveries.
+      expect(await can("reader", "get", "webhookreplays.hookline.dev")).toBe("yes");
+      expect(await can("reader", "create", "webhookreplays.hookline.dev")).toBe("no");
+      expect(await can("oncall", "create", "webhookreplays.hookline.dev")).toBe("yes");
+      expect(await can("replayer", "create", "webhookreplays.hookline.dev")).toBe("yes");
+      expect(await can("replayer", "get", "webhookdeliveries.hookline.dev")).toBe("yes");
+      for (const verb of ["patch", "update", "delete", "create"]) {
+        expect(await can("replayer", verb, "webhookdeliveries.hookline.dev"), verb).toBe("no");
+        expect(await can("replayer", verb, "webhooksubscriptions.hookline.dev"), verb).toBe("no");
+      }
+      expect(await can("replayer", "patch", "webhookreplays.hookline.dev", "--subresource=status")).toBe("no");
       const admin = JSON.parse(await kubectlOk(["get", "clusterrole", "admin", "-o", "json"])) as { rules: Array<{ apiGroups?: string[]; verbs: string[] }> };
       expect(admin.rules.some((r) => r.apiGroups?.includes("hookline.dev") && r.verbs.includes("delete"))).toBe(true);
     } finally {
-      await kubectl(["delete", "clusterrole", `${release}-hookline-view`, `${release}-hookline-edit`, `${release}-hookline-admin`, "--ignore-not-found"]);
+      await kubectl(["delete", "clusterrole", `${release}-hookline-view`, `${release}-hookline-edit`, `${release}-hookline-admin`, `${release}-hookline-replayer`, "--ignore-not-found"]);
     }
   });
 
@@ -187,8 +202,9 @@ describe("helm chart", () => {
     for (const r of roles) expect(JSON.stringify(r.rules)).toContain('"create"'); // publish door creates deliveries
     expect(objects.filter((o) => o.kind === "RoleBinding" && o.metadata.name === "hl-hookline").map((b) => b.metadata.namespace).sort()).toEqual([...teams].sort());
     // The only ClusterRole bound to the operator is the publish door's: TokenReviews,
-    // SubjectAccessReviews, namespaces get. (The user roles grant through namespace bindings.)
-    const clusterRoles = objects.filter((o) => o.kind === "ClusterRole" && !/-(view|edit|admin)$/.test(o.metadata.name));
+    // SubjectAccessReviews, namespaces get. (The user roles, the replayer role among them, grant
+    // through namespace bindings.)
+    const clusterRoles = objects.filter((o) => o.kind === "ClusterRole" && !/-(view|edit|admin|replayer)$/.test(o.metadata.name));
     expect(clusterRoles.map((o) => o.metadata.name)).toEqual(["hl-hookline-publish"]);
     expect(JSON.stringify(clusterRoles[0]!.rules)).not.toMatch(/secrets|hookline\.dev/);
     expect(find(objects, "Role", "hl-hookline-leader-election").rules[1].resourceNames).toEqual(["hookline-team-leader"]);

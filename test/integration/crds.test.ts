@@ -12,6 +12,7 @@ import { apply, delivery, getObj, subscription } from "../helpers/kube.js";
 
 const SUBSCRIPTIONS = "webhooksubscriptions.hookline.dev";
 const DELIVERIES = "webhookdeliveries.hookline.dev";
+const REPLAYS = "webhookreplays.hookline.dev";
 const API_VERSION = "hookline.dev/v1alpha1";
 
 interface InstalledCrd extends CrdObject {
@@ -62,10 +63,11 @@ describe("CRDs through the real API server and kubectl", () => {
     if (ns) await deleteNamespace(ns);
   });
 
-  it("both CRDs are Established, with short names whsub/whdel and the category hookline", async () => {
+  it("the three CRDs are Established, with short names whsub/whdel/whrep and the category hookline", async () => {
     for (const [name, short] of [
       [SUBSCRIPTIONS, "whsub"],
       [DELIVERIES, "whdel"],
+      [REPLAYS, "whrep"],
     ] as const) {
       const crd = await getCrd(name);
       const cond = (type: string) => crd.status.conditions.find((c) => c.type === type)?.status;
@@ -78,7 +80,8 @@ describe("CRDs through the real API server and kubectl", () => {
     const resources = await kubectlOk(["api-resources", "--api-group=hookline.dev", "--no-headers"]);
     expect(resources).toMatch(/^webhookdeliveries\s+whdel\s+hookline\.dev\/v1alpha1\s+true\s+WebhookDelivery\s*$/m);
     expect(resources).toMatch(/^webhooksubscriptions\s+whsub\s+hookline\.dev\/v1alpha1\s+true\s+WebhookSubscription\s*$/m);
-    expect(names(await kubectlOk(["api-resources", "--categories=hookline", "-o", "name"]))).toEqual([DELIVERIES, SUBSCRIPTIONS]);
+    expect(resources).toMatch(/^webhookreplays\s+whrep\s+hookline\.dev\/v1alpha1\s+true\s+WebhookReplay\s*$/m);
+    expect(names(await kubectlOk(["api-resources", "--categories=hookline", "-o", "name"]))).toEqual([DELIVERIES, REPLAYS, SUBSCRIPTIONS]);
   });
 
   it("kubectl get hookline lists both kinds; the short names work", async () => {
@@ -179,6 +182,9 @@ describe("CRDs through the real API server and kubectl", () => {
       "REASON",
       "FINISHED",
       "REPLAYS",
+      "DEAD-LETTERED",
+      "ORDERING KEY",
+      "ORDERING VALUE",
       "LAST ERROR",
     ]);
     expect(wide.rows[0]).toMatchObject({ PHASE: "DeadLettered", ATTEMPTS: "6", "LAST STATUS": "500", "NEXT ATTEMPT": "", REASON: "Exhausted", REPLAYS: "1", "LAST ERROR": "http_5xx" });

@@ -195,7 +195,7 @@ describe("RBAC of the chart, exercised by the operator", () => {
     expect(denied, JSON.stringify(denied)).toEqual([]);
     // Every resource in the role was used at least once with a 2xx.
     const used = new Set(codes.filter((r) => /^2/.test(r.code)).map((r) => `${r.verb} ${r.resource}`));
-    for (const path of ["list webhooksubscriptions", "watch webhooksubscriptions", "patch webhooksubscriptions", "patch webhooksubscriptions/status", "get webhookdeliveries", "list webhookdeliveries", "watch webhookdeliveries", "patch webhookdeliveries", "delete webhookdeliveries", "patch webhookdeliveries/status", "get secrets", "create events", "get leases", "create leases", "update leases"]) {
+    for (const path of ["list webhooksubscriptions", "watch webhooksubscriptions", "patch webhooksubscriptions", "patch webhooksubscriptions/status", "get webhookdeliveries", "list webhookdeliveries", "watch webhookdeliveries", "patch webhookdeliveries", "delete webhookdeliveries", "patch webhookdeliveries/status", "list webhookreplays", "watch webhookreplays", "get secrets", "create events", "get leases", "create leases", "update leases"]) {
       expect([...used], path).toContain(path);
     }
   });

@@ -114,7 +114,8 @@ describe("replay", () => {
       const st = (await getObj("whsub", ns, "twins"))?.status?.lastReplay;
       return st?.finishedAt ? st : undefined;
     }, { description: "bulk replay finished" });
-    expect(s).toMatchObject({ deduped: 1, attempted: 1, failed: 1, succeeded: 0 });
+    // attempted counts the deduped one too (the DLQ specification: attempted = succeeded + failed + deduped).
+    expect(s).toMatchObject({ deduped: 1, attempted: 2, failed: 1, succeeded: 0 });
     expect(r.requests.length).toBe(seen + 1);
     expect(JSON.parse(r.requests.at(-1)!.body).id).toBe("evt-other");
     expect((await del(ns, "orig"))?.status?.lastReplay?.result).toBe("Deduped");

@@ -137,7 +137,7 @@ describe("tracing: a CLIENT span per attempt and per replay, exported to an Open
     expect(spans[1]!.statusCode).toBe(0);
 
     // The attempt's log lines carry the trace.
-    const lines = op.logs.filter((l) => l.includes('"msg":"attempt"') && l.includes("evt-traced.flaky")).map((l) => JSON.parse(l) as Record<string, unknown>);
+    const lines = op.logs.filter((l) => l.includes('"msg":"webhook_attempt"') && l.includes("evt-traced.flaky")).map((l) => JSON.parse(l) as Record<string, unknown>);
     expect(lines.map((l) => [l.trace_id, l.span_id, l.status])).toEqual([
       [producer.traceId, ids[0]!.spanId, 503],
       [producer.traceId, ids[1]!.spanId, 200],
@@ -222,7 +222,7 @@ describe("tracing off: the producer's trace context passes through", () => {
     const untraced = receiver.requests.find((r) => r.headers["webhook-id"] === "evt-untraced")!;
     expect(untraced.headers).not.toHaveProperty("traceparent");
     expect(untraced.headers).not.toHaveProperty("tracestate");
-    const line = op.logs.find((l) => l.includes('"msg":"attempt"') && l.includes("evt-passed.plain"));
+    const line = op.logs.find((l) => l.includes('"msg":"webhook_attempt"') && l.includes("evt-passed.plain"));
     expect(JSON.parse(line!)).toMatchObject({ trace_id: "4bf92f3577b34da6a3ce929d0e0e4736" });
     expect(JSON.parse(line!)).not.toHaveProperty("span_id");
     expect(op.logs.some((l) => l.includes("exporting a span per attempt"))).toBe(false);

@@ -410,6 +410,10 @@ export class SubscriptionStream {
         return this.finish(h, deadLetter(status, GENERATION, now, action.reason, action.message));
       case "Discard":
         return this.finish(h, discard(status, GENERATION, now, action.reason, action.message));
+      case "Hold":
+        // Ordering lanes (spec.ordering) are CR mode's: plan() is given none here, so this is
+        // never returned; should it be, the message goes back to the stream, nothing lost.
+        return this.handBack(h, 0);
       case "Nothing":
         return this.ack(h);
     }
@@ -433,8 +437,10 @@ export class SubscriptionStream {
           // The webhook id is the event id; `data` the published bytes, unchanged.
           message: () => Promise.resolve({ id: event.id, body: webhookBody(event.id, event.type, event.timestamp, dataText(event)) }),
           signal: this.w.signal,
-          // [tracing] The message's traceparent/tracestate headers, numbered across redeliveries as CR mode numbers them.
-          trace: { context: event.traceContext, attempt: (h.record?.status?.lastAttempt?.number ?? 0) + 1 },
+          // [tracing] The message's traceparent/tracestate headers.
+          trace: event.traceContext,
+          // Its number in the history, for the webhook_attempt log line and the span (as in CR mode).
+          attempt: (h.record?.status?.lastAttempt?.number ?? 0) + 1,
         },
         (result) => this.recordAttempt(h, policy, result),
       );
