@@ -293,6 +293,7 @@ export class Operator {
       log: log.child({ controller: "subscription" }),
       bulkReplay: (sub, signal) => replayer.bulk(sub, signal),
       streamPending: (key) => stream.consumers?.pendingOf(key) ?? 0,
+      streamMode: config.natsUrl !== undefined,
       read: (key) => {
         const { namespace, name } = splitKey(key);
         return ignoreNotFound(client.request<SubscriptionObject>({ method: "GET", path: objectPath(SUBSCRIPTIONS, namespace, name) }));
