@@ -19,7 +19,7 @@ import type { Result } from "../runtime/controller.js";
 import type { Expectations } from "../runtime/expectations.js";
 import { formatZodError, type Caches } from "./caches.js";
 import { REPLAYS, replayRef, subscriptionKey, type ReplayObject } from "./objects.js";
-import type { Replayer, ReplayJob, ReplayProgress } from "./replay.js";
+import { progressStatus, type Replayer, type ReplayJob, type ReplayProgress } from "./replay.js";
 
 export interface ReplayObjectsDeps {
   caches: Caches;
@@ -218,14 +218,7 @@ export class ReplayObjects {
           observedGeneration: obj.metadata.generation,
           phase: done ? ("Completed" as const) : ("Running" as const),
           matched: p.matched,
-          attempted: p.attempted,
-          succeeded: p.succeeded,
-          failed: p.failed,
-          deduped: p.deduped,
-          skipped: p.skipped,
-          inFlight: p.inFlight,
-          ...(p.cursor ? { cursor: p.cursor } : {}),
-          ...(done ? { finishedAt: toRfc3339(now) } : {}),
+          ...progressStatus(p, done ? toRfc3339(now) : undefined),
           conditions,
         };
         await this.write(obj, next);

@@ -109,6 +109,20 @@ export function emptyProgress(): ReplayProgress {
   return { matched: 0, attempted: 0, succeeded: 0, failed: 0, deduped: 0, skipped: 0, cursor: undefined, inFlight: [] };
 }
 
+/** The progress as both status kinds store it (a subscription's lastBulkReplay, a WebhookReplay's status). */
+export function progressStatus(p: ReplayProgress, finishedAt: string | undefined) {
+  return {
+    attempted: p.attempted,
+    succeeded: p.succeeded,
+    failed: p.failed,
+    deduped: p.deduped,
+    skipped: p.skipped,
+    inFlight: p.inFlight,
+    ...(p.cursor ? { cursor: p.cursor } : {}),
+    ...(finishedAt ? { finishedAt } : {}),
+  };
+}
+
 /** One run: a bulk annotation or a WebhookReplay, as the engine sees it. */
 export interface ReplayJob {
   /** The run's key in this process (`subscription/ns/name`, `replay/ns/name`). */
@@ -549,17 +563,7 @@ export class Replayer {
       touches: new Set([name]),
       progress,
       save: async (p, done) => {
-        const next: SubscriptionReplayStatus = {
-          ...state,
-          attempted: p.attempted,
-          succeeded: p.succeeded,
-          failed: p.failed,
-          deduped: p.deduped,
-          skipped: p.skipped,
-          inFlight: p.inFlight,
-          ...(p.cursor ? { cursor: p.cursor } : {}),
-          ...(done ? { finishedAt: toRfc3339(this.now()) } : {}),
-        };
+        const next: SubscriptionReplayStatus = { ...state, ...progressStatus(p, done ? toRfc3339(this.now()) : undefined) };
         const sub = this.d.caches.subscription(subKey);
         if (!sub) throw new Error("subscription deleted");
         await this.writeProgress(sub, next, false);
