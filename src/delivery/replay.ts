@@ -41,6 +41,7 @@ import { replayCandidates, type Candidate } from "./replay-candidates.js";
 import { traceOf } from "./trace.js"; // [tracing]
 import type { SecretCache } from "./secrets.js";
 import type { TerminalRecord } from "./terminal-index.js";
+import { sharedAbortController } from "../runtime/shared-abort.js";
 
 /** What replay needs of the index of finished deliveries. */
 export interface DeadLetterIndex {
@@ -165,7 +166,7 @@ export class Replayer {
   private readonly now: () => number;
   /** Runs in this process, by run key, with what they touch. */
   private readonly running = new Map<string, { promise: Promise<void>; job: ReplayJob }>();
-  private abort = new AbortController();
+  private abort = sharedAbortController();
   private stopping = false;
   private readonly intents = new Map<string, Intent>();
 
@@ -364,7 +365,7 @@ export class Replayer {
   /** Ready for a new leadership term. */
   restart(): void {
     this.stopping = false;
-    this.abort = new AbortController();
+    this.abort = sharedAbortController();
   }
 
   private async run(job: ReplayJob, signal: AbortSignal): Promise<void> {

@@ -6,6 +6,7 @@
 //   throw anything else          retry with per-key exponential backoff
 import type { Logger } from "pino";
 import type { WorkQueue } from "./queue.js";
+import { sharedAbortController } from "./shared-abort.js";
 
 export interface Result {
   requeueAfter?: number;
@@ -34,7 +35,7 @@ export interface ControllerOptions<K> {
 
 export class Controller<K = string> {
   private workers: Promise<void>[] = [];
-  private abort = new AbortController();
+  private abort = sharedAbortController();
   private active = 0;
 
   constructor(private readonly opts: ControllerOptions<K>) {}
@@ -50,7 +51,7 @@ export class Controller<K = string> {
 
   start(): void {
     if (this.workers.length) return;
-    this.abort = new AbortController();
+    this.abort = sharedAbortController();
     for (let i = 0; i < this.opts.workers; i++) this.workers.push(this.work());
   }
 

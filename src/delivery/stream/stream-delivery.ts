@@ -18,6 +18,7 @@ import { parseStreamKey } from "./keys.js";
 import type { StreamLink } from "./link.js";
 import type { SharedEndpoints } from "./shared-endpoints.js";
 import { FETCH_EXPIRES_MS, SubscriptionStream, type StreamWork } from "./subscription-stream.js";
+import { sharedAbortController } from "../../runtime/shared-abort.js";
 
 export interface StreamDeliveryDeps extends Omit<StreamWork, "js" | "streamName" | "attempts" | "deadLetters" | "signal">, StreamDeadLettersDeps {
   link: StreamLink;
@@ -32,7 +33,7 @@ export class StreamDelivery implements LeaderRunnable {
   /** By consumer name. */
   private readonly streams = new Map<string, SubscriptionStream>();
   private work: StreamWork | undefined;
-  private attemptsAbort = new AbortController();
+  private attemptsAbort = sharedAbortController();
   private openAbort = new AbortController();
   private running = false;
   /** The last drain's report. */
@@ -43,7 +44,7 @@ export class StreamDelivery implements LeaderRunnable {
   start(): void {
     if (this.running) return;
     this.running = true;
-    this.attemptsAbort = new AbortController();
+    this.attemptsAbort = sharedAbortController();
     this.openAbort = new AbortController();
     void this.open();
   }
