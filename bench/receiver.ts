@@ -3,6 +3,8 @@
 // answers (the sender's timeout ends those requests). It records the arrival time of every
 // webhook id (first arrival and how many times it came) and answers IPC requests:
 //   {cmd:"arrivals", prefix}  -> {arrivals: [[id, firstArrivalMs, count], ...]}
+//   {cmd:"count", prefix}     -> {count} (distinct ids under prefix; nothing copied, so a poll
+//                                does not hold up the requests arriving meanwhile)
 //   {cmd:"stats"}             -> {ok, hang, hangingOpen, ceiling, other}
 //   {cmd:"release", prefix?}  -> answers every hanging request under prefix (default /hang/) with
 //                                200, and answers there at once from then on
@@ -46,7 +48,7 @@ const server = createServer((req, res) => {
 server.keepAliveTimeout = 65_000;
 server.headersTimeout = 70_000;
 
-type Message = { cmd: "arrivals"; prefix: string } | { cmd: "stats" } | { cmd: "release"; prefix?: string };
+type Message = { cmd: "arrivals"; prefix: string } | { cmd: "count"; prefix: string } | { cmd: "stats" } | { cmd: "release"; prefix?: string };
 
 process.on("message", (msg: Message & { id: number }) => {
   const reply = (body: object) => process.send?.({ id: msg.id, ...body });
@@ -55,6 +57,12 @@ process.on("message", (msg: Message & { id: number }) => {
       const out: Array<[string, number, number]> = [];
       for (const [id, a] of arrivals) if (id.startsWith(msg.prefix)) out.push([id, a.at, a.count]);
       reply({ arrivals: out });
+      break;
+    }
+    case "count": {
+      let count = 0;
+      for (const id of arrivals.keys()) if (id.startsWith(msg.prefix)) count++;
+      reply({ count });
       break;
     }
     case "stats":

@@ -274,9 +274,19 @@ async function deliveryNamespace(env: Env, ns: string, subs: SubSetup[]): Promis
   await setupNamespace(env, ns, subs);
   await waitSubscriptionsReady(env.admin, ns, subs.map((s) => s.name));
   // retention.succeeded 0s: a delivered event is deleted without a Succeeded write (watch deletes too).
-  const watch = new DeliveryWatch(env.admin, ns, { everyPhase: subs.some((s) => s.spec.retention?.succeeded === "0s") });
+  // On its own client: a watch holds its connection for as long as it runs, and the shapes run
+  // keeps one per namespace (on env.admin's 8 connections the ninth namespace's first request
+  // waited for a free connection forever).
+  const client = await kubeClient(env.cp.kubeconfig, 1);
+  const watch = new DeliveryWatch(client, ns, { everyPhase: subs.some((s) => s.spec.retention?.succeeded === "0s") });
+  cleanups.push({
+    what: `watch of ${ns}`,
+    run: async () => {
+      await watch.stop();
+      await client.destroy();
+    },
+  });
   await watch.start();
-  cleanups.push({ what: "watch", run: () => watch.stop() });
   return watch;
 }
 
@@ -889,6 +899,9 @@ async function streamMode(env: Env): Promise<Record<string, unknown>> {
   env.watchdog.remove(op.pid);
   check(stopped.code === 0 && !stopped.killed, `operator: exited with ${JSON.stringify(stopped)} after SIGTERM, expected code 0`);
   const loadCr = loadAverage();
+  // --cpu-prof profiles the first stream-mode replica (stream-a), across all its phases.
+  const profDir = argv["cpu-prof"] ? join(env.tmp, "profiles") : undefined;
+  if (profDir) mkdirSync(profDir, { recursive: true });
   const stream = await streamBench({
     quick: QUICK,
     tmp: env.tmp,
@@ -899,9 +912,10 @@ async function streamMode(env: Env): Promise<Record<string, unknown>> {
     pacedSeconds: PACED_SECONDS,
     receiverUrl: (path) => env.receiver.url(path),
     arrivals: (prefix) => env.receiver.arrivals(prefix),
+    arrivalCount: (prefix) => env.receiver.count(prefix),
     setup: (ns, subs) => setupNamespace(env, ns, subs),
     ready: (ns, names) => waitSubscriptionsReady(env.admin, ns, names),
-    startOperator: (name, extra) => startOperator(env, name, extra),
+    startOperator: (name, extra) => startOperator(env, name, extra, name === "stream-a" ? profDir : undefined),
     stopOperator: async (o) => {
       const r = await o.stop(60_000);
       env.watchdog.remove(o.pid);
@@ -913,7 +927,10 @@ async function streamMode(env: Env): Promise<Record<string, unknown>> {
     crDeliveriesPerSecond: cr.deliveriesPerSecond as number,
     httpCeilingPerSecond: http.perSecond,
   });
-  return { httpCeiling: http, cr: { deliveriesPerSecond: cr.deliveriesPerSecond, deliveries: cr.deliveries, cpuSecondsPer1000: cr.cpuSecondsPer1000, latencyMs: cr.latencyMs, loadAverage: loadCr }, ...stream };
+  const profFile = profDir ? join(profDir, "stream-a.cpuprofile") : undefined;
+  const profile = profFile && existsSync(profFile) ? summarizeProfile(profFile, 30) : undefined;
+  if (profFile && !profile) say(`no CPU profile at ${profFile}`);
+  return { httpCeiling: http, cr: { deliveriesPerSecond: cr.deliveriesPerSecond, deliveries: cr.deliveries, cpuSecondsPer1000: cr.cpuSecondsPer1000, latencyMs: cr.latencyMs, loadAverage: loadCr }, ...stream, ...(profile ? { profile } : {}) };
 }
 
 function streamTable(r: Record<string, any>): string {
@@ -1138,7 +1155,8 @@ async function main(): Promise<number> {
   if (argv.mode === "stream") {
     results.mode = QUICK ? "stream-quick" : "stream";
     results.stream = await streamMode(env);
-    return finish();
+    const s = results.stream as { profile?: ProfileSummary };
+    return finish(s.profile);
   }
   if (argv.capacity) {
     results.mode = "capacity";

@@ -147,6 +147,11 @@ export class ReceiverProcess {
     return new Map(r.arrivals.map(([id, at, count]) => [id, { at, count }]));
   }
 
+  /** How many distinct webhook ids starting with `prefix` arrived (cheap: nothing is copied). */
+  async count(prefix: string): Promise<number> {
+    return (await this.call<{ count: number }>({ cmd: "count", prefix })).count;
+  }
+
   stats(): Promise<{ ok: number; hang: number; hangingOpen: number; ceiling: number; other: number }> {
     return this.call({ cmd: "stats" });
   }

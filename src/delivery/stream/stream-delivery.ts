@@ -19,8 +19,9 @@ import type { StreamLink } from "./link.js";
 import type { SharedEndpoints } from "./shared-endpoints.js";
 import { FETCH_EXPIRES_MS, SubscriptionStream, type StreamWork } from "./subscription-stream.js";
 import { sharedAbortController } from "../../runtime/shared-abort.js";
+import { ReplyBatch } from "../../stream/replies.js";
 
-export interface StreamDeliveryDeps extends Omit<StreamWork, "js" | "streamName" | "attempts" | "deadLetters" | "signal">, StreamDeadLettersDeps {
+export interface StreamDeliveryDeps extends Omit<StreamWork, "js" | "streamName" | "attempts" | "deadLetters" | "replies" | "signal">, StreamDeadLettersDeps {
   link: StreamLink;
   shared: SharedEndpoints;
 }
@@ -34,6 +35,8 @@ export class StreamDelivery implements LeaderRunnable {
   private readonly streams = new Map<string, SubscriptionStream>();
   private work: StreamWork | undefined;
   private attemptsAbort = sharedAbortController();
+  /** Every stream's acknowledgements, sent together once per event-loop turn. */
+  private readonly replies = new ReplyBatch();
   private openAbort = new AbortController();
   private running = false;
   /** The last drain's report. */
@@ -58,7 +61,7 @@ export class StreamDelivery implements LeaderRunnable {
         const attempts = await AttemptLog.open(conn.js, opts);
         await this.d.shared.open(conn.js, opts);
         if (signal.aborted) return;
-        this.work = { ...this.d, js: conn.js, streamName: conn.settings.name, attempts, deadLetters: new StreamDeadLetters(this.d), signal: this.attemptsAbort.signal };
+        this.work = { ...this.d, js: conn.js, streamName: conn.settings.name, attempts, deadLetters: new StreamDeadLetters(this.d), replies: this.replies, signal: this.attemptsAbort.signal };
         this.sync();
         return;
       } catch (err) {
@@ -146,6 +149,8 @@ export class StreamDelivery implements LeaderRunnable {
     await until(() => streams.every((s) => s.idle), FETCH_EXPIRES_MS + 10_000);
     for (const s of streams) s.stop("shutdown");
     this.streams.clear();
+    // On the connection before the link closes it.
+    this.replies.flush();
     await this.d.shared.close();
     this.work = undefined;
     this.lastDrain = { finishedInGrace, inFlight, interrupted };

@@ -31,6 +31,7 @@ import { webhookBody } from "../payload.js";
 import { secretsFor, type Credentials, type ResolvedCredentials } from "../credentials.js";
 import type { SecretCache } from "../secrets.js";
 import type { AttemptLog, AttemptRecord } from "./attempt-log.js";
+import type { ReplyBatch } from "../../stream/replies.js";
 import type { StreamDeadLetters } from "./dead-letters.js";
 import { streamKey } from "./keys.js";
 
@@ -46,6 +47,8 @@ export interface StreamWork {
   executor: AttemptExecutor;
   attempts: AttemptLog;
   deadLetters: StreamDeadLetters;
+  /** Acknowledgements go out through this, together once per event-loop turn. */
+  replies: ReplyBatch;
   finals: Finals;
   events: EventSink;
   metrics: Metrics;
@@ -101,6 +104,8 @@ const PARK_RECHECK_MS = 250;
 const WAIT_RECHECK_MS = 1_000;
 const SECRET_RECHECK_MS = 2_000;
 const RETRY_MS = 1_000;
+const HANDBACK_LOST = "hand-back not sent; it comes again after its ack wait (same webhook-id)";
+
 /** Held messages reset their ack wait this often (JetStream redelivers after ack wait). */
 const KEEPALIVE_MS = 10_000;
 /** A final outcome that could not be recorded is tried again after this. */
@@ -246,9 +251,9 @@ export class SubscriptionStream {
     const probe = a.type === "Attempt" && a.probe;
     const busy = ep.inFlight + this.held.size + this.outstanding;
     const want = (probe ? 1 - this.running.size - this.held.size - this.outstanding : policy.maxInFlight - busy);
-    // Pulls go in batches of at least a quarter of maxInFlight (or when nothing is busy), not one
+    // Pulls go in batches of at least half of maxInFlight (or when nothing is busy), not one
     // pull per freed slot: a pull is a request of its own.
-    if (want <= 0 || (busy > 0 && want < Math.ceil(policy.maxInFlight / 4))) return {};
+    if (want <= 0 || (busy > 0 && want < Math.ceil(policy.maxInFlight / 2))) return {};
     // A Secret missing (signing or credentials): its messages would wait, so none is pulled.
     if ((await secretsFor(this.w, this.sub.namespace, policy, true)).secret.kind === "missing") return { until: now + SECRET_RECHECK_MS };
     return want;
@@ -305,7 +310,7 @@ export class SubscriptionStream {
     this.lastKeepAlive = now;
     for (const h of this.held.values()) {
       if (now - h.since < KEEPALIVE_MS) continue;
-      h.msg.working();
+      this.reply(h.msg, "working", "its ack wait not reset; it may be delivered again (same webhook-id)");
       h.since = now;
     }
   }
@@ -314,7 +319,7 @@ export class SubscriptionStream {
 
   private accept(msg: JsMsg): void {
     if (!this.fetching) {
-      msg.nak();
+      this.reply(msg, "nak", HANDBACK_LOST);
       return;
     }
     this.handle(msg).catch((err: unknown) => {
@@ -447,7 +452,7 @@ export class SubscriptionStream {
       // Nothing was sent: the probe is another replica's. The message waits in the stream.
       if (sent === undefined) {
         this.counts.handedBack++;
-        h.msg.nak();
+        this.reply(h.msg, "nak", HANDBACK_LOST);
       }
     } finally {
       this.running.delete(h.key);
@@ -470,7 +475,7 @@ export class SubscriptionStream {
     }
     const due = fromRfc3339(r.status.nextAttemptAt) ?? this.now();
     this.counts.retried++;
-    h.msg.nak(Math.max(0, due - this.now()) || undefined);
+    this.reply(h.msg, "nak", HANDBACK_LOST, Math.max(0, due - this.now()) || undefined);
     return true;
   }
 
@@ -513,17 +518,24 @@ export class SubscriptionStream {
 
   /**
    * Acknowledged without waiting for JetStream's confirmation (a request per message would cost
-   * more than the delivery): the acknowledgement is on the connection before the endpoint's slot
-   * is freed, and one lost with the connection brings the message back after its ack wait, sent
-   * again with the same webhook-id (at least once, as a crash does).
+   * more than the delivery), together with the other replies of this event-loop turn (one socket
+   * write for all of them). One lost with the connection brings the message back after its ack
+   * wait, sent again with the same webhook-id (at least once, as a crash does).
    */
   private ack(h: Held): void {
     this.held.delete(h.key);
-    try {
-      h.msg.ack();
-    } catch (err) {
-      this.log.warn({ seq: h.msg.seq, err: (err as Error).message }, "stream message: acknowledgement not sent; it will be delivered again (same webhook-id)");
-    }
+    this.reply(h.msg, "ack", "acknowledgement not sent; it will be delivered again (same webhook-id)");
+  }
+
+  /** An ack, nak (with its delay), working or term, on its way with the others of this turn. */
+  private reply(msg: JsMsg, kind: "ack" | "nak" | "working" | "term", lost: string, delayMs?: number): void {
+    this.w.replies.add({
+      send: () => {
+        if (kind === "nak") msg.nak(delayMs);
+        else msg[kind]();
+      },
+      failed: (err) => this.log.warn({ seq: msg.seq, err: err.message }, `stream message: ${lost}`),
+    });
   }
 
   /** Back to the stream, for this or another replica, after `delayMs` (0: at once). */
@@ -531,7 +543,7 @@ export class SubscriptionStream {
     clearTimeout(h.timer);
     this.held.delete(h.key);
     this.counts.handedBack++;
-    h.msg.nak(delayMs > 0 ? Math.ceil(delayMs) : undefined);
+    this.reply(h.msg, "nak", HANDBACK_LOST, delayMs > 0 ? Math.ceil(delayMs) : undefined);
   }
 
   /** Not a Hookline event at all (no id or type to name it by): said, and terminated. */
@@ -540,6 +552,6 @@ export class SubscriptionStream {
     const sub = this.w.caches.subscription(this.subKey);
     if (sub) this.w.events.record(subscriptionRef(sub), "Warning", "InvalidStreamMessage", `stream message ${this.w.streamName}/${msg.seq} is not a Hookline event (${why}); it is not delivered`);
     this.w.metrics.deliveriesFinished.inc({ namespace: this.sub.namespace, subscription: this.sub.name, phase: "Discarded", reason: "InvalidPayload" });
-    msg.term();
+    this.reply(msg, "term", "termination not sent; it comes again after its ack wait and is terminated then");
   }
 }
