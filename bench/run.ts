@@ -91,7 +91,8 @@ if (argv.help) {
   --payload-bytes N    size of each delivery's payload JSON (1024)
   --cpu-prof           run the operator with --cpu-prof and summarise the profile
   --skip LIST          comma-separated phases to skip: ceilings,paced,hang,tenant,memory
-  --only LIST          run only these phases (of ceilings,throughput,paced,hang,tenant,memory)
+  --only LIST          run only these phases (of ceilings,throughput,paced,hang,tenant,memory;
+                       with --shapes, of backlog,subscriptions,fanout,payload,cold)
   --rate N             deliveries/s of the latency phases when throughput does not run (20)
   --memory             only the pending-payload memory phase: operator RSS with no pending
                        deliveries, 10,000 pending 1 KiB ones, 400 pending 250 KiB ones (~4 min)
@@ -1023,7 +1024,9 @@ function table(r: Record<string, any>): string {
   if (r.capacity) rows.push(...capacityRows(r.capacity));
   const sh = r.shapes;
   if (sh) {
-    for (const b of sh.backlog) rows.push([`Backlog of ${b.deliveries} released at once (maxInFlight 50): deliveries/s; of the API ceiling for ${fmt(b.operatorWritesPerDelivery)} writes each; first attempt; RSS held / peak`, `**${fmt(b.deliveriesPerSecond)}**; ${fmt(b.fractionOfApiCeiling)}; ${fmt(b.timeToFirstAttemptMs)} ms; ${fmt(b.rssHeldMiB)} / ${fmt(b.peakRssMiB)} MiB`]);
+    const backlogRow = (b: Record<string, any>) => [`Backlog of ${b.deliveries} released at once (maxInFlight ${b.maxInFlight}): deliveries/s; of the API ceiling for ${fmt(b.operatorWritesPerDelivery)} writes each; slot time (payload GET + request + delete ms) and the rate it allows; first attempt; RSS held / peak`, `**${fmt(b.deliveriesPerSecond)}**; ${fmt(b.fractionOfApiCeiling)}; ${fmt(b.meanMs?.payloadGet)} + ${fmt(b.meanMs?.attempt)} + ${fmt(b.meanMs?.delete)} → ${fmt(b.slotBoundPerSecond)}/s; ${fmt(b.timeToFirstAttemptMs)} ms; ${fmt(b.rssHeldMiB)} / ${fmt(b.peakRssMiB)} MiB`];
+    for (const b of sh.backlog) rows.push(backlogRow(b));
+    if (sh.backlogWiderSlots) rows.push(backlogRow(sh.backlogWiderSlots));
     for (const x of sh.subscriptions) rows.push([`${x.subscriptions} subscriptions sharing ${x.deliveries} deliveries: deliveries/s; operator writes per delivery (rollups); CPU-s per 1,000`, `${fmt(x.deliveriesPerSecond)}; ${fmt(x.operatorWritesPerDelivery)} (${fmt(x.subscriptionRollupsPerDelivery)}); ${fmt(x.cpuSecondsPer1000)}`]);
     for (const x of sh.fanout) rows.push([`Fan-out of one event to ${x.subscriptions} subscriptions (${x.events} events): publish p50 / p99 ms; deliveries/s`, `${fmt(x.publishLatencyMs.p50)} / ${fmt(x.publishLatencyMs.p99)}; ${fmt(x.deliveriesPerSecond)}`]);
     for (const x of sh.payload) rows.push([`Payload ${x.payloadBytes / 1024} KiB (${x.deliveries}): deliveries/s; API server / etcd CPU-s per 1,000; operator peak RSS`, `${fmt(x.deliveriesPerSecond)}; ${fmt(x.apiserverCpuSecondsPer1000)} / ${fmt(x.etcdCpuSecondsPer1000)}; ${fmt(x.peakRssMiB)} MiB`]);
@@ -1123,6 +1126,7 @@ async function main(): Promise<number> {
     results.shapesApiCeiling = api;
     results.shapes = await shapes({
       quick: QUICK,
+      only: ONLY,
       admin,
       client: () => kubeClient(cp.kubeconfig, C + 4),
       concurrency: C,

@@ -36,6 +36,8 @@ export interface ShapesContext {
   publish: (ns: string, event: { type: string; id: string; data: unknown }) => Promise<{ ms: number; deliveries: number }>;
   controlPlaneCpu: () => { apiserver: number; etcd: number };
   apiPort: number;
+  /** Only these shapes (backlog, subscriptions, fanout, payload, cold); all when empty. */
+  only?: string[];
 }
 
 export interface CurvePoint {
@@ -99,9 +101,9 @@ async function waitArrivals(ctx: ShapesContext, prefix: string, n: number, timeo
 }
 
 /** 1. N pending deliveries on one subscription, held (paused), released at once. */
-export async function backlogShape(ctx: ShapesContext, ns: string, n: number): Promise<Record<string, unknown>> {
+export async function backlogShape(ctx: ShapesContext, ns: string, n: number, maxInFlight = 50): Promise<Record<string, unknown>> {
   const sub = "drain";
-  const spec = { url: ctx.receiverUrl(`/ok/${ns}/${sub}`), maxInFlight: 50, retention: { succeeded: "0s" }, paused: true } as const;
+  const spec = { url: ctx.receiverUrl(`/ok/${ns}/${sub}`), maxInFlight, retention: { succeeded: "0s" }, paused: true } as const;
   await ctx.setup(ns, [{ name: sub, spec }]);
   const client = await ctx.client();
   try {
@@ -140,6 +142,7 @@ export async function backlogShape(ctx: ShapesContext, ns: string, n: number): P
     const bound = ctx.apiWritesPerSecond / Math.max(writesPerDelivery, 1e-9);
     const out = {
       deliveries: n,
+      maxInFlight,
       syncedMs: round(ready.syncedMs, 0),
       timeToFirstAttemptMs: round(first - t0, 0),
       seconds: round(seconds, 2),
@@ -154,9 +157,13 @@ export async function backlogShape(ctx: ShapesContext, ns: string, n: number): P
       duplicates,
       /** Where a slot's time goes: the payload read, the webhook request, the final delete. */
       meanMs: { payloadGet: meanApiMs(before, after, { verb: "get" }), attempt: meanAttemptMs(before, after), delete: meanApiMs(before, after, { verb: "delete" }) },
+      /** The endpoint's slots bound the rate at maxInFlight / (the time one is held). */
+      slotBoundPerSecond: 0,
       eventLoopLagP99Ms: round(sample(after, "hookline_nodejs_eventloop_lag_p99_seconds") * 1000, 1),
     };
-    ctx.say(`backlog ${n}: slot time: payload GET ${out.meanMs.payloadGet} ms, request ${out.meanMs.attempt} ms, delete ${out.meanMs.delete} ms; event loop p99 ${out.eventLoopLagP99Ms} ms`);
+    const slotMs = out.meanMs.payloadGet + out.meanMs.attempt + out.meanMs.delete;
+    out.slotBoundPerSecond = slotMs > 0 ? round((maxInFlight * 1000) / slotMs, 1) : 0;
+    ctx.say(`backlog ${n} (maxInFlight ${maxInFlight}): slot time: payload GET ${out.meanMs.payloadGet} ms, request ${out.meanMs.attempt} ms, delete ${out.meanMs.delete} ms, so at most ${out.slotBoundPerSecond}/s; event loop p99 ${out.eventLoopLagP99Ms} ms`);
     ctx.say(`backlog ${n}: ${out.deliveriesPerSecond}/s = ${out.fractionOfApiCeiling} of the API ceiling for ${out.operatorWritesPerDelivery} writes each; first attempt after ${out.timeToFirstAttemptMs} ms; RSS held ${out.rssHeldMiB} MiB, peak ${out.peakRssMiB} MiB`);
     return out;
   } finally {
@@ -308,6 +315,8 @@ export interface ShapesResult {
   fanout: Array<Record<string, unknown>>;
   payload: Array<Record<string, unknown>>;
   cold: Array<Record<string, unknown>>;
+  /** The 10,000 backlog again with maxInFlight 100: whether the endpoint's slots bound the drain. */
+  backlogWiderSlots?: Record<string, unknown>;
   curves: Record<string, unknown>;
 }
 
@@ -319,17 +328,24 @@ export async function shapes(ctx: ShapesContext): Promise<ShapesResult> {
   const payloads = q ? [1_024, 16_384] : [1_024, 16_384, 262_144];
   const colds = q ? [1_000] : [10_000, 100_000];
   const r: ShapesResult = { backlog: [], subscriptions: [], fanout: [], payload: [], cold: [], curves: {} };
-  for (const n of backlogNs) r.backlog.push(await backlogShape(ctx, `shape-backlog-${n}`, n));
-  const op = await ctx.startOperator("shapes", { WEBHOOK_MAX_IN_FLIGHT: "100" });
-  try {
-    await op.ready();
-    for (const s of subsNs) r.subscriptions.push(await subscriptionsShape(ctx, op, `shape-subs-${s}`, s, q ? 500 : 3_000));
-    for (const k of fanoutKs) r.fanout.push(await fanoutShape(ctx, op, `shape-fanout-${k}`, k, q ? 20 : 100));
-    for (const b of payloads) r.payload.push(await payloadShape(ctx, op, `shape-payload-${b}`, b, q ? 200 : b >= 262_144 ? 500 : 2_000));
-  } finally {
-    await ctx.stopOperator(op);
+  const runs = (shape: string) => !ctx.only?.length || ctx.only.includes(shape);
+  if (runs("backlog")) {
+    for (const n of backlogNs) r.backlog.push(await backlogShape(ctx, `shape-backlog-${n}`, n));
+    // What bounds the drain: the same 10,000 with twice the endpoint's slots (not in the curves).
+    if (!q) r.backlogWiderSlots = await backlogShape(ctx, "shape-backlog-10000-mif100", 10_000, 100);
   }
-  for (const n of colds) r.cold.push(await coldStartShape(ctx, `shape-cold-${n}`, n));
+  if (runs("subscriptions") || runs("fanout") || runs("payload")) {
+    const op = await ctx.startOperator("shapes", { WEBHOOK_MAX_IN_FLIGHT: "100" });
+    try {
+      await op.ready();
+      if (runs("subscriptions")) for (const s of subsNs) r.subscriptions.push(await subscriptionsShape(ctx, op, `shape-subs-${s}`, s, q ? 500 : 3_000));
+      if (runs("fanout")) for (const k of fanoutKs) r.fanout.push(await fanoutShape(ctx, op, `shape-fanout-${k}`, k, q ? 20 : 100));
+      if (runs("payload")) for (const b of payloads) r.payload.push(await payloadShape(ctx, op, `shape-payload-${b}`, b, q ? 200 : b >= 262_144 ? 500 : 2_000));
+    } finally {
+      await ctx.stopOperator(op);
+    }
+  }
+  if (runs("cold")) for (const n of colds) r.cold.push(await coldStartShape(ctx, `shape-cold-${n}`, n));
   const curve = (rows: Array<Record<string, unknown>>, x: string, y: string) => costCurve(rows.map((row) => ({ n: Number(row[x]), cost: Number(row[y]) })));
   r.curves = {
     backlogSecondsByN: curve(r.backlog, "deliveries", "seconds"),
