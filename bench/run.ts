@@ -92,7 +92,7 @@ if (argv.help) {
   --cpu-prof           run the operator with --cpu-prof and summarise the profile
   --skip LIST          comma-separated phases to skip: ceilings,paced,hang,tenant,memory
   --only LIST          run only these phases (of ceilings,throughput,paced,hang,tenant,memory;
-                       with --shapes, of backlog,subscriptions,fanout,payload,cold)
+                       with --shapes, of backlog,backlog-wide,subscriptions,fanout,payload,cold)
   --rate N             deliveries/s of the latency phases when throughput does not run (20)
   --memory             only the pending-payload memory phase: operator RSS with no pending
                        deliveries, 10,000 pending 1 KiB ones, 400 pending 250 KiB ones (~4 min)

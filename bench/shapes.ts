@@ -103,12 +103,14 @@ async function waitArrivals(ctx: ShapesContext, prefix: string, n: number, timeo
 /** 1. N pending deliveries on one subscription, held (paused), released at once. */
 export async function backlogShape(ctx: ShapesContext, ns: string, n: number, maxInFlight = 50): Promise<Record<string, unknown>> {
   const sub = "drain";
+  // Webhook ids are unique per row (the receiver keeps every phase's arrivals).
+  const prefix = maxInFlight === 50 ? `bl${n}` : `bl${n}m${maxInFlight}`;
   const spec = { url: ctx.receiverUrl(`/ok/${ns}/${sub}`), maxInFlight, retention: { succeeded: "0s" }, paused: true } as const;
   await ctx.setup(ns, [{ name: sub, spec }]);
   const client = await ctx.client();
   try {
     ctx.say(`backlog: creating ${n} pending deliveries on a paused subscription`);
-    const made = await createPending({ client, namespace: ns, count: n, concurrency: ctx.concurrency, payloadBytes: 1024, subscription: sub, prefix: `bl${n}` });
+    const made = await createPending({ client, namespace: ns, count: n, concurrency: ctx.concurrency, payloadBytes: 1024, subscription: sub, prefix });
     ctx.check(made.errors === 0, `backlog ${n}: ${made.errors} creates failed`);
   } finally {
     await client.destroy();
@@ -124,7 +126,7 @@ export async function backlogShape(ctx: ShapesContext, ns: string, n: number, ma
     const cp0 = ctx.controlPlaneCpu();
     const t0 = now();
     await ctx.patchSubscription(ns, sub, { paused: false });
-    const arrivals = await waitArrivals(ctx, `bl${n}-`, n, 60_000 + n * 20);
+    const arrivals = await waitArrivals(ctx, `${prefix}-`, n, 60_000 + n * 20);
     const first = Math.min(...[...arrivals.values()].map((a) => a.at));
     const last = Math.max(...[...arrivals.values()].map((a) => a.at));
     await sleep(1_000);
@@ -329,11 +331,9 @@ export async function shapes(ctx: ShapesContext): Promise<ShapesResult> {
   const colds = q ? [1_000] : [10_000, 100_000];
   const r: ShapesResult = { backlog: [], subscriptions: [], fanout: [], payload: [], cold: [], curves: {} };
   const runs = (shape: string) => !ctx.only?.length || ctx.only.includes(shape);
-  if (runs("backlog")) {
-    for (const n of backlogNs) r.backlog.push(await backlogShape(ctx, `shape-backlog-${n}`, n));
-    // What bounds the drain: the same 10,000 with twice the endpoint's slots (not in the curves).
-    if (!q) r.backlogWiderSlots = await backlogShape(ctx, "shape-backlog-10000-mif100", 10_000, 100);
-  }
+  if (runs("backlog")) for (const n of backlogNs) r.backlog.push(await backlogShape(ctx, `shape-backlog-${n}`, n));
+  // What bounds the drain: the same 10,000 with twice the endpoint's slots (not in the curves).
+  if (!q && (runs("backlog") || ctx.only?.includes("backlog-wide"))) r.backlogWiderSlots = await backlogShape(ctx, "shape-backlog-10000-mif100", 10_000, 100);
   if (runs("subscriptions") || runs("fanout") || runs("payload")) {
     const op = await ctx.startOperator("shapes", { WEBHOOK_MAX_IN_FLIGHT: "100" });
     try {
