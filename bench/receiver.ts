@@ -5,14 +5,19 @@
 //   {cmd:"arrivals", prefix}  -> {arrivals: [[id, firstArrivalMs, count], ...]}
 //   {cmd:"count", prefix}     -> {count} (distinct ids under prefix; nothing copied, so a poll
 //                                does not hold up the requests arriving meanwhile)
-//   {cmd:"stats"}             -> {ok, hang, hangingOpen, ceiling, other}
+//   {cmd:"stats"}             -> {ok, hang, hangingOpen, ceiling, other, eventLoopDelayMs: {p99, max}}
+//                                (the delay since the previous stats call)
 //   {cmd:"release", prefix?}  -> answers every hanging request under prefix (default /hang/) with
 //                                200, and answers there at once from then on
 // It exits when its parent goes away (IPC disconnect).
 import { createServer, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
+import { monitorEventLoopDelay } from "node:perf_hooks";
 import { now } from "./lib/util.js";
 
+// Its own event-loop delay: a stall here delays the recorded arrival of every request meanwhile.
+const loopDelay = monitorEventLoopDelay({ resolution: 10 });
+loopDelay.enable();
 const arrivals = new Map<string, { at: number; count: number }>();
 const hanging = new Set<ServerResponse>();
 const counts = { ok: 0, hang: 0, ceiling: 0, other: 0 };
@@ -66,7 +71,9 @@ process.on("message", (msg: Message & { id: number }) => {
       break;
     }
     case "stats":
-      reply({ ...counts, hangingOpen: hanging.size });
+      reply({ ...counts, hangingOpen: hanging.size, eventLoopDelayMs: { p99: loopDelay.percentile(99) / 1e6, max: loopDelay.max / 1e6 } });
+      // Each stats call starts a new window for the delay.
+      loopDelay.reset();
       break;
     case "release": {
       const prefix = msg.prefix ?? "/hang/";

@@ -914,6 +914,7 @@ async function streamMode(env: Env): Promise<Record<string, unknown>> {
     receiverUrl: (path) => env.receiver.url(path),
     arrivals: (prefix) => env.receiver.arrivals(prefix),
     arrivalCount: (prefix) => env.receiver.count(prefix),
+    receiverStats: () => env.receiver.stats(),
     setup: (ns, subs) => setupNamespace(env, ns, subs),
     ready: (ns, names) => waitSubscriptionsReady(env.admin, ns, names),
     startOperator: (name, extra) => startOperator(env, name, extra, name === "stream-a" ? profDir : undefined),

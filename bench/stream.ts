@@ -36,6 +36,8 @@ export interface StreamBenchContext {
   receiverUrl: (path: string) => string;
   arrivals: (prefix: string) => Promise<Map<string, { at: number; count: number }>>;
   arrivalCount: (prefix: string) => Promise<number>;
+  /** The receiver's event-loop delay since the previous call. */
+  receiverStats: () => Promise<{ eventLoopDelayMs: { p99: number; max: number } }>;
   /** Namespace, Secret and subscriptions (run.ts setupNamespace). */
   setup: (ns: string, subs: Array<{ name: string; spec: Record<string, unknown> & { url: string } }>) => Promise<void>;
   /** Until the subscriptions are Ready (an operator must run). */
@@ -60,6 +62,8 @@ interface Batch {
   publishAckMs: Percentiles;
   publishToReceiverMs: Percentiles;
   received: number;
+  /** Arrivals 50 ms or more after their publish, and the span of their publish times. */
+  slow: { count: number; sentOverMs: number };
   duplicates: number;
   publishErrors: number;
 }
@@ -111,10 +115,12 @@ export async function streamBench(ctx: StreamBenchContext): Promise<Record<strin
   say(`stream: half rate, ${pacedCount} events at ${round(halfRate, 0)}/s for ${ctx.pacedSeconds} s`);
   await sleep(1_000);
   await a.metrics(); // the event-loop delay histogram restarts at each scrape
+  await ctx.receiverStats();
   const paced = await batch(ctx, "sp", pacedCount, halfRate, publish);
+  const receiverEventLoopMs = (await ctx.receiverStats()).eventLoopDelayMs;
   const lagMetrics = await a.metrics();
   const operatorEventLoopMs = { p99: round(sample(lagMetrics, "hookline_nodejs_eventloop_lag_p99_seconds") * 1000, 1), max: round(sample(lagMetrics, "hookline_nodejs_eventloop_lag_max_seconds") * 1000, 1) };
-  say(`stream: half rate publish → receiver p50 ${paced.publishToReceiverMs.p50} ms p95 ${paced.publishToReceiverMs.p95} ms p99 ${paced.publishToReceiverMs.p99} ms; operator event-loop delay p99 ${operatorEventLoopMs.p99} ms, max ${operatorEventLoopMs.max} ms`);
+  say(`stream: half rate publish → receiver p50 ${paced.publishToReceiverMs.p50} ms p95 ${paced.publishToReceiverMs.p95} ms p99 ${paced.publishToReceiverMs.p99} ms; operator event-loop delay p99 ${operatorEventLoopMs.p99} ms, max ${operatorEventLoopMs.max} ms; receiver's max ${round(receiverEventLoopMs.max, 1)} ms; ${paced.slow.count} arrived 50 ms or more after their publish, sent over ${paced.slow.sentOverMs} ms`);
   await drained();
   const loadPaced = loadAverage();
 
@@ -153,7 +159,7 @@ export async function streamBench(ctx: StreamBenchContext): Promise<Record<strin
     namespace: NS,
     events: ctx.count,
     maxRate: { ...max, loadAverage: loadMax },
-    halfRate: { targetRate: round(halfRate, 1), ...paced, operatorEventLoopMs, loadAverage: loadPaced },
+    halfRate: { targetRate: round(halfRate, 1), ...paced, operatorEventLoopMs, receiverEventLoopMs, loadAverage: loadPaced },
     twoReplicas: { ...two, perReplica, shares: share, cpuSeconds: round(twoCpu, 3), loadAverage: loadTwo },
     measured,
     goals: streamGoals(measured),
@@ -222,10 +228,14 @@ async function batch(ctx: StreamBenchContext, prefix: string, count: number, rat
   ctx.check(dups.length === 0, `stream ${prefix}: ${dups.length} webhook ids arrived more than once (e.g. ${dups.slice(0, 3).join(", ")}) at a receiver that always answers 200`);
   const lat: number[] = [];
   let last = 0;
+  // The slow ones (50 ms or more): how many, and over how long they were sent (one stall puts
+  // them all in a short window; a saturated machine spreads them).
+  const slowSent: number[] = [];
   ids.forEach((id, i) => {
     const a = arrivals.get(id);
     if (!a) return;
     lat.push(a.at - sentAt[i]!);
+    if (a.at - sentAt[i]! >= 50) slowSent.push(sentAt[i]!);
     if (a.at > last) last = a.at;
   });
   const first = Math.min(...sentAt);
@@ -238,6 +248,7 @@ async function batch(ctx: StreamBenchContext, prefix: string, count: number, rat
     publishAckMs: percentiles(ackMs),
     publishToReceiverMs: percentiles(lat),
     received: arrivals.size,
+    slow: { count: slowSent.length, sentOverMs: slowSent.length ? round(Math.max(...slowSent) - Math.min(...slowSent), 0) : 0 },
     duplicates: dups.length,
     publishErrors: errors,
   };

@@ -152,7 +152,7 @@ export class ReceiverProcess {
     return (await this.call<{ count: number }>({ cmd: "count", prefix })).count;
   }
 
-  stats(): Promise<{ ok: number; hang: number; hangingOpen: number; ceiling: number; other: number }> {
+  stats(): Promise<{ ok: number; hang: number; hangingOpen: number; ceiling: number; other: number; eventLoopDelayMs: { p99: number; max: number } }> {
     return this.call({ cmd: "stats" });
   }
 
