@@ -291,13 +291,15 @@ describe("an idle operator", () => {
       const after = await counters();
       const used = after.cpu - before.cpu;
       // A polling loop shows as work: webhook requests, reconciles, API requests. No webhook
-      // request; fewer reconciles and API requests than subscriptions (on a loaded machine the
-      // watch event of a last status write, or a subscription's status rollup, can arrive late),
-      // where polling 50 waiting deliveries even once in the window would mean 50 or more.
+      // request; at most two reconciles and API requests per
+      // subscription (on a loaded machine the watch event of a last status write, or a
+      // subscription's status rollup, can arrive late, and a rollup comes at most once per 5 s,
+      // so a window a little longer than 5 s can hold two), where polling 50 waiting deliveries
+      // even once in the window would mean 50 or more. CI saw 11 subscription reconciles once.
       expect(r.requests.length).toBe(requests);
       const detail = `before:\n${before.detail}\nafter:\n${after.detail}`;
-      expect(after.reconciles - before.reconciles, detail).toBeLessThanOrEqual(subs.length);
-      expect(after.apiRequests - before.apiRequests, detail).toBeLessThanOrEqual(subs.length);
+      expect(after.reconciles - before.reconciles, detail).toBeLessThanOrEqual(2 * subs.length);
+      expect(after.apiRequests - before.apiRequests, detail).toBeLessThanOrEqual(2 * subs.length);
       // And as CPU: a busy loop burns ~5 s here. The bound leaves room for scrapes and GC on a
       // loaded machine (typically 0.02-0.05 s; the benchmark measures CPU per delivery).
       expect(used).toBeLessThan(0.5);
