@@ -7,6 +7,8 @@ import hashlib
 import hmac
 import json
 import os
+import sys
+import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -42,8 +44,16 @@ secrets = [os.environ["WEBHOOK_SECRET"]] + ([os.environ["WEBHOOK_PREVIOUS_SECRET
 seen = set()  # processed x-webhook-id values (a database in production)
 
 
+_log_lock = threading.Lock()
+
+
 def log(record):
-    print(json.dumps(record), flush=True)
+    # One write per line, under a lock: the server answers on several threads, and print()
+    # writes the text and its newline separately, so two threads' lines could interleave.
+    line = json.dumps(record) + "\n"
+    with _log_lock:
+        sys.stdout.write(line)
+        sys.stdout.flush()
 
 
 class Handler(BaseHTTPRequestHandler):

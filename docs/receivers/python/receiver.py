@@ -2,6 +2,8 @@
 # Run: pip install standardwebhooks && WEBHOOK_SECRET=whsec_... PORT=8000 python receiver.py
 import json
 import os
+import sys
+import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -16,8 +18,16 @@ seen = {}
 DAY = 24 * 60 * 60
 
 
+_log_lock = threading.Lock()
+
+
 def log(record):
-    print(json.dumps(record), flush=True)
+    # One write per line, under a lock: the server answers on several threads, and print()
+    # writes the text and its newline separately, so two threads' lines could interleave.
+    line = json.dumps(record) + "\n"
+    with _log_lock:
+        sys.stdout.write(line)
+        sys.stdout.flush()
 
 
 class Handler(BaseHTTPRequestHandler):
