@@ -1,6 +1,7 @@
 // Builds (once) and locates etcd, kube-apiserver and kube-controller-manager by running
 // hack/build-control-plane.sh, and nats-server (stream mode) by running hack/build-nats.sh; both
-// cache the binaries outside the repo keyed by version.
+// cache the binaries outside the repo keyed by version. The test-only tools (helm, the
+// OpenTelemetry Collector, Prometheus) use the same runner (test/helpers/tools.ts).
 import { spawn } from "node:child_process";
 import { existsSync } from "node:fs";
 import { dirname, join } from "node:path";
@@ -44,7 +45,7 @@ function hasBinaries(binDir: string): boolean {
   return BINARIES.every((b) => existsSync(join(binDir, b)));
 }
 
-interface ScriptRun {
+export interface ScriptRun {
   code: number;
   stdout: string;
   /** The last TAIL_LINES lines the script printed on stderr. */
@@ -52,7 +53,7 @@ interface ScriptRun {
 }
 
 /** Runs one of the hack/build-*.sh scripts with HOOKLINE_CACHE_DIR applied, streaming its progress. */
-async function runBuildScript(relative: string, opts: EnsureBinariesOptions): Promise<ScriptRun> {
+export async function runBuildScript(relative: string, opts: EnsureBinariesOptions): Promise<ScriptRun> {
   const script = join(packageRoot(), relative);
   let args = [script];
   const env: NodeJS.ProcessEnv | undefined = opts.env ? { ...opts.env } : undefined;

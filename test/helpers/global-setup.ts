@@ -1,5 +1,7 @@
-// Vitest global setup of the `integration` project: one real etcd + kube-apiserver +
-// kube-controller-manager for the whole run, with the CRDs from crds/ installed.
+// Vitest global setup of the `integration` project: every tool the tests need, built once from
+// the Go module proxy before any test's timeout starts (test/helpers/tools.ts), then one real
+// etcd + kube-apiserver + kube-controller-manager for the whole run, with the CRDs from crds/
+// installed.
 //
 // HOOKLINE_TEST_KUBECONFIG=path   use an existing cluster instead (for example the one from
 //                                 `hookline cluster up --dir .hookline/cluster`, whose
@@ -11,9 +13,9 @@ import { dirname, join, resolve } from "node:path";
 import { setTimeout as delay } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
 import type { TestProject } from "vitest/node";
-import { ensureBinaries } from "../../src/cluster/build.js";
 import { readState, startControlPlane, stopControlPlane } from "../../src/cluster/control-plane.js";
 import { execKubectl } from "./exec.js";
+import { buildTestTools } from "./tools.js";
 
 declare module "vitest" {
   export interface ProvidedContext {
@@ -131,17 +133,15 @@ export default async function setup(project: TestProject): Promise<() => Promise
   let crdCount: number;
   let ownedDir: string | undefined;
 
+  const tools = await buildTestTools((line) => process.stderr.write(`${TAG} ${line}\n`));
+  project.provide("tools", tools);
+  const toolsReady = Date.now();
+
   if (external) {
     cluster = await externalCluster(external);
     crdCount = await installCrds(cluster.kubeconfig);
   } else {
-    // A cold build takes minutes: show its progress; stay quiet when it is a no-op.
-    const { binDir } = await ensureBinaries({
-      env: process.env,
-      onProgress: (line) => {
-        if (!/binaries present/.test(line)) process.stderr.write(`${TAG} ${line}\n`);
-      },
-    });
+    const binDir = tools.controlPlaneBinDir;
     ownedDir = await mkdtemp(join(tmpdir(), "hookline-test-"));
     crdCount = 0;
     try {
@@ -170,9 +170,10 @@ export default async function setup(project: TestProject): Promise<() => Promise
   project.provide("unprivilegedToken", cluster.unprivilegedToken);
   project.provide("clusterDir", cluster.clusterDir);
 
-  const seconds = ((Date.now() - started) / 1000).toFixed(1);
+  const seconds = ((Date.now() - toolsReady) / 1000).toFixed(1);
+  const toolSeconds = ((toolsReady - started) / 1000).toFixed(1);
   process.stdout.write(
-    `${TAG} kube-apiserver ${cluster.version} at ${cluster.server} (etcd ${cluster.etcdVersion}), ` +
+    `${TAG} tools ready in ${toolSeconds}s; kube-apiserver ${cluster.version} at ${cluster.server} (etcd ${cluster.etcdVersion}), ` +
       `${crdCount} CRDs, dir ${cluster.clusterDir}${external ? " (HOOKLINE_TEST_KUBECONFIG)" : ""}, ready in ${seconds}s\n`,
   );
 

@@ -1,22 +1,16 @@
-// Helm from the project's own build (hack/build-helm.sh: Go module proxy, cached), and helpers
-// to render the chart in charts/hookline into objects.
-import { execFileSync } from "node:child_process";
+// Helm from the project's own build (hack/build-helm.sh: Go module proxy, cached; built by the
+// global setup), and helpers to render the chart in charts/hookline into objects.
 import { fileURLToPath } from "node:url";
 import { parseAllDocuments } from "yaml";
 import { exec, type ExecResult } from "./exec.js";
+import { testTools } from "./tools.js";
 
 export const ROOT = fileURLToPath(new URL("../..", import.meta.url));
 export const CHART = `${ROOT}charts/hookline`;
 
-let helmPath: string | undefined;
-
-/** The helm binary; builds it on first use (seconds when cached, minutes cold). */
+/** The helm binary the global setup built. */
 export function helmBin(): string {
-  helmPath ??= execFileSync("bash", [`${ROOT}hack/build-helm.sh`], { encoding: "utf8", stdio: ["ignore", "pipe", "inherit"], timeout: 20 * 60_000 })
-    .trim()
-    .split("\n")
-    .pop()!;
-  return helmPath;
+  return testTools().helm;
 }
 
 export function helm(args: string[], opts: { timeoutMs?: number } = {}): Promise<ExecResult> {

@@ -1,20 +1,17 @@
 // A private nats-server with JetStream for one test file (stream mode), from the project's own
-// build (hack/build-nats.sh: Go module proxy, cached). It is killed with the test worker even if
+// build (hack/build-nats.sh: Go module proxy, cached; built by the global setup). It is killed with the test worker even if
 // that dies by SIGKILL (the reaper), and can be stopped, killed and restarted on the same port
 // with the same store, so a test can take JetStream away mid-test and bring it back.
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { ensureNatsServer } from "../../src/cluster/build.js";
 import { LocalNatsServer } from "../../src/cluster/nats.js";
 import { StreamConnection, type ConnectStreamOptions } from "../../src/stream/jetstream.js";
+import { testTools } from "./tools.js";
 
-let binary: Promise<string> | undefined;
-
-/** The nats-server binary (built once per machine, then cached). */
+/** The nats-server binary the global setup built. */
 export function natsServerBinary(): Promise<string> {
-  binary ??= ensureNatsServer({ env: process.env }).then((b) => b.binary);
-  return binary;
+  return Promise.resolve(testTools().natsServer);
 }
 
 export interface TestNats {

@@ -1,30 +1,20 @@
 // A real OpenTelemetry Collector for one test file: the OTLP/HTTP receiver on 127.0.0.1 and the
 // file exporter writing every span it receives as OTLP JSON lines, from the project's own build
-// (hack/build-otelcol.sh: Go module proxy, cached). It runs in its own process group, named by
+// (hack/build-otelcol.sh: Go module proxy, cached; built by the global setup). It runs in its own process group, named by
 // its directory, and the reaper kills it with the test worker even if that dies by SIGKILL.
 import { spawn } from "node:child_process";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { freePorts } from "../../src/cluster/ports.js";
 import { spawnReaper } from "../../src/cluster/reaper.js";
 import { waitFor } from "./cluster.js";
-import { exec } from "./exec.js";
+import { testTools } from "./tools.js";
 
-const BUILD_SCRIPT = fileURLToPath(new URL("../../hack/build-otelcol.sh", import.meta.url));
-
-let binary: Promise<string> | undefined;
-
-/** The collector binary (built once per machine, then cached). */
+/** The collector binary the global setup built. */
 export function otelcolBinary(): Promise<string> {
-  binary ??= exec("bash", [BUILD_SCRIPT], { timeoutMs: 20 * 60_000 }).then((r) => {
-    const path = r.stdout.trim().split("\n").pop()?.trim() ?? "";
-    if (r.code !== 0 || !existsSync(path)) throw new Error(`${BUILD_SCRIPT} exited with ${r.code}:\n${r.stderr.slice(-2000)}`);
-    return path;
-  });
-  return binary;
+  return Promise.resolve(testTools().otelcol);
 }
 
 /** One span as the collector received it, attributes as plain values. */

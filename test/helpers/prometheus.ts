@@ -1,23 +1,18 @@
-// A real Prometheus (Debian's package, installed by hack/install-prometheus.sh) for the dashboard
-// and alert tests: its own temp dir, config and free port on 127.0.0.1; never port 9090.
-import { execFileSync, spawn, type ChildProcess } from "node:child_process";
+// A real Prometheus (built from the Go module proxy by hack/build-prometheus.sh in the global
+// setup) for the dashboard and alert tests: its own temp dir, config and free port on 127.0.0.1;
+// never port 9090.
+import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { freePorts } from "../../src/cluster/ports.js";
 import { waitFor } from "./cluster.js";
 import { exec, type ExecResult } from "./exec.js";
-import { ROOT } from "./helm.js";
+import { testTools } from "./tools.js";
 
-let binDir: string | undefined;
-
-/** Directory of prometheus and promtool (installs them on first use when missing). */
+/** Directory of prometheus and promtool, as the global setup built them. */
 export function prometheusBinDir(): string {
-  binDir ??= execFileSync("bash", [`${ROOT}hack/install-prometheus.sh`], { encoding: "utf8", stdio: ["ignore", "pipe", "inherit"], timeout: 10 * 60_000 })
-    .trim()
-    .split("\n")
-    .pop()!;
-  return binDir;
+  return testTools().prometheusBinDir;
 }
 
 export function promtool(args: string[]): Promise<ExecResult> {

@@ -6,13 +6,13 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, describe, expect, it } from "vitest";
-import { ensureBinaries } from "../../src/cluster/build.js";
 import { startControlPlane, stopControlPlane, type ControlPlaneInfo } from "../../src/cluster/control-plane.js";
 import { freePorts } from "../../src/cluster/ports.js";
 import { kubectl, kubectlOk, waitFor } from "../helpers/cluster.js";
 import { delivery, subscription } from "../helpers/kube.js";
 import { spawnOperator, type OperatorProcess } from "../helpers/process.js";
 import { Receiver } from "../helpers/receiver.js";
+import { testTools } from "../helpers/tools.js";
 
 const CRDS = fileURLToPath(new URL("../../crds", import.meta.url));
 const cleanups: Array<() => Promise<void>> = [];
@@ -24,7 +24,7 @@ describe("API server outage", () => {
   it("stops the API server for 10 s during 100 deliveries: all Succeeded once, the operator never exits", async () => {
     const dir = await mkdtemp(join(tmpdir(), "hookline-outage-"));
     cleanups.push(() => rm(dir, { recursive: true, force: true }));
-    const { binDir } = await ensureBinaries({ env: process.env });
+    const binDir = testTools().controlPlaneBinDir;
     const install = async (cp: ControlPlaneInfo) => {
       await kubectlOk(["apply", "-f", CRDS], { kubeconfig: cp.kubeconfig });
       await kubectlOk(["wait", "--for=condition=Established", "crd", "--all", "--timeout=60s"], { kubeconfig: cp.kubeconfig });

@@ -1,5 +1,5 @@
-// The Grafana dashboard and the alerts against real Prometheus tools (Debian's package, via
-// hack/install-prometheus.sh):
+// The Grafana dashboard and the alerts against real Prometheus tools (built from the Go module
+// proxy by hack/build-prometheus.sh in the global setup):
 // - every PromQL expression of the rendered PrometheusRule passes `promtool check rules`, and so
 //   does every dashboard panel query (wrapped as recording rules, Grafana's variables filled in);
 // - a real Prometheus scrapes a running in-process operator (op.metricsPort) through a short

@@ -5,7 +5,7 @@
 // node_modules from `npm ci --omit=dev`, the image's Node from hack/node-lts.sh, WORKDIR as cwd,
 // only the image's ENV plus what a pod gets) answers /healthz and /readyz against the real API
 // server, serves /metrics, and exits 0 on SIGTERM.
-import { execFileSync, spawn } from "node:child_process";
+import { spawn } from "node:child_process";
 import { cpSync, existsSync, readFileSync, readdirSync, statSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -15,6 +15,7 @@ import { freePorts } from "../../src/cluster/ports.js";
 import { createNamespace, deleteNamespace, waitFor } from "../helpers/cluster.js";
 import { exec } from "../helpers/exec.js";
 import { ROOT } from "../helpers/helm.js";
+import { testTools } from "../helpers/tools.js";
 
 interface Copy {
   from?: string;
@@ -162,7 +163,7 @@ describe("the image layout runs", () => {
 
   beforeAll(async () => {
     ns = await createNamespace("image");
-    node = execFileSync("bash", [join(ROOT, "hack/node-lts.sh")], { encoding: "utf8", stdio: ["ignore", "pipe", "inherit"], timeout: 5 * 60_000 }).trim().split("\n").pop()!;
+    node = testTools().imageNode;
     const tmp = await mkdtemp(join(tmpdir(), "hookline-image-"));
     app = join(tmp, "app");
     deps = join(tmp, "deps");
