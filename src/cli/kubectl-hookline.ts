@@ -201,14 +201,17 @@ async function status(ctx: Ctx, args: string[]): Promise<number> {
   const name = one(args, "SUB (a WebhookSubscription)");
   const sub = await get<Sub>(ctx, SUBSCRIPTIONS, ctx.namespace, name);
   const now = ctx.now();
-  // Metadata only: the backlog may be large and its payloads are not needed.
-  const pending = await ctx.client.request<{ items?: Array<{ metadata: { creationTimestamp?: string } }> }>({
-    method: "GET",
-    path: collectionPath(DELIVERIES, ctx.namespace),
-    query: { fieldSelector: ACTIVE_SELECTOR(name) },
-    accept: "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json",
-  });
-  const pendingItems = pending.items ?? [];
+  // Metadata only: the backlog and the dead letters may be many and their payloads are not
+  // needed. Both are counted now, not read from the status rollup, which lags by up to 5 s.
+  const metadataOf = (fieldSelector: string) =>
+    ctx.client.request<{ items?: Array<{ metadata: { creationTimestamp?: string } }> }>({
+      method: "GET",
+      path: collectionPath(DELIVERIES, ctx.namespace),
+      query: { fieldSelector },
+      accept: "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json",
+    });
+  const pendingItems = (await metadataOf(ACTIVE_SELECTOR(name))).items ?? [];
+  const deadLetters = ((await metadataOf(`spec.subscriptionRef.name=${name},status.phase=DeadLettered`)).items ?? []).length;
   const oldest = pendingItems.map((d) => Date.parse(d.metadata.creationTimestamp ?? "")).filter(Number.isFinite).sort((a, b) => a - b)[0];
   const errors = await lastErrors(ctx, name);
   const events = await recentEvents(ctx, "WebhookSubscription", name);
@@ -222,6 +225,7 @@ async function status(ctx: Ctx, args: string[]): Promise<number> {
     health: s.health,
     backlog: { pending: pendingItems.length, oldestPendingSince: oldest === undefined ? null : new Date(oldest).toISOString(), oldestPendingAgeSeconds: oldest === undefined ? 0 : Math.floor((now - oldest) / 1000) },
     deliveries: s.deliveries,
+    deadLetters,
     lastReplay: s.lastReplay,
     lastReset: s.lastReset,
     lastErrors: errors,
@@ -231,7 +235,7 @@ async function status(ctx: Ctx, args: string[]): Promise<number> {
   return EXIT.ok;
 }
 
-function statusScreen(data: { subscription: string; url?: string | undefined; paused: boolean; backlog: { pending: number; oldestPendingSince: string | null }; lastErrors: LastError[]; events: EventRow[] }, s: SubscriptionStatus, now: number): string {
+function statusScreen(data: { subscription: string; url?: string | undefined; paused: boolean; backlog: { pending: number; oldestPendingSince: string | null }; deadLetters: number; lastErrors: LastError[]; events: EventRow[] }, s: SubscriptionStatus, now: number): string {
   const ready = cond(s.conditions, "Ready");
   const healthy = cond(s.conditions, "EndpointHealthy");
   const b = s.breaker;
@@ -245,7 +249,7 @@ function statusScreen(data: { subscription: string; url?: string | undefined; pa
     ["Breaker", b ? `${b.state}${b.state !== "Closed" && b.openedAt ? ` since ${ago(b.openedAt, now)}` : ""}, ${b.consecutiveFailures} failures in a row${b.state === "Open" ? `, next probe in ${inFuture(b.nextProbeAt, now)}` : ""}` : "-"],
     ["Health", h ? `${h.state}${h.reason ? ` (${h.reason})` : ""}${healthy ? ` since ${ago(healthy.lastTransitionTime, now)}` : ""}, last success ${h.lastSuccessAt ? `${ago(h.lastSuccessAt, now)} ago` : "never"}, last failure ${h.lastFailureAt ? `${ago(h.lastFailureAt, now)} ago` : "never"}, ${h.totalFailures}/${h.totalAttempts} attempts failed` : "-"],
     ["Backlog", `${data.backlog.pending} pending${data.backlog.oldestPendingSince ? `, oldest ${ago(data.backlog.oldestPendingSince, now)}` : ""}`],
-    ["Dead letters", `${s.deliveries?.deadLettered ?? 0} (kubectl hookline dlq --subscription ${data.subscription.split("/")[1]})`],
+    ["Dead letters", `${data.deadLetters} (kubectl hookline dlq --subscription ${data.subscription.split("/")[1]})`],
     ["Paused", String(data.paused)],
   ];
   const advice = cond(s.conditions, "ConfigurationAdvice");

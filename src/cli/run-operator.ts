@@ -35,8 +35,8 @@ function configFrom(env: NodeJS.ProcessEnv, leaderElect: boolean | undefined): C
   }
 }
 
-/** Runs `op` until a signal; resolves with the exit code. */
-async function runUntilSignal(op: Operator, cleanup?: () => Promise<void>): Promise<number> {
+/** Runs `op` until a signal; resolves with the exit code. `onStarted` runs once it serves. */
+async function runUntilSignal(op: Operator, cleanup?: () => Promise<void>, onStarted?: () => void): Promise<number> {
   let signals = 0;
   const stopping = new Promise<number>((resolveExit) => {
     const onSignal = (sig: NodeJS.Signals) => {
@@ -61,6 +61,7 @@ async function runUntilSignal(op: Operator, cleanup?: () => Promise<void>): Prom
   });
   try {
     await op.start();
+    onStarted?.();
   } catch (err) {
     op.log.error({ err: (err as Error).message }, "operator failed to start");
     await op.stop().catch(() => undefined);
@@ -82,11 +83,15 @@ export async function operatorCommand(args: string[]): Promise<number> {
   return runUntilSignal(op);
 }
 
+/** The publish door's port under `hookline dev` unless PUBLISH_PORT says otherwise (empty: off). */
+export const DEV_PUBLISH_PORT = "8090";
+
 const DEV_USAGE = `usage: hookline dev [--dir DIR] [--keep-cluster] [--nats]
 
 A first run with no cluster at all: starts a local etcd + kube-apiserver (built once from Go
 modules), installs the CRDs and runs the operator against it, with loopback addresses allowed
-(WEBHOOK_ALLOWED_NETWORKS=127.0.0.0/8,::1/128) so receivers on this machine can be used.
+(WEBHOOK_ALLOWED_NETWORKS=127.0.0.0/8,::1/128) so receivers on this machine can be used, and
+the HTTP publish door on port ${DEV_PUBLISH_PORT} (PUBLISH_PORT; set it empty to turn the door off).
 Ctrl-C stops the operator and the control plane (--keep-cluster leaves the control plane up).
 
   --nats   also start nats-server with JetStream (built once from Go modules) and run the
@@ -104,6 +109,7 @@ export async function devCommand(args: string[]): Promise<number> {
     ...process.env,
     WEBHOOK_ALLOWED_NETWORKS: process.env.WEBHOOK_ALLOWED_NETWORKS ?? "127.0.0.0/8,::1/128",
     LEADER_ELECT: process.env.LEADER_ELECT ?? "false",
+    PUBLISH_PORT: process.env.PUBLISH_PORT ?? DEV_PUBLISH_PORT,
   };
   // Checked before anything starts; with --nats loaded again below with the local URL.
   let config = configFrom(env, undefined);
@@ -161,5 +167,6 @@ export async function devCommand(args: string[]): Promise<number> {
       await stopNatsBeside(dir);
     }
   };
-  return runUntilSignal(op, cleanup);
+  const door = config.publishPort === undefined ? "" : `, the publish door on http://127.0.0.1:${config.publishPort}/v1/namespaces/NS/events`;
+  return runUntilSignal(op, cleanup, () => say(`ready: the operator runs${door} (Ctrl-C stops it)`));
 }

@@ -1,5 +1,8 @@
 // examples/ as a new user meets it: `kubectl apply -f examples/` against a cluster with the
-// CRDs, nothing edited. 03-subscription-full.yaml shows every field of the spec.
+// CRDs, nothing edited (the README's walkthrough runs it for real: readme-walkthrough.test.ts).
+// examples/full/subscription-full.yaml shows every field of the spec; it is not applied by
+// `kubectl apply -f examples/` (kubectl does not descend into folders without -R), and this test
+// applies it with the five Secrets it names and sees it become Ready.
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -9,9 +12,12 @@ import { subscriptionCrd } from "../../src/api/crd.js";
 import { createNamespace, deleteNamespace, kubectl, kubectlOk, waitFor } from "../helpers/cluster.js";
 import { at, schemaNode } from "../helpers/crd-cases.js";
 import type { SchemaNode } from "../helpers/crd-cases.js";
-import { getObj } from "../helpers/kube.js";
+import { apply, getObj, secret } from "../helpers/kube.js";
+import { startOperator } from "../helpers/operator.js";
+import { TestCa, tlsSecret } from "../helpers/pki.js";
 
 const EXAMPLES = fileURLToPath(new URL("../../examples", import.meta.url));
+const FULL = join(EXAMPLES, "full", "subscription-full.yaml");
 const NAMESPACE = "shop";
 
 interface Doc {
@@ -28,6 +34,7 @@ const files = readdirSync(EXAMPLES)
 const text = (file: string) => readFileSync(join(EXAMPLES, file), "utf8");
 const docsOf = (file: string): Doc[] => parseAllDocuments(text(file)).map((d) => d.toJSON() as Doc);
 const allDocs = files.flatMap(docsOf);
+const fullDoc = (): Doc => parseAllDocuments(readFileSync(FULL, "utf8")).map((d) => d.toJSON() as Doc)[0]!;
 const resourceName = (d: Doc) => `${d.kind === "Namespace" || d.kind === "Secret" ? d.kind.toLowerCase() : `${d.kind.toLowerCase()}.hookline.dev`}/${d.metadata.name}`;
 const lines = (out: string) =>
   out
@@ -52,21 +59,28 @@ async function expectStoredAsWritten(namespace: string): Promise<void> {
 }
 
 describe("examples/", () => {
-  it("holds a Namespace, a Secret, a minimal and a full subscription, and a delivery, all in namespace shop", () => {
+  it("holds a Namespace, a Secret, two subscriptions and a delivery, all in namespace shop; the full reference apart", () => {
     expect(files).toEqual([
       "00-namespace.yaml",
       "01-secret.yaml",
       "02-subscription-minimal.yaml",
-      "03-subscription-full.yaml",
+      "03-subscription-acme.yaml",
       "04-delivery.yaml",
     ]);
+    expect(readdirSync(join(EXAMPLES, "full"))).toEqual(["subscription-full.yaml"]);
+    // The walkthrough's subscriptions name only the Secret that examples/ holds.
+    const secrets = allDocs.filter((d) => d.kind === "Secret").map((d) => d.metadata.name);
+    for (const d of allDocs.filter((x) => x.kind === "WebhookSubscription")) {
+      expect(Object.keys(d.spec!).filter((k) => ["headersFrom", "tls", "oauth2", "proxy"].includes(k)), d.metadata.name).toEqual([]);
+      expect(secrets).toContain((d.spec!.secretRef as { name: string }).name);
+    }
     expect(allDocs.map((d) => d.kind)).toEqual(["Namespace", "Secret", "WebhookSubscription", "WebhookSubscription", "WebhookDelivery"]);
     expect(allDocs.filter((d) => d.kind !== "Namespace").every((d) => d.metadata.namespace === NAMESPACE)).toBe(true);
     expect(allDocs[0]!.metadata.name).toBe(NAMESPACE);
   });
 
-  it("03-subscription-full.yaml sets every field of the spec, and nothing the schema does not know", () => {
-    const full = docsOf("03-subscription-full.yaml")[0]!;
+  it("full/subscription-full.yaml sets every field of the spec, and nothing the schema does not know", () => {
+    const full = fullDoc();
     const missing: string[] = [];
     const unknown: string[] = [];
     const compare = (schema: SchemaNode, value: unknown, path: string) => {
@@ -146,8 +160,47 @@ describe("examples/", () => {
     const out = await kubectlOk(["apply", "-f", "-"], { input: manifest });
     for (const d of allDocs.filter((x) => x.kind !== "Namespace")) expect(out).toContain(`${resourceName(d)} created`);
     await expectStoredAsWritten(ns);
-    // The full example comes back exactly as written: it leaves nothing to the defaults.
-    const full = docsOf("03-subscription-full.yaml")[0]!;
+  });
+
+  it("full/subscription-full.yaml, with the five Secrets it names, applies as written and becomes Ready", async ({ onTestFinished }) => {
+    const ns = await createNamespace("examples-full");
+    onTestFinished(() => deleteNamespace(ns));
+    const full = fullDoc();
+    // The Secrets, as its header comment says to create them (real PEM for the two TLS ones).
+    const ca = await TestCa.create("Acme Receiver CA");
+    onTestFinished(() => ca.close());
+    const client = await ca.issue("hookline", "client");
+    const header = readFileSync(FULL, "utf8").split("\napiVersion:")[0]!;
+    const named = [...header.matchAll(/create secret \S+ (acme-[a-z-]+)/g)].map((m) => m[1]);
+    expect(named).toEqual(["acme-signing", "acme-api-key", "acme-client-cert", "acme-receiver-ca", "acme-oauth"]);
+    await apply([
+      secret(ns, "acme-signing"),
+      secret(ns, "acme-api-key", { "api-key": "k-4f1c9e" }),
+      tlsSecret(ns, "acme-client-cert", client),
+      secret(ns, "acme-receiver-ca", { "ca.crt": ca.cert }),
+      secret(ns, "acme-oauth", { "client-id": "hookline", "client-secret": "s3cret" }),
+    ]);
+    // Every Secret the spec references is among those (so the header's list is complete).
+    const refs = new Set<string>();
+    JSON.stringify(full.spec, (key, value: unknown) => {
+      if (/SecretRef$|^secretKeyRef$|^secretRef$/.test(key) && value && typeof value === "object") refs.add((value as { name: string }).name);
+      return value;
+    });
+    expect([...refs].sort()).toEqual([...named].sort());
+
+    const manifest = readFileSync(FULL, "utf8").replace(/^(\s*)namespace: shop\s*$/m, `$1namespace: ${ns}`);
+    await kubectlOk(["apply", "-f", "-"], { input: manifest });
+    // It comes back exactly as written: it leaves nothing to the defaults.
     expect((await getObj("whsub", ns, full.metadata.name))!.spec).toEqual(full.spec);
+    const op = await startOperator({ namespaces: [ns] });
+    onTestFinished(() => op.stop());
+    await waitFor(
+      async () => {
+        const cond = ((await getObj("whsub", ns, full.metadata.name))?.status?.conditions as Array<{ type: string; status: string; reason: string; message: string }> | undefined)?.find((c) => c.type === "Ready");
+        if (cond?.status === "False") throw new Error(`Ready=False ${cond.reason}: ${cond.message}`);
+        return cond?.status === "True";
+      },
+      { description: `${full.metadata.name} Ready`, timeoutMs: 30_000 },
+    );
   });
 });
