@@ -1,4 +1,6 @@
-// Writes crds/*.yaml and docs/api.md from the zod schemas in src/api. `--check` fails when the files are stale.
+// Writes crds/*.yaml and docs/api.md from the zod schemas in src/api, and the chart's defaults for
+// its templates (charts/hookline/templates/_defaults.tpl) from its values.yaml. `--check` fails
+// when the files are stale.
 import { readFileSync, writeFileSync, existsSync, mkdirSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -7,6 +9,7 @@ import { SECRET_REFERENCE_ROOTS, secretReferencePolicySpec } from "../src/api/ad
 import { deliveryCrd, replayCrd, subscriptionCrd } from "../src/api/crd.js";
 import { MAX_HEADERS_FROM } from "../src/api/subscription.js";
 import { apiReference } from "./api-doc.js";
+import { chartDefaults, defaultsTemplate } from "./chart-defaults.js";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const header = "# Generated from src/api by `npm run gen`. Do not edit by hand.\n";
@@ -17,6 +20,7 @@ const files: Record<string, string> = {
 };
 files["docs/api.md"] = await apiReference();
 files["charts/hookline/templates/secret-reference-policy.yaml"] = secretReferencePolicyTemplate();
+files["charts/hookline/templates/_defaults.tpl"] = defaultsTemplate(chartDefaults(join(root, "charts/hookline")));
 // The chart ships the same files (Helm installs crds/ before templates).
 for (const [path, text] of Object.entries(files)) {
   if (!path.startsWith("crds/")) continue;
@@ -59,6 +63,7 @@ No confused deputy: a WebhookSubscription may name only Secrets its author may g
 create, or an update that changes a Secret reference (${SECRET_REFERENCE_ROOTS.join(", ")}), unless the
 requesting user may get each Secret it names. docs/security.md explains what it stops.
 */ -}}
+{{- $_ := include "hookline.fillDefaults" . -}}
 {{- if .Values.secretReferencePolicy.enabled }}
 {{- $fullname := include "hookline.fullname" . }}
 apiVersion: admissionregistration.k8s.io/v1

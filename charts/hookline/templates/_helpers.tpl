@@ -1,5 +1,56 @@
 {{/* Names, labels and derived values shared by the templates. */}}
 
+{{/*
+Puts this chart's defaults where .Values lacks them; every template starts with
+`{{- $_ := include "hookline.fillDefaults" . -}}`. `helm upgrade --reuse-values` renders with the
+previous release's values and never reads this chart's values.yaml, so a block or setting a
+newer chart added is missing (and .Values.block.field fails on the missing block). A missing or
+null setting gets its default, and a missing block its defaults whole. The keys listed in
+keepAbsent (_defaults.tpl, generated from values.yaml and the schema: a key whose schema allows
+null, and a free-form map) stay absent in a block that has all its other settings: there absence
+is a user's removal (Helm deletes a key set to null, e.g. startupProbe: null or
+resources.limits: null). In a block that lacks some (it came from the user's values alone, the
+previous chart having no such block, as with `--reuse-values --set tests.ping.subscription=x`),
+they get their defaults too, unless the user set them to null. A fresh install's values lack
+nothing else, so for them this changes nothing.
+*/}}
+{{- define "hookline.fillDefaults" -}}
+{{- $defaults := include "hookline.defaults" . | fromJson }}
+{{- if not (hasKey $defaults "values") }}
+{{- fail (printf "templates/_defaults.tpl does not parse (%v): run npm run gen" $defaults.Error) }}
+{{- end }}
+{{- include "hookline.fill" (list .Values $defaults.values "" $defaults.keepAbsent) }}
+{{- end }}
+
+{{/* (list VALUES DEFAULTS PATH-PREFIX KEEP-ABSENT): fills VALUES in place, block by block. */}}
+{{- define "hookline.fill" -}}
+{{- $values := index . 0 }}
+{{- $defaults := index . 1 }}
+{{- $prefix := index . 2 }}
+{{- $keepAbsent := index . 3 }}
+{{- $complete := true }}
+{{- if $prefix }}
+{{- range $key, $default := $defaults }}
+{{- if and (not (has (print $prefix $key) $keepAbsent)) (kindIs "invalid" (index $values $key)) }}
+{{- $complete = false }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- range $key, $default := $defaults }}
+{{- $path := print $prefix $key }}
+{{- $value := index $values $key }}
+{{- if has $path $keepAbsent }}
+{{- if and (not $complete) (not (hasKey $values $key)) }}
+{{- $_ := set $values $key $default }}
+{{- end }}
+{{- else if kindIs "invalid" $value }}
+{{- $_ := set $values $key $default }}
+{{- else if and (kindIs "map" $default) (kindIs "map" $value) }}
+{{- include "hookline.fill" (list $value $default (print $path ".") $keepAbsent) }}
+{{- end }}
+{{- end }}
+{{- end }}
+
 {{- define "hookline.name" -}}
 {{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
 {{- end }}
