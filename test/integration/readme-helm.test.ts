@@ -140,9 +140,9 @@ class PlayedKubelet {
   }
 }
 
-/** The commands NOTES.txt shows: each `kubectl` line, with its heredoc. */
+/** The commands NOTES.txt shows: each `kubectl` and `helm` line, with its heredoc. */
 function notesCommands(notes: string): string[] {
-  return shellCommands(notes).filter((c) => c.startsWith("kubectl "));
+  return shellCommands(notes).filter((c) => /^(kubectl|helm) /.test(c));
 }
 
 describe("README: Install on a cluster (Helm), and the chart's NOTES.txt, as written", () => {
@@ -212,7 +212,8 @@ describe("README: Install on a cluster (Helm), and the chart's NOTES.txt, as wri
     expect(installOutput, "the Helm block ran first").toContain("NOTES:");
     const notes = installOutput.slice(installOutput.indexOf("NOTES:")).replaceAll("RECEIVER", receiverHost());
     const commands = notesCommands(notes);
-    expect(commands.length).toBeGreaterThanOrEqual(8);
+    expect(commands.length).toBeGreaterThanOrEqual(12);
+    expect(commands.at(-1)).toMatch(/^helm upgrade hookline charts\/hookline -n hookline-system --reset-then-reuse-values$/);
     expect(commands.join("\n")).toContain(`url: https://${receiverHost()}/orders`);
     // The NOTES start from a cluster where the README's shop does not exist yet.
     const del = await execKubectl(cp.kubeconfig, ["delete", "namespace", "shop", "--wait=true", "--timeout=120s"], { timeoutMs: 150_000 });
