@@ -4,12 +4,12 @@
 // writes (the build is reproducible), and the archive installed as krew does it (per the
 // manifest's `files` and `bin`) runs as `kubectl hookline` with real kubectl.
 import { createHash } from "node:crypto";
-import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, symlinkSync } from "node:fs";
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { basename, dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parse } from "yaml";
-import { beforeAll, describe, expect, inject, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { exec } from "../helpers/exec.js";
 
 const ROOT = fileURLToPath(new URL("../..", import.meta.url));
@@ -45,6 +45,9 @@ beforeAll(async () => {
   );
   expect(release.code, release.stderr).toBe(0);
 }, 600_000);
+
+// The plugin's runtime takes about 100 MB.
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 describe("krew", () => {
   it("the release script's manifest names its archive: the GitHub release URL and the archive's sha256", async () => {

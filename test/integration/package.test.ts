@@ -4,11 +4,11 @@
 // `import { publish } from "hookline"` (JavaScript and TypeScript) in a scratch project that
 // installed the tarball. The pack runs in a copy of the checkout (scripts/stage-package.ts), so
 // its clean build does not touch the dist/ other tests run from.
-import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { stagePackage } from "../../scripts/stage-package.js";
 import { exec } from "../helpers/exec.js";
 
@@ -23,9 +23,10 @@ let prefix = "";
 let project = "";
 let env: NodeJS.ProcessEnv = {};
 let elsewhere = "";
+let dir = "";
 
 beforeAll(async () => {
-  const dir = mkdtempSync(join(tmpdir(), "package-"));
+  dir = mkdtempSync(join(tmpdir(), "package-"));
   const stage = join(dir, "stage");
   mkdirSync(stage);
   stagePackage(ROOT, stage);
@@ -53,6 +54,9 @@ beforeAll(async () => {
   const path = (process.env.PATH ?? "").split(":").filter((p) => p && !p.startsWith(ROOT.replace(/\/$/, "")));
   env = { ...process.env, PATH: [join(prefix, "bin"), ...path].join(":") };
 }, 600_000);
+
+// The two installs take about 250 MB.
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 describe("npm package", () => {
   it("packs a built dist/, the runtime files and LICENSE, and no tests, sources or tools", () => {
