@@ -33,7 +33,7 @@ export function loadKubeConfig(flags: { kubeconfig?: string | undefined; context
   } else if (existsSync(join(homedir(), ".kube", "config")) || existsSync(SERVICE_ACCOUNT_TOKEN)) kc.loadFromDefault();
   else throw new Error("no kubeconfig: KUBECONFIG is not set, ~/.kube/config does not exist and this is not a pod; pass --kubeconfig PATH or export KUBECONFIG");
   if (flags.context !== undefined) {
-    if (!kc.getContexts().some((c) => c.name === flags.context)) throw new UsageError(`context "${flags.context}" does not exist in the kubeconfig`);
+    if (!kc.getContexts().some((c) => c.name === flags.context)) throw new UsageError(`--context: context "${flags.context}" does not exist in the kubeconfig`);
     kc.setCurrentContext(flags.context);
   }
   return kc;

@@ -17,7 +17,6 @@ import { USER_AGENT, VERSION } from "../version.js";
 import { ago, age, fields, inFuture, oneLine, parseSince, render, table, type Output } from "./console-format.js";
 import { EXIT, UsageError, usageMessage } from "./exit-codes.js";
 import { PLUGIN_COMMANDS, PLUGIN_GLOBAL_FLAGS } from "./plugin-commands.js";
-import { loadKubeConfig as readKubeConfig } from "./kubeconfig.js";
 
 const FLAGS = `flags:
 ${PLUGIN_GLOBAL_FLAGS.map((f) => `  ${f.flag.padEnd(32)} ${f.what}`).join("\n")}
@@ -119,6 +118,8 @@ function commandOf(argv: string[]): { name: string; index: number } | undefined 
   return first ? { name: first.value, index: first.index } : undefined;
 }
 
+const NAMESPACE_NAME = /^(?=.{1,63}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
+
 type Run = (ctx: Ctx) => Promise<number>;
 /** A command checks its arguments (throwing UsageError) and returns what it does with the cluster. */
 type Command = (args: string[], flags: Flags) => Run;
@@ -130,9 +131,7 @@ export async function kubectlHookline(argv: string[]): Promise<number> {
   let client: KubeClient | undefined;
   try {
     if (command?.name === "publish") {
-      const args = argv.filter((_, i) => i !== command.index);
-      if (args.includes("--help") || args.includes("-h")) return out(helpOf("publish")), EXIT.ok;
-      return await publishPassThrough(args);
+      return await publishPassThrough(argv.filter((_, i) => i !== command.index));
     }
     const { values, positionals } = parse(argv);
     if (values.version) return out(`kubectl-hookline ${VERSION}\n`), EXIT.ok;
@@ -143,9 +142,10 @@ export async function kubectlHookline(argv: string[]): Promise<number> {
     const prepare = Object.hasOwn(COMMANDS, name) ? COMMANDS[name] : undefined;
     if (!prepare) return err(`error: unknown command "${name}"\n\n${USAGE}`), EXIT.usage;
     // Every argument is checked before the kubeconfig is read.
+    if (values.namespace !== undefined && !NAMESPACE_NAME.test(values.namespace)) throw new UsageError(`--namespace must be a namespace name (a lowercase RFC 1123 label), got "${values.namespace}"`);
     const output = outputOf(values.output);
     const run = prepare(rest, values);
-    const { kc, namespace } = loadKubeConfig(values);
+    const { kc, namespace } = await loadKubeConfig(values);
     client = await KubeClient.create(kc, { userAgent: `${USER_AGENT} (kubectl-hookline)`, connections: 4 });
     return await run({ client, namespace, all: values["all-namespaces"] ?? false, output, flags: values, now: Date.now, out, err });
   } catch (e) {
@@ -166,8 +166,10 @@ function outputOf(o: string | undefined): Output {
 }
 
 /** The kubeconfig as kubectl reads it: --kubeconfig, else KUBECONFIG or ~/.kube/config; --context; the context's namespace. */
-function loadKubeConfig(values: { kubeconfig?: string | undefined; context?: string | undefined; namespace?: string | undefined }): { kc: KubeConfig; namespace: string } {
-  const kc = readKubeConfig(values);
+async function loadKubeConfig(values: { kubeconfig?: string | undefined; context?: string | undefined; namespace?: string | undefined }): Promise<{ kc: KubeConfig; namespace: string }> {
+  // Imported when needed: @kubernetes/client-node takes about a second to load, which --help,
+  // --version and usage errors do without.
+  const kc = (await import("./kubeconfig.js")).loadKubeConfig(values);
   const namespace = values.namespace ?? kc.getContextObject(kc.getCurrentContext())?.namespace ?? "default";
   return { kc, namespace };
 }
@@ -178,7 +180,7 @@ function loadKubeConfig(values: { kubeconfig?: string | undefined; context?: str
  */
 async function publishPassThrough(args: string[]): Promise<number> {
   const { publishCommand } = await import("./publish.js");
-  return publishCommand(args, { defaultNamespace: (flags) => loadKubeConfig(flags).namespace });
+  return publishCommand(args, { defaultNamespace: async (flags) => (await loadKubeConfig(flags)).namespace, help: helpOf("publish") });
 }
 
 const COMMANDS: Record<string, Command> = {
@@ -192,6 +194,7 @@ const COMMANDS: Record<string, Command> = {
   },
   dlq: (args, flags) => {
     if (args.length) throw new UsageError(`dlq takes no arguments (got ${args.join(" ")}); use --subscription`);
+    if (flags.subscription === "") throw new UsageError("--subscription must name a WebhookSubscription");
     const sinceMs = flags.since === undefined ? undefined : durationFlag(flags.since, "--since", 0);
     return (ctx) => dlq(ctx, sinceMs);
   },

@@ -16,7 +16,6 @@ import type { TraceContext } from "../stream/message.js";
 import { NatsUrlError, parseNatsUrl } from "../stream/url.js";
 import { USER_AGENT } from "../version.js";
 import { UsageError } from "./exit-codes.js";
-import { loadKubeConfig } from "./kubeconfig.js";
 
 const USAGE = `usage: hookline publish --namespace NS --type TYPE [--id ID] --data JSON|@FILE|@- [--traceparent TP [--tracestate TS]] [--kubeconfig PATH] [--context NAME] [--nats URL] [-o table|json|yaml]
 
@@ -154,7 +153,9 @@ function printResult(result: PublishResult, output: string, failures: Array<{ su
 /** Options of `kubectl hookline publish`, which resolves the namespace like kubectl. */
 export interface PublishCommandOptions {
   /** The namespace when -n is not given; called once every other argument has been checked. */
-  defaultNamespace?: (flags: { kubeconfig?: string | undefined; context?: string | undefined }) => string;
+  defaultNamespace?: (flags: { kubeconfig?: string | undefined; context?: string | undefined }) => Promise<string>;
+  /** What --help prints (default: hookline publish's usage). */
+  help?: string;
 }
 
 /** A PublishInputError as the usage error it is on the command line, naming the flag. */
@@ -240,17 +241,18 @@ function failed(err: unknown, output: Output, namespace: string): number {
 export async function publishCommand(args: string[], opts: PublishCommandOptions = {}): Promise<number> {
   const { values } = parse(args);
   if (values.help) {
-    process.stdout.write(USAGE);
+    process.stdout.write(opts.help ?? USAGE);
     return 0;
   }
   const { output, input, traceContext } = check(values, opts);
   try {
     if (values.namespace === undefined) {
-      input.namespace = opts.defaultNamespace!({ kubeconfig: values.kubeconfig, context: values.context });
+      input.namespace = await opts.defaultNamespace!({ kubeconfig: values.kubeconfig, context: values.context });
       asUsage(() => validateEvent(input));
     }
     if (values.nats !== undefined) return await publishStream(values.nats, input, output, traceContext);
-    const kc = loadKubeConfig(values);
+    // Imported when needed: @kubernetes/client-node takes about a second to load.
+    const kc = (await import("./kubeconfig.js")).loadKubeConfig(values);
     const client = await KubeClient.create(kc, { userAgent: USER_AGENT, connections: 8 });
     try {
       const result = await publish(client, input, traceContext ? { traceContext } : {});

@@ -99,6 +99,9 @@ describe("kubectl hookline: arguments are checked before the kubeconfig is read"
     [["publish", "-t", "order paid", "-d", "{}"], /--type: type must be a dotted name/, /^usage: kubectl hookline publish /m],
     [["publish", "-t", "order.paid", "-d", "{not json"], /--data is not valid JSON/, /^usage: kubectl hookline publish /m],
     [["publish", "-t", "order.paid", "-d", "{}", "--bogus"], /^error: Unknown option '--bogus'$/m, /^usage: kubectl hookline publish /m],
+    [["status", "acme", "-n", "Not_A_Namespace"], /--namespace must be a namespace name/, /^usage: kubectl hookline status SUB$/m],
+    [["publish", "-t", "order.paid", "-d", "{}", "-A"], /^error: Unknown option '-A'$/m, /^usage: kubectl hookline publish /m],
+    [["publish", "--bogus", "--help"], /^error: Unknown option '--bogus'$/m, /^usage: kubectl hookline publish /m],
     [["bogus"], /unknown command "bogus"/, /^usage: kubectl hookline <command>/m],
   ];
   it.each(cases)("kubectl hookline %j", async (args, problem, usage) => {
@@ -114,6 +117,10 @@ describe("kubectl hookline: arguments are checked before the kubeconfig is read"
     expect(stdout).toMatch(/^usage: kubectl hookline replay DELIVERY /m);
     expect(stdout).toMatch(/^ {7}kubectl hookline replay --subscription S /m);
     expect(stdout).not.toContain("kubectl hookline status");
+    stdout = "";
+    expect(await kubectlHookline(["publish", "--help"])).toBe(0);
+    expect(stdout).toMatch(/^usage: kubectl hookline publish -t TYPE /m);
+    expect(stdout).toContain("The same as hookline publish");
     stdout = "";
     expect(await kubectlHookline(["--version"])).toBe(0);
     expect(stdout).toMatch(/^kubectl-hookline \d/);
