@@ -237,7 +237,7 @@ One JSON line per attempt, at level \`${ATTEMPT_LOG_LINE.level}\`, \`msg\` \`${A
 
 ## Command line
 
-\`hookline\` (the npm package's bin):
+\`hookline\` (the npm package's bin; \`hookline COMMAND --help\` shows one command's options):
 
 | command | what |
 | --- | --- |
@@ -250,7 +250,7 @@ ${COMMANDS.map((c) => `| \`hookline ${cell(c.usage)}\` | ${cell(c.what)} |`).joi
 | --- | --- |
 ${PLUGIN_COMMANDS.map((c) => `| \`kubectl hookline ${cell(c.usage)}\` | ${cell(c.what)} |`).join("\n")}
 
-Flags of every \`kubectl hookline\` command:
+Flags of every \`kubectl hookline\` command (one that applies to some commands only names them in parentheses):
 
 | flag | what |
 | --- | --- |

@@ -5,7 +5,7 @@ import { parseArgs } from "node:util";
 import { ensureBinaries, ensureNatsServer } from "../cluster/build.js";
 import { runningControlPlane, startControlPlane, startNatsBeside, stopControlPlane } from "../cluster/control-plane.js";
 import type { ControlPlaneInfo, ControlPlanePorts } from "../cluster/control-plane.js";
-import { UsageError } from "./kubeconfig.js";
+import { UsageError } from "./exit-codes.js";
 
 const DEFAULT_DIR = ".hookline/cluster";
 
@@ -93,67 +93,57 @@ async function up(dir: string, ports: ControlPlanePorts, attachToPid: number | u
 }
 
 export async function clusterCommand(args: string[]): Promise<number> {
-  let parsed;
-  try {
-    parsed = parseArgs({
-      args,
-      allowPositionals: true,
-      strict: true,
-      options: {
-        dir: { type: "string", default: DEFAULT_DIR },
-        nats: { type: "boolean", default: false },
-        help: { type: "boolean", short: "h" },
-        // Hidden: fixed ports (tests, or a stable URL). Free ports are picked otherwise.
-        "apiserver-port": { type: "string" },
-        "etcd-port": { type: "string" },
-        "etcd-peer-port": { type: "string" },
-        // Hidden: stop the control plane when this pid dies (tests that run `cluster up`).
-        "attach-to-pid": { type: "string" },
-      },
-    });
-  } catch (e) {
-    err(`hookline cluster: ${(e as Error).message}\n${USAGE}`);
-    return 2;
-  }
-  const { values, positionals } = parsed;
+  // Usage errors are thrown (parseArgs's, UsageError): main() turns them into exit code 2.
+  const { values, positionals } = parseArgs({
+    args,
+    allowPositionals: true,
+    strict: true,
+    options: {
+      dir: { type: "string", default: DEFAULT_DIR },
+      nats: { type: "boolean", default: false },
+      help: { type: "boolean", short: "h" },
+      // Hidden: fixed ports (tests, or a stable URL). Free ports are picked otherwise.
+      "apiserver-port": { type: "string" },
+      "etcd-port": { type: "string" },
+      "etcd-peer-port": { type: "string" },
+      // Hidden: stop the control plane when this pid dies (tests that run `cluster up`).
+      "attach-to-pid": { type: "string" },
+    },
+  });
   if (values.help) {
     out(USAGE);
     return 0;
   }
   const [sub, ...extra] = positionals;
   if ((sub !== "up" && sub !== "down") || extra.length > 0) {
-    err(`hookline cluster: ${sub === undefined ? "missing subcommand" : `unexpected "${[sub, ...extra].join(" ")}"`}\n${USAGE}`);
-    return 2;
+    throw new UsageError(sub === undefined ? "missing subcommand: up or down" : `unexpected "${[sub, ...extra].join(" ")}": the subcommand is up or down`);
   }
   const dir = values.dir;
-  if (!dir) {
-    err(`hookline cluster: --dir must not be empty\n${USAGE}`);
-    return 2;
+  // resolve("") is the working directory: a control plane must not land there by mistake.
+  if (!dir) throw new UsageError("--dir must not be empty");
+  if (values.nats && sub !== "up") throw new UsageError("--nats is an option of cluster up (cluster down stops nats-server too)");
+  const ports: ControlPlanePorts = {
+    apiserver: parsePort("apiserver-port", values["apiserver-port"]),
+    etcd: parsePort("etcd-port", values["etcd-port"]),
+    etcdPeer: parsePort("etcd-peer-port", values["etcd-peer-port"]),
+  };
+  const attach = values["attach-to-pid"];
+  const attachToPid = attach === undefined ? undefined : Number(attach);
+  if (attachToPid !== undefined && (!Number.isInteger(attachToPid) || attachToPid <= 1)) {
+    throw new UsageError(`--attach-to-pid must be a process id, got "${attach}"`);
+  }
+  if (sub === "down" && (values["apiserver-port"] ?? values["etcd-port"] ?? values["etcd-peer-port"] ?? attach) !== undefined) {
+    throw new UsageError("--apiserver-port, --etcd-port, --etcd-peer-port and --attach-to-pid are options of cluster up");
   }
 
   try {
-    if (values.nats && sub !== "up") throw new UsageError("--nats is an option of cluster up (cluster down stops nats-server too)");
     if (sub === "down") {
       await stopControlPlane(dir);
       out(`control plane in ${resolve(dir)} stopped`);
       return 0;
     }
-    const ports: ControlPlanePorts = {
-      apiserver: parsePort("apiserver-port", values["apiserver-port"]),
-      etcd: parsePort("etcd-port", values["etcd-port"]),
-      etcdPeer: parsePort("etcd-peer-port", values["etcd-peer-port"]),
-    };
-    const attach = values["attach-to-pid"];
-    const attachToPid = attach === undefined ? undefined : Number(attach);
-    if (attachToPid !== undefined && (!Number.isInteger(attachToPid) || attachToPid <= 1)) {
-      throw new UsageError(`--attach-to-pid must be a process id, got "${attach}"`);
-    }
     return await up(dir, ports, attachToPid, values.nats);
   } catch (e) {
-    if (e instanceof UsageError) {
-      err(`hookline cluster: ${e.message}\n${USAGE}`);
-      return 2;
-    }
     err(`hookline cluster ${sub}: ${e instanceof Error ? e.message : String(e)}`);
     return 1;
   }

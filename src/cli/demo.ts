@@ -29,6 +29,7 @@ import { createLogger } from "../observability/logger.js";
 import { Metrics } from "../observability/metrics.js";
 import { publish, type PublishResult } from "../publish/fanout.js";
 import { installCrds } from "./crds.js";
+import { UsageError } from "./exit-codes.js";
 import { Operator } from "./operator.js";
 
 const USAGE = `usage: hookline demo [--keep] [--dir DIR]
@@ -331,17 +332,14 @@ function printNextSteps(print: Print, opts: { keep: boolean; dir: string; keptDi
 }
 
 export async function demoCommand(args: string[]): Promise<number> {
-  let values;
-  try {
-    ({ values } = parseArgs({ args, options: { keep: { type: "boolean" }, dir: { type: "string" }, help: { type: "boolean", short: "h" } }, allowPositionals: false }));
-  } catch (err) {
-    process.stderr.write(`hookline demo: ${(err as Error).message}\n\n${USAGE}`);
-    return 2;
-  }
+  // Usage errors are thrown (parseArgs's, UsageError): main() turns them into exit code 2.
+  const { values } = parseArgs({ args, options: { keep: { type: "boolean" }, dir: { type: "string" }, help: { type: "boolean", short: "h" } }, allowPositionals: false });
   if (values.help) {
     process.stdout.write(USAGE);
     return 0;
   }
+  // resolve("") is the working directory: a control plane must not land there by mistake.
+  if (values.dir === "") throw new UsageError("--dir must not be empty");
   const keep = values.keep ?? false;
   const print: Print = (line) => process.stdout.write(`${line}\n`);
   const note: Print = (line) => process.stderr.write(`[demo] ${line}\n`);

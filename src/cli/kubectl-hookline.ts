@@ -1,7 +1,8 @@
 // `kubectl hookline`: the on-call console. One screen per question (how is this subscription,
 // what happened to this delivery, what is dead-lettered), and the levers (replay, reset, ping,
 // publish) with their outcome followed to the end. Namespace and context come from the
-// kubeconfig like kubectl. Exit 0 ok, 1 failed, 2 usage (src/cli/exit-codes.ts).
+// kubeconfig like kubectl. Exit 0 ok, 1 failed, 2 usage (src/cli/exit-codes.ts): every command
+// checks its arguments before the kubeconfig is read, so a usage error never reaches a cluster.
 import { randomBytes } from "node:crypto";
 import { setTimeout as delay } from "node:timers/promises";
 import { parseArgs } from "node:util";
@@ -14,9 +15,12 @@ import { CORE, collectionPath, objectPath, type KubeObject } from "../kube/types
 import { DELIVERIES, SUBSCRIPTIONS } from "../delivery/objects.js";
 import { USER_AGENT, VERSION } from "../version.js";
 import { ago, age, fields, inFuture, oneLine, parseSince, render, table, type Output } from "./console-format.js";
-import { EXIT } from "./exit-codes.js";
+import { EXIT, UsageError, usageMessage } from "./exit-codes.js";
 import { PLUGIN_COMMANDS, PLUGIN_GLOBAL_FLAGS } from "./plugin-commands.js";
-import { loadKubeConfig as readKubeConfig, UsageError } from "./kubeconfig.js";
+
+const FLAGS = `flags:
+${PLUGIN_GLOBAL_FLAGS.map((f) => `  ${f.flag.padEnd(32)} ${f.what}`).join("\n")}
+`;
 
 const USAGE = `usage: kubectl hookline <command> [options]
 
@@ -25,11 +29,27 @@ The on-call console of Hookline (${CATEGORY}).
 commands:
 ${PLUGIN_COMMANDS.map((c) => `  ${c.usage}\n      ${c.what}`).join("\n")}
 
-flags:
-${PLUGIN_GLOBAL_FLAGS.map((f) => `  ${f.flag.padEnd(32)} ${f.what}`).join("\n")}
-
+${FLAGS}
+kubectl hookline <command> --help shows one command.
 exit codes: 0 ok, 1 failed, 2 usage.
 `;
+
+const rowsOf = (command: string | undefined) => PLUGIN_COMMANDS.filter((c) => c.usage.split(" ")[0] === command);
+
+/** The usage lines of one command ("usage: kubectl hookline replay DELIVERY ...", then its other forms). */
+function usageLines(command: string | undefined): string {
+  const rows = rowsOf(command);
+  if (!rows.length) return "usage: kubectl hookline <command> [options]\n(see kubectl hookline --help)";
+  return `${rows.map((c, i) => `${i === 0 ? "usage:" : "      "} kubectl hookline ${c.usage}`).join("\n")}\n(see kubectl hookline ${command} --help)`;
+}
+
+/** `kubectl hookline COMMAND --help`: that command's forms, what they do, and the flags. */
+function helpOf(command: string | undefined): string {
+  const rows = rowsOf(command);
+  if (!rows.length) return USAGE;
+  const same = command === "publish" ? "\nThe same as hookline publish (see hookline publish --help), with the namespace of the kubeconfig context\nwhen -n is not given.\n" : "";
+  return `${rows.map((c, i) => `${i === 0 ? "usage:" : "      "} kubectl hookline ${c.usage}`).join("\n")}\n\n${rows.map((c) => `  ${c.what}`).join("\n")}\n${same}\n${FLAGS}\nexit codes: 0 ok, 1 failed, 2 usage.\n`;
+}
 
 /** What was followed ended badly: the message is the last line the user reads; exit 1. */
 class Failed extends Error {}
@@ -72,43 +92,65 @@ const OPTIONS = {
   concurrency: { type: "string" },
   wait: { type: "boolean" },
   timeout: { type: "string" },
-  // publish's own
+} as const;
+/** The options of `publish` (hookline publish's), known here only to find the command among the arguments. */
+const PUBLISH_OPTIONS = {
   type: { type: "string", short: "t" },
   id: { type: "string" },
   data: { type: "string", short: "d" },
+  nats: { type: "string" },
+  traceparent: { type: "string" },
+  tracestate: { type: "string" },
 } as const;
 type Flags = ReturnType<typeof parse>["values"];
+
+/** The options of every command but publish, for tests and docs: each is in PLUGIN_COMMANDS or PLUGIN_GLOBAL_FLAGS. */
+export const PLUGIN_OPTIONS: Record<string, { type: string; short?: string }> = { ...OPTIONS, ...PUBLISH_OPTIONS };
 
 function parse(args: string[]) {
   return parseArgs({ args, options: OPTIONS, allowPositionals: true, strict: true });
 }
 
+/** The command and where it is in argv, read leniently (also when an option is unknown). */
+function commandOf(argv: string[]): { name: string; index: number } | undefined {
+  const { tokens } = parseArgs({ args: argv, options: { ...OPTIONS, ...PUBLISH_OPTIONS }, allowPositionals: true, strict: false, tokens: true });
+  const first = tokens.find((t) => t.kind === "positional");
+  return first ? { name: first.value, index: first.index } : undefined;
+}
+
+const NAMESPACE_NAME = /^(?=.{1,63}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
+
+type Run = (ctx: Ctx) => Promise<number>;
+/** A command checks its arguments (throwing UsageError) and returns what it does with the cluster. */
+type Command = (args: string[], flags: Flags) => Run;
+
 export async function kubectlHookline(argv: string[]): Promise<number> {
   const out = (t: string) => void process.stdout.write(t);
   const err = (t: string) => void process.stderr.write(t);
-  let parsed;
-  try {
-    parsed = parse(argv);
-  } catch (e) {
-    err(`error: ${(e as Error).message}\n\n${USAGE}`);
-    return EXIT.usage;
-  }
-  const { values, positionals } = parsed;
-  if (values.version) return out(`kubectl-hookline ${VERSION}\n`), EXIT.ok;
-  const [command, ...rest] = positionals;
-  if (values.help || command === "help") return out(USAGE), EXIT.ok;
-  if (command === undefined) return err(USAGE), EXIT.usage;
-  if (command === "publish") return publishPassThrough(argv, values);
-  const run = COMMANDS[command];
-  if (!run) return err(`error: unknown command "${command}"\n\n${USAGE}`), EXIT.usage;
+  const command = commandOf(argv);
   let client: KubeClient | undefined;
   try {
+    if (command?.name === "publish") {
+      return await publishPassThrough(argv.filter((_, i) => i !== command.index));
+    }
+    const { values, positionals } = parse(argv);
+    if (values.version) return out(`kubectl-hookline ${VERSION}\n`), EXIT.ok;
+    const [name, ...rest] = positionals;
+    if (name === "help") return out(helpOf(rest[0])), EXIT.ok;
+    if (values.help) return out(helpOf(name)), EXIT.ok;
+    if (name === undefined) return err(USAGE), EXIT.usage;
+    const prepare = Object.hasOwn(COMMANDS, name) ? COMMANDS[name] : undefined;
+    if (!prepare) return err(`error: unknown command "${name}"\n\n${USAGE}`), EXIT.usage;
+    // Every argument is checked before the kubeconfig is read.
+    if (values.namespace !== undefined && !NAMESPACE_NAME.test(values.namespace)) throw new UsageError(`--namespace must be a namespace name (a lowercase RFC 1123 label), got "${values.namespace}"`);
     const output = outputOf(values.output);
-    const { kc, namespace } = loadKubeConfig(values);
+    const run = prepare(rest, values);
+    const { kc, namespace } = await loadKubeConfig(values);
     client = await KubeClient.create(kc, { userAgent: `${USER_AGENT} (kubectl-hookline)`, connections: 4 });
-    return await run({ client, namespace, all: values["all-namespaces"] ?? false, output, flags: values, now: Date.now, out, err }, rest);
+    return await run({ client, namespace, all: values["all-namespaces"] ?? false, output, flags: values, now: Date.now, out, err });
   } catch (e) {
-    if (e instanceof UsageError) return err(`error: ${e.message}\n(see kubectl hookline --help)\n`), EXIT.usage;
+    const usage = usageMessage(e);
+    if (usage !== undefined) return err(`error: ${usage}\n${usageLines(command?.name)}\n`), EXIT.usage;
     if (e instanceof Failed) return err(`${e.message}\n`), EXIT.failed;
     if (e instanceof ApiError) return err(`Error from server (${e.reason || e.status}): ${e.message}\n`), EXIT.failed;
     return err(`error: ${(e as Error).message}\n`), EXIT.failed;
@@ -124,31 +166,80 @@ function outputOf(o: string | undefined): Output {
 }
 
 /** The kubeconfig as kubectl reads it: --kubeconfig, else KUBECONFIG or ~/.kube/config; --context; the context's namespace. */
-function loadKubeConfig(values: Flags): { kc: KubeConfig; namespace: string } {
-  const kc = readKubeConfig(values);
+async function loadKubeConfig(values: { kubeconfig?: string | undefined; context?: string | undefined; namespace?: string | undefined }): Promise<{ kc: KubeConfig; namespace: string }> {
+  // Imported when needed: @kubernetes/client-node takes about a second to load, which --help,
+  // --version and usage errors do without.
+  const kc = (await import("./kubeconfig.js")).loadKubeConfig(values);
   const namespace = values.namespace ?? kc.getContextObject(kc.getCurrentContext())?.namespace ?? "default";
   return { kc, namespace };
 }
 
-/** `kubectl hookline publish` is `hookline publish` with the namespace and context resolved like kubectl. */
-async function publishPassThrough(argv: string[], values: Flags): Promise<number> {
+/**
+ * `kubectl hookline publish` is `hookline publish` with the namespace resolved like kubectl (-n,
+ * else the kubeconfig context's), read only once every other argument has been checked.
+ */
+async function publishPassThrough(args: string[]): Promise<number> {
   const { publishCommand } = await import("./publish.js");
-  let namespace: string;
-  try {
-    namespace = loadKubeConfig(values).namespace;
-  } catch (e) {
-    process.stderr.write(`error: ${(e as Error).message}\n`);
-    return e instanceof UsageError ? EXIT.usage : EXIT.failed;
-  }
-  const args = argv.filter((a, i) => !(a === "publish" && argv.indexOf("publish") === i));
-  return publishCommand(values.namespace === undefined ? ["--namespace", namespace, ...args] : args);
+  return publishCommand(args, { defaultNamespace: async (flags) => (await loadKubeConfig(flags)).namespace, help: helpOf("publish") });
 }
 
-const COMMANDS: Record<string, (ctx: Ctx, args: string[]) => Promise<number>> = { status, attempts, dlq, replay, reset, ping };
+const COMMANDS: Record<string, Command> = {
+  status: (args) => {
+    const name = one(args, "SUB (a WebhookSubscription)");
+    return (ctx) => status(ctx, name);
+  },
+  attempts: (args) => {
+    const name = one(args, "DELIVERY (a WebhookDelivery)");
+    return (ctx) => attempts(ctx, name);
+  },
+  dlq: (args, flags) => {
+    if (args.length) throw new UsageError(`dlq takes no arguments (got ${args.join(" ")}); use --subscription`);
+    if (flags.subscription === "") throw new UsageError("--subscription must name a WebhookSubscription");
+    const sinceMs = flags.since === undefined ? undefined : durationFlag(flags.since, "--since", 0);
+    return (ctx) => dlq(ctx, sinceMs);
+  },
+  replay: (args, flags) => {
+    if (flags.subscription !== undefined) {
+      if (args.length) throw new UsageError("give either DELIVERY or --subscription S, not both");
+      if (!flags.subscription) throw new UsageError("--subscription must name a WebhookSubscription");
+      const sub = flags.subscription;
+      const reason = reasonOf(flags, ANNOTATIONS.replayDeadLetters);
+      const concurrency = concurrencyOf(flags.concurrency);
+      const timeoutMs = durationFlag(flags.timeout, "--timeout", 600_000);
+      return (ctx) => replaySubscription(ctx, sub, reason, concurrency, timeoutMs);
+    }
+    const name = one(args, "DELIVERY (or --subscription S)");
+    const reason = reasonOf(flags, ANNOTATIONS.replay);
+    if (flags.concurrency !== undefined) throw new UsageError("--concurrency applies to replay --subscription S only");
+    const timeoutMs = durationFlag(flags.timeout, "--timeout", 120_000);
+    return (ctx) => replay(ctx, name, reason, timeoutMs);
+  },
+  reset: (args, flags) => {
+    const name = one(args, "SUB (a WebhookSubscription)");
+    const reason = reasonOf(flags, ANNOTATIONS.resetEndpoint);
+    const timeoutMs = durationFlag(flags.timeout, "--timeout", 60_000);
+    return (ctx) => reset(ctx, name, reason, timeoutMs);
+  },
+  ping: (args, flags) => {
+    const sub = one(args, "SUB (a WebhookSubscription)");
+    const timeoutMs = durationFlag(flags.timeout, "--timeout", 60_000);
+    return (ctx) => ping(ctx, sub, timeoutMs);
+  },
+};
 
 function one(args: string[], what: string): string {
   if (args.length !== 1) throw new UsageError(args.length ? `one ${what} only, got ${args.join(" ")}` : `${what} is required`);
-  return args[0]!;
+  if (!args[0]) throw new UsageError(`${what} must not be empty`);
+  return args[0];
+}
+
+function concurrencyOf(text: string | undefined): number | undefined {
+  if (text === undefined) return undefined;
+  const concurrency = Number(text);
+  if (!/^\d+$/.test(text) || concurrency < REPLAY_CONCURRENCY.min || concurrency > REPLAY_CONCURRENCY.max) {
+    throw new UsageError(`--concurrency must be an integer from ${REPLAY_CONCURRENCY.min} to ${REPLAY_CONCURRENCY.max} (default ${REPLAY_CONCURRENCY.default})`);
+  }
+  return concurrency;
 }
 
 function reasonOf(flags: Flags, annotation: string): string {
@@ -197,8 +288,7 @@ const cond = (conditions: Array<{ type: string; status: string; reason: string; 
 
 const ACTIVE_SELECTOR = (sub: string) => `spec.subscriptionRef.name=${sub},status.phase!=Succeeded,status.phase!=DeadLettered,status.phase!=Discarded`;
 
-async function status(ctx: Ctx, args: string[]): Promise<number> {
-  const name = one(args, "SUB (a WebhookSubscription)");
+async function status(ctx: Ctx, name: string): Promise<number> {
   const sub = await get<Sub>(ctx, SUBSCRIPTIONS, ctx.namespace, name);
   const now = ctx.now();
   // Metadata only: the backlog and the dead letters may be many and their payloads are not
@@ -309,8 +399,7 @@ async function recentEvents(ctx: Ctx, kind: string, name: string, limit = 10): P
 
 // ---- attempts --------------------------------------------------------------------------
 
-async function attempts(ctx: Ctx, args: string[]): Promise<number> {
-  const name = one(args, "DELIVERY (a WebhookDelivery)");
+async function attempts(ctx: Ctx, name: string): Promise<number> {
   const d = await get<Del>(ctx, DELIVERIES, ctx.namespace, name);
   const s = d.status ?? {};
   const history = s.history?.length ? s.history : s.lastAttempt ? [s.lastAttempt] : [];
@@ -333,9 +422,7 @@ async function attempts(ctx: Ctx, args: string[]): Promise<number> {
 
 // ---- dlq -------------------------------------------------------------------------------
 
-async function dlq(ctx: Ctx, args: string[]): Promise<number> {
-  if (args.length) throw new UsageError(`dlq takes no arguments (got ${args.join(" ")}); use --subscription`);
-  const sinceMs = ctx.flags.since === undefined ? undefined : durationFlag(ctx.flags.since, "--since", 0);
+async function dlq(ctx: Ctx, sinceMs: number | undefined): Promise<number> {
   const selector = ["status.phase=DeadLettered", ...(ctx.flags.subscription ? [`spec.subscriptionRef.name=${ctx.flags.subscription}`] : [])].join(",");
   const now = ctx.now();
   const items = (await list<Del>(ctx, DELIVERIES, ctx.all ? undefined : ctx.namespace, { fieldSelector: selector }))
@@ -376,14 +463,7 @@ async function refusal(ctx: Ctx, kind: string, name: string, since: number): Pro
   return e ? `${e.reason}: ${e.message}` : undefined;
 }
 
-async function replay(ctx: Ctx, args: string[]): Promise<number> {
-  if (ctx.flags.subscription !== undefined) {
-    if (args.length) throw new UsageError("give either DELIVERY or --subscription S, not both");
-    return replaySubscription(ctx, ctx.flags.subscription);
-  }
-  const name = one(args, "DELIVERY (or --subscription S)");
-  const reason = reasonOf(ctx.flags, ANNOTATIONS.replay);
-  const timeoutMs = durationFlag(ctx.flags.timeout, "--timeout", 120_000);
+async function replay(ctx: Ctx, name: string, reason: string, timeoutMs: number): Promise<number> {
   const before = await get<Del>(ctx, DELIVERIES, ctx.namespace, name);
   // The API server's clock decides: status times are the operator's, the request time is ours.
   const requestedAt = ctx.now();
@@ -409,16 +489,7 @@ async function replay(ctx: Ctx, args: string[]): Promise<number> {
   return result === "Failed" ? EXIT.failed : EXIT.ok;
 }
 
-async function replaySubscription(ctx: Ctx, name: string): Promise<number> {
-  const reason = reasonOf(ctx.flags, ANNOTATIONS.replayDeadLetters);
-  let concurrency: number | undefined;
-  if (ctx.flags.concurrency !== undefined) {
-    concurrency = Number(ctx.flags.concurrency);
-    if (!/^\d+$/.test(ctx.flags.concurrency) || concurrency < REPLAY_CONCURRENCY.min || concurrency > REPLAY_CONCURRENCY.max) {
-      throw new UsageError(`--concurrency must be an integer from ${REPLAY_CONCURRENCY.min} to ${REPLAY_CONCURRENCY.max} (default ${REPLAY_CONCURRENCY.default})`);
-    }
-  }
-  const timeoutMs = durationFlag(ctx.flags.timeout, "--timeout", 600_000);
+async function replaySubscription(ctx: Ctx, name: string, reason: string, concurrency: number | undefined, timeoutMs: number): Promise<number> {
   const before = await get<Sub>(ctx, SUBSCRIPTIONS, ctx.namespace, name);
   const previousId = before.status?.lastReplay?.requestedAt;
   const requestedAt = ctx.now();
@@ -447,10 +518,7 @@ async function replaySubscription(ctx: Ctx, name: string): Promise<number> {
 
 // ---- reset -----------------------------------------------------------------------------
 
-async function reset(ctx: Ctx, args: string[]): Promise<number> {
-  const name = one(args, "SUB (a WebhookSubscription)");
-  const reason = reasonOf(ctx.flags, ANNOTATIONS.resetEndpoint);
-  const timeoutMs = durationFlag(ctx.flags.timeout, "--timeout", 60_000);
+async function reset(ctx: Ctx, name: string, reason: string, timeoutMs: number): Promise<number> {
   const before = await get<Sub>(ctx, SUBSCRIPTIONS, ctx.namespace, name);
   const previous = before.status?.lastReset?.at;
   await annotate(ctx, SUBSCRIPTIONS, name, { [ANNOTATIONS.resetEndpoint]: reason });
@@ -469,9 +537,7 @@ async function reset(ctx: Ctx, args: string[]): Promise<number> {
 
 // ---- ping ------------------------------------------------------------------------------
 
-async function ping(ctx: Ctx, args: string[]): Promise<number> {
-  const sub = one(args, "SUB (a WebhookSubscription)");
-  const timeoutMs = durationFlag(ctx.flags.timeout, "--timeout", 60_000);
+async function ping(ctx: Ctx, sub: string, timeoutMs: number): Promise<number> {
   const s = await get<Sub>(ctx, SUBSCRIPTIONS, ctx.namespace, sub);
   const name = `ping-${sub.slice(0, 200)}-${randomBytes(4).toString("hex")}`;
   const sentAt = new Date(ctx.now()).toISOString();

@@ -1,51 +1,82 @@
 // The `hookline` command line: dispatches to one module per command.
 // Commands are imported when used, so `hookline publish` does not load the operator.
+// A usage error of any command (node:util parseArgs's, or a UsageError) is turned into exit
+// code 2 here, in one place, with the problem and the command's usage line on stderr.
 import { VERSION } from "../version.js";
-import { EXIT } from "./exit-codes.js";
+import { EXIT, usageMessage } from "./exit-codes.js";
 
-/** The commands, for the usage text and docs/api.md. */
+/** The commands, for the usage text and docs/api.md. The first word names the command. */
 export const COMMANDS = [
   { usage: "operator [--kubeconfig PATH] [--leader-elect=false]", what: "run the controller against the current kubeconfig (in-cluster in a pod)" },
-  { usage: "dev [--dir DIR] [--nats]", what: "cluster up + CRDs + operator, for a first run with no cluster (--nats: with nats-server, stream mode)" },
-  { usage: "cluster up|down --dir DIR [--nats]", what: "start or stop a local etcd + kube-apiserver (--nats: and nats-server with JetStream)" },
-  { usage: "publish -n NS -t TYPE [--id ID] -d JSON|@FILE [--nats URL]", what: "fan one event out to every matching subscription (--nats: one JetStream message, stream mode)" },
-  { usage: "demo", what: "show the whole product on the embedded control plane" },
+  {
+    usage: "dev [--dir DIR] [--keep-cluster] [--nats]",
+    what: "cluster up + CRDs + operator in DIR (default .hookline/dev), for a first run with no cluster; Ctrl-C stops both (--keep-cluster: the control plane stays up; --nats: with nats-server, stream mode)",
+  },
+  { usage: "cluster up [--dir DIR] [--nats]", what: "start a local etcd + kube-apiserver + kube-controller-manager in DIR (default .hookline/cluster) in the background (--nats: and nats-server with JetStream)" },
+  { usage: "cluster down [--dir DIR]", what: "stop what cluster up started in DIR, nats-server too (the data is kept)" },
+  {
+    usage: "publish -n NS -t TYPE [--id ID] -d JSON|@FILE|@- [--traceparent TP [--tracestate TS]] [--kubeconfig PATH] [--context NAME] [-o table|json|yaml] [--nats URL]",
+    what: "fan one event out to every matching subscription (--nats: one JetStream message, stream mode)",
+  },
+  { usage: "demo [--keep] [--dir DIR]", what: "show the whole product on the embedded control plane (--keep: leave it running in DIR, default .hookline/demo)" },
 ] as const;
 
 const USAGE = `usage: hookline <command> [options]
 
 commands:
-${COMMANDS.map((c) => `  ${c.usage.padEnd(52)} ${c.what}`).join("\n")}
+${COMMANDS.map((c) => `  ${c.usage}\n      ${c.what}`).join("\n")}
+  --version
+      print the version
 
-  --version                                            print the version
-exit codes: 0 ok, 1 failed, 2 usage. kubectl hookline (kubectl-hookline) is the on-call console.
+hookline <command> --help shows one command's options.
+exit codes: 0 ok, 1 failed, 2 usage, 78 config (operator and dev). kubectl hookline (kubectl-hookline) is the on-call console.
 `;
+
+/** The usage lines of one command ("usage: hookline cluster up ...", then "       hookline cluster down ..."). */
+export function usageLines(command: string): string {
+  return COMMANDS.filter((c) => c.usage.split(" ")[0] === command)
+    .map((c, i) => `${i === 0 ? "usage:" : "      "} hookline ${c.usage}`)
+    .join("\n");
+}
+
+type Command = (args: string[]) => Promise<number>;
+
+const DISPATCH: Record<string, () => Promise<Command>> = {
+  cluster: async () => (await import("./cluster.js")).clusterCommand,
+  operator: async () => (await import("./run-operator.js")).operatorCommand,
+  dev: async () => (await import("./run-operator.js")).devCommand,
+  publish: async () => (await import("./publish.js")).publishCommand,
+  demo: async () => (await import("./demo.js")).demoCommand,
+};
 
 export async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
   switch (command) {
-    case "cluster":
-      return (await import("./cluster.js")).clusterCommand(rest);
-    case "operator":
-      return (await import("./run-operator.js")).operatorCommand(rest);
-    case "dev":
-      return (await import("./run-operator.js")).devCommand(rest);
-    case "publish":
-      return (await import("./publish.js")).publishCommand(rest);
-    case "demo":
-      return (await import("./demo.js")).demoCommand(rest);
     case "--version":
     case "version":
       process.stdout.write(`hookline ${VERSION}\n`);
       return EXIT.ok;
-    case undefined:
     case "help":
     case "--help":
     case "-h":
       process.stdout.write(USAGE);
-      return command === undefined ? EXIT.usage : EXIT.ok;
-    default:
-      process.stderr.write(`hookline: unknown command "${command}"\n${USAGE}`);
+      return EXIT.ok;
+    case undefined:
+      process.stderr.write(USAGE);
       return EXIT.usage;
+  }
+  const load = Object.hasOwn(DISPATCH, command) ? DISPATCH[command] : undefined;
+  if (!load) {
+    process.stderr.write(`hookline: unknown command "${command}"\n${USAGE}`);
+    return EXIT.usage;
+  }
+  const run = await load();
+  try {
+    return await run(rest);
+  } catch (err) {
+    const message = usageMessage(err);
+    if (message === undefined) throw err;
+    process.stderr.write(`hookline ${command}: ${message}\n${usageLines(command)}\n(see hookline ${command} --help)\n`);
+    return EXIT.usage;
   }
 }

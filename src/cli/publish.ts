@@ -7,15 +7,15 @@ import { parseArgs } from "node:util";
 import { stringify } from "yaml";
 import { MAX_PAYLOAD_BYTES } from "../api/names.js";
 import { ApiError, KubeClient } from "../kube/client.js";
-import { IdempotencyConflictError, PublishFailedError, PublishInputError } from "../publish/errors.js";
+import { PublishFailedError, PublishInputError } from "../publish/errors.js";
 import { publish, type PublishResult } from "../publish/fanout.js";
 import { validateEvent, validateTraceContext } from "../publish/input.js";
 import { publishToStream, type StreamPublishResult } from "../publish/stream.js";
-import { StreamConnection, StreamUnavailableError } from "../stream/jetstream.js";
+import { StreamConnection } from "../stream/jetstream.js";
 import type { TraceContext } from "../stream/message.js";
 import { NatsUrlError, parseNatsUrl } from "../stream/url.js";
 import { USER_AGENT } from "../version.js";
-import { loadKubeConfig, UsageError } from "./kubeconfig.js";
+import { UsageError } from "./exit-codes.js";
 
 const USAGE = `usage: hookline publish --namespace NS --type TYPE [--id ID] --data JSON|@FILE|@- [--traceparent TP [--tracestate TS]] [--kubeconfig PATH] [--context NAME] [--nats URL] [-o table|json|yaml]
 
@@ -117,19 +117,11 @@ function printStreamResult(result: StreamPublishResult, output: string): void {
   process.stderr.write(`event ${result.id} (${result.type}) in namespace ${result.namespace}: ${what}\n`);
 }
 
-/** --nats: validate, connect once, publish, close. */
-async function publishStream(url: string, input: { namespace: string; type: string; id?: string; data: unknown }, output: string, traceContext: TraceContext | undefined): Promise<number> {
-  try {
-    parseNatsUrl(url);
-  } catch (err) {
-    if (err instanceof NatsUrlError) throw new UsageError(`--nats: ${err.message}`);
-    throw err;
-  }
-  // An input problem is reported as such even when NATS is down; the id is settled once.
-  const { id } = validateEvent(input);
+/** --nats: connect once, publish, close (the URL and the event were checked before). */
+async function publishStream(url: string, input: { namespace: string; type: string; id: string; data: unknown }, output: string, traceContext: TraceContext | undefined): Promise<number> {
   const connection = await StreamConnection.connect({ url, source: "--nats", name: "hookline publish" });
   try {
-    printStreamResult(await publishToStream(connection, { ...input, id }, traceContext ? { traceContext } : {}), output);
+    printStreamResult(await publishToStream(connection, input, traceContext ? { traceContext } : {}), output);
     return 0;
   } finally {
     await connection.close();
@@ -158,46 +150,109 @@ function printResult(result: PublishResult, output: string, failures: Array<{ su
   process.stderr.write(`${summary}\n`);
 }
 
-export async function publishCommand(args: string[]): Promise<number> {
-  let values;
+/** Options of `kubectl hookline publish`, which resolves the namespace like kubectl. */
+export interface PublishCommandOptions {
+  /** The namespace when -n is not given; called once every other argument has been checked. */
+  defaultNamespace?: (flags: { kubeconfig?: string | undefined; context?: string | undefined }) => Promise<string>;
+  /** What --help prints (default: hookline publish's usage). */
+  help?: string;
+}
+
+/** A PublishInputError as the usage error it is on the command line, naming the flag. */
+const usageOf = (err: PublishInputError) => new UsageError(`${FLAG[err.field] ?? err.field}: ${err.message}`);
+
+/** Runs `check`, turning a PublishInputError into a usage error. */
+function asUsage<T>(check: () => T): T {
   try {
-    ({ values } = parseArgs({
-      args,
-      options: {
-        namespace: { type: "string", short: "n" },
-        type: { type: "string", short: "t" },
-        id: { type: "string" },
-        data: { type: "string", short: "d" },
-        kubeconfig: { type: "string" },
-        context: { type: "string" },
-        output: { type: "string", short: "o", default: "table" },
-        nats: { type: "string" },
-        traceparent: { type: "string" },
-        tracestate: { type: "string" },
-        help: { type: "boolean", short: "h" },
-      },
-      allowPositionals: false,
-    }));
+    return check();
   } catch (err) {
-    process.stderr.write(`hookline publish: ${(err as Error).message}\n\n${USAGE}`);
-    return 2;
+    throw err instanceof PublishInputError ? usageOf(err) : err;
   }
+}
+
+const OPTIONS = {
+  namespace: { type: "string", short: "n" },
+  type: { type: "string", short: "t" },
+  id: { type: "string" },
+  data: { type: "string", short: "d" },
+  kubeconfig: { type: "string" },
+  context: { type: "string" },
+  output: { type: "string", short: "o", default: "table" },
+  nats: { type: "string" },
+  traceparent: { type: "string" },
+  tracestate: { type: "string" },
+  help: { type: "boolean", short: "h" },
+} as const;
+
+const parse = (args: string[]) => parseArgs({ args, options: OPTIONS, allowPositionals: false });
+type Values = ReturnType<typeof parse>["values"];
+type Output = "table" | "json" | "yaml";
+interface Checked {
+  output: Output;
+  /** The event with its id settled; the namespace is "" when it is to come from opts.defaultNamespace. */
+  input: { namespace: string; type: string; id: string; data: unknown };
+  traceContext: TraceContext | undefined;
+}
+
+/** Every argument, before the kubeconfig is read or anything is sent: UsageError otherwise. */
+function check(values: Values, opts: PublishCommandOptions): Checked {
+  const output = values.output;
+  if (values.namespace === undefined && !opts.defaultNamespace) throw new UsageError("--namespace is required");
+  for (const flag of ["type", "data"] as const) if (values[flag] === undefined) throw new UsageError(`--${flag} is required`);
+  if (output !== "table" && output !== "json" && output !== "yaml") throw new UsageError(`--output must be table, json or yaml, got "${output}"`);
+  if (values.nats !== undefined) {
+    if (values.kubeconfig !== undefined || values.context !== undefined) throw new UsageError("--nats publishes to NATS JetStream: --kubeconfig and --context do not apply");
+    try {
+      parseNatsUrl(values.nats);
+    } catch (err) {
+      if (err instanceof NatsUrlError) throw new UsageError(`--nats: ${err.message}`);
+      throw err;
+    }
+  }
+  const data = readData(values.data!);
+  const traceContext = asUsage(() => traceContextOf(values));
+  // The event as a whole (type, id, data; the namespace when given), before the kubeconfig is
+  // read for the default namespace; the id is settled here, once.
+  const { id } = asUsage(() => validateEvent({ namespace: values.namespace ?? "default", type: values.type, ...(values.id !== undefined ? { id: values.id } : {}), data }));
+  return { output, input: { namespace: values.namespace ?? "", type: values.type!, id, data }, traceContext };
+}
+
+/**
+ * What the cluster or NATS answered badly (unreachable, refused, an id reused for another event,
+ * a fan-out cut short), as exit code 1. An input problem found late is still a usage error.
+ */
+function failed(err: unknown, output: Output, namespace: string): number {
+  if (err instanceof UsageError) throw err;
+  if (err instanceof PublishInputError) throw usageOf(err);
+  if (err instanceof PublishFailedError) printResult(err.result, output, err.failures);
+  let hint = "";
+  if (err instanceof ApiError && (err.status === 401 || err.status === 403)) {
+    hint = `\n(publishing needs list on webhooksubscriptions and create on webhookdeliveries in namespace ${namespace}; see docs/publishing.md)`;
+  }
+  process.stderr.write(`hookline publish: ${(err as Error).message}${hint}\n`);
+  return 1;
+}
+
+/**
+ * `hookline publish` (and `kubectl hookline publish`). Every argument is checked before the
+ * kubeconfig is read or anything is sent; usage errors are thrown (parseArgs's, UsageError) and
+ * the caller turns them into exit code 2.
+ */
+export async function publishCommand(args: string[], opts: PublishCommandOptions = {}): Promise<number> {
+  const { values } = parse(args);
   if (values.help) {
-    process.stdout.write(USAGE);
+    process.stdout.write(opts.help ?? USAGE);
     return 0;
   }
-  const output = values.output;
+  const { output, input, traceContext } = check(values, opts);
   try {
-    for (const flag of ["namespace", "type", "data"] as const) if (values[flag] === undefined) throw new UsageError(`--${flag} is required`);
-    if (output !== "table" && output !== "json" && output !== "yaml") throw new UsageError(`--output must be table, json or yaml, got "${output}"`);
-    const data = readData(values.data!);
-    const input = { namespace: values.namespace!, type: values.type!, ...(values.id !== undefined ? { id: values.id } : {}), data };
-    const traceContext = traceContextOf(values);
-    if (values.nats !== undefined) {
-      if (values.kubeconfig !== undefined || values.context !== undefined) throw new UsageError("--nats publishes to NATS JetStream: --kubeconfig and --context do not apply");
-      return await publishStream(values.nats, input, output, traceContext);
+    if (values.namespace === undefined) {
+      input.namespace = await opts.defaultNamespace!({ kubeconfig: values.kubeconfig, context: values.context });
+      asUsage(() => validateEvent(input));
     }
-    const kc = loadKubeConfig(values);
+    if (values.nats !== undefined) return await publishStream(values.nats, input, output, traceContext);
+    // Imported when needed: @kubernetes/client-node takes about a second to load.
+    const kc = (await import("./kubeconfig.js")).loadKubeConfig(values);
     const client = await KubeClient.create(kc, { userAgent: USER_AGENT, connections: 8 });
     try {
       const result = await publish(client, input, traceContext ? { traceContext } : {});
@@ -207,32 +262,6 @@ export async function publishCommand(args: string[]): Promise<number> {
       await client.close();
     }
   } catch (err) {
-    if (err instanceof UsageError) {
-      process.stderr.write(`hookline publish: ${err.message}\n(see hookline publish --help)\n`);
-      return 2;
-    }
-    if (err instanceof PublishInputError) {
-      process.stderr.write(`hookline publish: ${FLAG[err.field] ?? err.field}: ${err.message}\n`);
-      return 2;
-    }
-    if (err instanceof PublishFailedError) {
-      printResult(err.result, output, err.failures);
-      process.stderr.write(`hookline publish: ${err.message}\n`);
-      return 1;
-    }
-    if (err instanceof StreamUnavailableError) {
-      process.stderr.write(`hookline publish: ${err.message}\n`);
-      return 1;
-    }
-    if (err instanceof IdempotencyConflictError) {
-      process.stderr.write(`hookline publish: ${err.message}\n`);
-      return 1;
-    }
-    if (err instanceof ApiError && (err.status === 401 || err.status === 403)) {
-      process.stderr.write(`hookline publish: ${err.message}\n(publishing needs list on webhooksubscriptions and create on webhookdeliveries in namespace ${values.namespace}; see docs/publishing.md)\n`);
-      return 1;
-    }
-    process.stderr.write(`hookline publish: ${(err as Error).message}\n`);
-    return 1;
+    return failed(err, output, input.namespace);
   }
 }

@@ -4,6 +4,8 @@ import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { ENV_DOCS } from "../config/config.js";
 import { DRAIN_LOG_LINES } from "../observability/logger.js";
+import { PLUGIN_OPTIONS } from "./kubectl-hookline.js";
+import { PLUGIN_COMMANDS, PLUGIN_GLOBAL_FLAGS } from "./plugin-commands.js";
 
 const read = (path: string) => readFileSync(new URL(path, import.meta.url), "utf8");
 
@@ -24,6 +26,15 @@ describe("reference catalogues", () => {
     // tracing.ts names a variable and its signal-specific form in one ternary, and reads milliseconds() by name.
     for (const m of tracing.slice(0, tracing.indexOf("export const TRACING_ENV_DOCS")).matchAll(/"(OTEL_[A-Z0-9_]+)"/g)) names.add(m[1]!);
     expect(ENV_DOCS.map((e) => e.name).sort()).toEqual([...names].sort());
+  });
+
+  it("every option kubectl hookline parses is in PLUGIN_COMMANDS or PLUGIN_GLOBAL_FLAGS (by its long or short name)", () => {
+    // test/integration/cli-reference.test.ts checks the other way round: every documented flag is accepted.
+    const documented = [...PLUGIN_COMMANDS.map((c) => c.usage), ...PLUGIN_GLOBAL_FLAGS.map((f) => f.flag)].join(" ");
+    const names = (flag: string) => new RegExp(`(^|[\\s\\[])${flag}(?![\\w-])`).test(documented);
+    for (const [name, option] of Object.entries(PLUGIN_OPTIONS)) {
+      expect(names(`--${name}`) || (option.short !== undefined && names(`-${option.short}`)), `--${name}${option.short ? ` (-${option.short})` : ""} is not documented`).toBe(true);
+    }
   });
 
   it("every documented shutdown log line is written by the drain report", () => {

@@ -1,5 +1,6 @@
 // `hookline operator` and `hookline dev`: run the operator until SIGTERM/SIGINT, then drain and
-// exit 0. A second signal exits at once.
+// exit 0. A second signal exits at once. Usage errors are thrown (parseArgs's, UsageError):
+// main() turns them into exit code 2.
 import { KubeConfig } from "@kubernetes/client-node";
 import { parseArgs } from "node:util";
 import { resolve } from "node:path";
@@ -8,19 +9,24 @@ import { runningControlPlane, startControlPlane, startNatsBeside, stopControlPla
 import { ConfigError, loadConfig, type Config } from "../config/config.js";
 import { KubeClient } from "../kube/client.js";
 import { installCrds } from "./crds.js";
+import { EXIT, UsageError } from "./exit-codes.js";
 import { Operator } from "./operator.js";
 
 const OPERATOR_USAGE = `usage: hookline operator [--kubeconfig PATH] [--leader-elect=false]
 
 Runs the controller against the current kubeconfig (KUBECONFIG, ~/.kube/config, or in-cluster
 credentials in a pod). Configuration comes from the environment: see docs/configuration.md.
+
+  --kubeconfig PATH            default: KUBECONFIG, ~/.kube/config, or in-cluster credentials
+  --leader-elect=true|false    leader election on a Lease (default: LEADER_ELECT, else true);
+                               false only with a single replica
 `;
 
 function parseBool(name: string, value: string | undefined): boolean | undefined {
   if (value === undefined) return undefined;
   if (value === "true" || value === "") return true;
   if (value === "false") return false;
-  throw new Error(`--${name} must be true or false, got "${value}"`);
+  throw new UsageError(`--${name} must be true or false, got "${value}"`);
 }
 
 function configFrom(env: NodeJS.ProcessEnv, leaderElect: boolean | undefined): Config | number {
@@ -29,7 +35,7 @@ function configFrom(env: NodeJS.ProcessEnv, leaderElect: boolean | undefined): C
   } catch (err) {
     if (err instanceof ConfigError) {
       process.stderr.write(`hookline: ${err.message}\n`);
-      return 78; // EX_CONFIG
+      return EXIT.config;
     }
     throw err;
   }
@@ -77,7 +83,8 @@ export async function operatorCommand(args: string[]): Promise<number> {
     process.stdout.write(OPERATOR_USAGE);
     return 0;
   }
-  const config = configFrom(process.env, parseBool("leader-elect", values["leader-elect"]));
+  const leaderElect = parseBool("leader-elect", values["leader-elect"]);
+  const config = configFrom(process.env, leaderElect);
   if (typeof config === "number") return config;
   const op = new Operator({ config, ...(values.kubeconfig ? { kubeconfig: values.kubeconfig } : {}) });
   return runUntilSignal(op);
@@ -93,17 +100,22 @@ modules), installs the CRDs and runs the operator against it, with loopback addr
 (WEBHOOK_ALLOWED_NETWORKS=127.0.0.0/8,::1/128) so receivers on this machine can be used, and
 the HTTP publish door on port ${DEV_PUBLISH_PORT} (PUBLISH_PORT; set it empty to turn the door off).
 Ctrl-C stops the operator and the control plane (--keep-cluster leaves the control plane up).
+A control plane already running in DIR (hookline cluster up --dir DIR) is used as it is.
 
-  --nats   also start nats-server with JetStream (built once from Go modules) and run the
-           operator with HOOKLINE_NATS_URL set to it (stream mode).
+  --dir DIR        state directory of the control plane (default .hookline/dev)
+  --keep-cluster   leave the control plane running when the operator stops
+  --nats           also start nats-server with JetStream (built once from Go modules) and run
+                   the operator with HOOKLINE_NATS_URL set to it (stream mode)
 `;
 
 export async function devCommand(args: string[]): Promise<number> {
-  const { values } = parseArgs({ args, options: { dir: { type: "string" }, "keep-cluster": { type: "boolean" }, nats: { type: "boolean" }, help: { type: "boolean", short: "h" } } });
+  const { values } = parseArgs({ args, options: { dir: { type: "string" }, "keep-cluster": { type: "boolean" }, nats: { type: "boolean" }, help: { type: "boolean", short: "h" } }, allowPositionals: false });
   if (values.help) {
     process.stdout.write(DEV_USAGE);
     return 0;
   }
+  // resolve("") is the working directory: a control plane must not land there by mistake.
+  if (values.dir === "") throw new UsageError("--dir must not be empty");
   const dir = resolve(values.dir ?? ".hookline/dev");
   const env = {
     ...process.env,
