@@ -17,7 +17,7 @@ import { createServer as createHttpsServer, type Server as HttpsServer } from "n
 import type { Logger } from "pino";
 import { MAX_PAYLOAD_BYTES } from "../api/names.js";
 import { ApiError, type KubeClient } from "../kube/client.js";
-import { StreamUnavailableError } from "../stream/jetstream.js";
+import { StreamQuotaExceededError, StreamUnavailableError } from "../stream/jetstream.js";
 import type { TraceContext } from "../stream/message.js";
 import type { PublishDoorMetrics } from "../observability/metrics.js";
 import { objectPath, CORE } from "../kube/types.js";
@@ -61,7 +61,12 @@ export interface PublishServerOptions {
    * with the event.
    */
   stream?: StreamPublisher;
+  /** Stream mode: each namespace's quota (named in a 429), and what to count when one refuses an event. */
+  streamQuota?: { messages: number; bytes: number; refused?: (namespace: string, quota: "messages" | "bytes") => void };
 }
+
+/** How long a producer refused by its namespace's full stream is told to wait. */
+export const QUOTA_RETRY_AFTER_SECONDS = 10;
 
 export const EVENTS_PATH = /^\/v1\/namespaces\/([^/]+)\/events\/?$/;
 const ENVELOPE_BYTES = 16 * 1024;
@@ -206,6 +211,13 @@ function publishErrorReply(err: unknown): Reply | undefined {
   return undefined;
 }
 
+/** 429: the namespace's stream is full; this namespace waits, the others publish normally. */
+function quotaReply(err: StreamQuotaExceededError, quota: PublishServerOptions["streamQuota"]): Reply {
+  quota?.refused?.(err.namespace, err.quota);
+  const limit = quota?.[err.quota];
+  return refuse(429, err.message, { namespace: err.namespace, stream: err.stream, quota: err.quota, ...(limit ? { limit } : {}) }, { "retry-after": String(QUOTA_RETRY_AFTER_SECONDS) });
+}
+
 /**
  * The request's W3C trace context in the stored form, or the 400 naming the header. Refused
  * rather than ignored (as W3C lets a tracing participant do): a producer sends it to have its
@@ -328,7 +340,7 @@ export function publishServer(opts: PublishServerOptions): Server | HttpsServer 
         log.info({ namespace, type: result.type, id: result.id, caller, stream: result.stream, seq: result.seq, duplicate: result.result === "duplicate" }, "event published");
         return { status: 202, body: result as unknown as Record<string, unknown>, caller };
       } catch (err) {
-        const reply = publishErrorReply(err);
+        const reply = err instanceof StreamQuotaExceededError ? quotaReply(err, opts.streamQuota) : publishErrorReply(err);
         if (!reply) throw err;
         return { ...reply, caller };
       }

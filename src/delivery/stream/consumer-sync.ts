@@ -1,4 +1,5 @@
 // What only the leader does in stream mode: one durable JetStream consumer per subscription,
+// on its namespace's stream (made first: namespace-streams.ts, src/stream/layout.ts),
 // created and updated with it (filter from eventTypes, max_ack_pending from maxInFlight, ack
 // wait from the timeout: src/stream/consumers.ts) and deleted when the subscription is; a
 // periodic sweep of the consumers whose subscription is gone (deleted while no replica led) and
@@ -6,7 +7,7 @@
 // and each consumer's lag (webhook_stream_pending_messages, and status.deliveries.pending of
 // the subscription through `pendingOf`). Keys come from the subscription cache, through a work
 // queue of this term (one worker per key, retries with backoff).
-import type { JetStreamManager } from "@nats-io/jetstream";
+import { JetStreamApiError, type JetStreamManager } from "@nats-io/jetstream";
 import type { Logger } from "pino";
 import { objectKey, splitKey } from "../../kube/types.js";
 import type { Metrics } from "../../observability/metrics.js";
@@ -14,6 +15,7 @@ import { Controller, TerminalError, type Reconciler, type Result } from "../../r
 import type { LeaderRunnable } from "../../runtime/manager.js";
 import { WorkQueue } from "../../runtime/queue.js";
 import { ConsumerSpecError, deleteConsumer, ensureConsumer, listConsumers, orphanedConsumers, type HooklineConsumer, type SubscriptionIdentity } from "../../stream/consumers.js";
+import type { StreamConnection } from "../../stream/jetstream.js";
 import { SubjectError } from "../../stream/subjects.js";
 import type { Caches } from "../caches.js";
 import type { StreamLink } from "./link.js";
@@ -86,11 +88,11 @@ export class ConsumerSync implements LeaderRunnable, Reconciler {
   async reconcile(key: string, signal: AbortSignal): Promise<Result | void> {
     const conn = await this.d.link.connected(signal);
     const jsm = await conn.jetstreamManager();
-    const stream = conn.settings.name;
+    const stream = this.d.link.streamOf(splitKey(key).namespace);
     const sub = this.d.caches.subscription(key);
     if (!sub || sub.metadata.deletionTimestamp || !sub.metadata.uid) {
       const { namespace, name } = splitKey(key);
-      for (const c of await listConsumers(jsm, stream)) if (c.namespace === namespace && c.name === name) await this.remove(jsm, stream, c, "the subscription was deleted");
+      for (const c of await consumersOf(jsm, stream)) if (c.namespace === namespace && c.name === name) await this.remove(jsm, stream, c, "the subscription was deleted");
       return;
     }
     // An invalid spec keeps the consumer it had: its events are held until it is fixed.
@@ -98,6 +100,7 @@ export class ConsumerSync implements LeaderRunnable, Reconciler {
     if (!policy) return;
     const identity: SubscriptionIdentity = { namespace: sub.metadata.namespace!, name: sub.metadata.name, uid: sub.metadata.uid };
     try {
+      await this.d.link.ensureStream(identity.namespace, signal);
       const r = await ensureConsumer(jsm, stream, identity, { eventTypes: policy.eventTypes, maxInFlight: policy.maxInFlight, timeoutMs: policy.timeoutMs });
       if (r.action !== "unchanged") this.d.log.info({ subscription: key, consumer: r.name, action: r.action }, `stream consumer ${r.action}`);
     } catch (err) {
@@ -116,13 +119,13 @@ export class ConsumerSync implements LeaderRunnable, Reconciler {
     try {
       const conn = await this.d.link.connected(this.abort.signal);
       const jsm = await conn.jetstreamManager();
-      const all = await listConsumers(jsm, conn.settings.name);
+      const all = await allConsumers(conn, jsm);
       const live: SubscriptionIdentity[] = [];
       for (const s of this.d.caches.subscriptions.values()) {
         if (s.metadata.uid && !s.metadata.deletionTimestamp) live.push({ namespace: s.metadata.namespace!, name: s.metadata.name, uid: s.metadata.uid });
       }
-      for (const c of orphanedConsumers(all, live, this.d.namespaces)) await this.remove(jsm, conn.settings.name, c, "its subscription no longer exists");
-      // A consumer removed by hand (nats consumer rm) is made again.
+      for (const c of orphanedConsumers(all, live, this.d.namespaces)) await this.remove(jsm, this.d.link.streamOf(c.namespace), c, "its subscription no longer exists");
+      // A consumer removed by hand (nats consumer rm), or with its stream, is made again.
       const have = new Set(all.map((c) => `${c.namespace}/${c.name}/${c.uid}`));
       for (const s of live) if (!have.has(`${s.namespace}/${s.name}/${s.uid}`)) this.controller?.queue.add(`${s.namespace}/${s.name}`);
     } catch (err) {
@@ -134,8 +137,8 @@ export class ConsumerSync implements LeaderRunnable, Reconciler {
   private async readLag(): Promise<void> {
     if (!this.d.link.isConnected()) return;
     try {
-      const jsm = await this.jsm(this.abort.signal);
-      const all = await listConsumers(jsm, this.d.link.streamName);
+      const conn = await this.d.link.connected(this.abort.signal);
+      const all = await allConsumers(conn, await this.jsm(this.abort.signal));
       for (const c of all) {
         const key = `${c.namespace}/${c.name}`;
         const sub = this.d.caches.subscription(key);
@@ -152,3 +155,22 @@ export class ConsumerSync implements LeaderRunnable, Reconciler {
     }
   }
 }
+
+/** The Hookline consumers of a namespace's stream; none when the stream does not exist (yet). */
+async function consumersOf(jsm: JetStreamManager, stream: string): Promise<HooklineConsumer[]> {
+  try {
+    return await listConsumers(jsm, stream);
+  } catch (err) {
+    if (err instanceof JetStreamApiError && err.code === STREAM_NOT_FOUND) return [];
+    throw err;
+  }
+}
+
+/** The Hookline consumers of every namespace's stream (those that have any). */
+async function allConsumers(conn: StreamConnection, jsm: JetStreamManager): Promise<HooklineConsumer[]> {
+  const out: HooklineConsumer[] = [];
+  for (const ns of await conn.namespaceStreams()) if (ns.consumers > 0) out.push(...(await consumersOf(jsm, ns.stream)));
+  return out;
+}
+
+const STREAM_NOT_FOUND = 10059;
