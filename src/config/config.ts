@@ -125,7 +125,7 @@ export const INT_VARS = {
   streamMaxHeldBytes: { name: "HOOKLINE_STREAM_MAX_HELD_BYTES", default: 32 * 1024 * 1024, min: 1024 * 1024, max: 16 * 1024 * 1024 * 1024 },
   streamMaxAgeMs: { name: "HOOKLINE_STREAM_MAX_AGE_MS", default: 7 * 86_400_000, min: 1_000, max: 14 * 86_400_000 },
   streamNamespaceMaxMessages: { name: "HOOKLINE_STREAM_NAMESPACE_MAX_MESSAGES", default: 1_000_000, min: 1, max: 1_000_000_000 },
-  streamNamespaceMaxBytes: { name: "HOOKLINE_STREAM_NAMESPACE_MAX_BYTES", default: 1024 * 1024 * 1024, min: 1024 * 1024, max: 1024 * 1024 * 1024 * 1024 },
+  streamNamespaceMaxBytes: { name: "HOOKLINE_STREAM_NAMESPACE_MAX_BYTES", default: 256 * 1024 * 1024, min: 1024 * 1024, max: 1024 * 1024 * 1024 * 1024 },
   // How stale a Secret's value may be: a rotated key or renewed certificate is used within it.
   secretRefreshMs: { name: "WEBHOOK_SECRET_REFRESH_MS", default: 30_000, min: 1_000, max: 600_000 },
 } as const satisfies Record<string, IntVar>;

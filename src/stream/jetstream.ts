@@ -290,7 +290,7 @@ export class StreamConnection {
         return { action: "created", info: await jsm.streams.add(wanted) };
       } catch (err) {
         // Another replica created it first: compare with what is there.
-        if (!(err instanceof JetStreamApiError && err.code === STREAM_NAME_IN_USE)) throw this.unavailable(err, `creating stream ${wanted.name}`);
+        if (!(err instanceof JetStreamApiError && err.code === STREAM_NAME_IN_USE)) throw this.noRoom(err, wanted.name) ?? this.unavailable(err, `creating stream ${wanted.name}`);
         info = await this.run(`reading stream ${wanted.name}`, () => jsm.streams.info(wanted.name));
       }
     }
@@ -305,8 +305,28 @@ export class StreamConnection {
     const changed = streamDifferences(have, wanted);
     if (changed.length === 0) return { action: "unchanged", info };
     const { name: _name, retention: _r, storage: _s, ...mutable } = wanted;
-    info = await this.run(`updating stream ${wanted.name} (${changed.join(", ")})`, () => jsm.streams.update(wanted.name, { ...mutable, metadata: { ...(have.metadata ?? {}), ...mutable.metadata } }));
+    try {
+      info = await jsm.streams.update(wanted.name, { ...mutable, metadata: { ...(have.metadata ?? {}), ...mutable.metadata } });
+    } catch (err) {
+      throw this.noRoom(err, wanted.name) ?? this.unavailable(err, `updating stream ${wanted.name} (${changed.join(", ")})`);
+    }
     return { action: "updated", info };
+  }
+
+  /**
+   * JetStream reserves each stream's max_bytes on its servers' storage: a namespace's stream is
+   * refused when the quotas of every namespace (times their replicas) pass what the servers have.
+   */
+  private noRoom(err: unknown, stream: string): StreamUnavailableError | undefined {
+    if (!(err instanceof JetStreamApiError && (err.code === STORAGE_RESOURCES_EXCEEDED || err.code === MEMORY_RESOURCES_EXCEEDED))) return undefined;
+    const { namespaceMaxBytes: bytes, replicas } = this.settings;
+    return new StreamUnavailableError(
+      `JetStream at ${this.where} has no room for stream ${stream}: every namespace's stream reserves its quota of ${bytes} bytes (HOOKLINE_STREAM_NAMESPACE_MAX_BYTES)` +
+        `${replicas > 1 ? ` on each of its ${replicas} replicas` : ""} on the servers' JetStream storage, and what is left is less (${err.message}). ` +
+        `Give the NATS servers more JetStream storage (max_file, the NATS chart's fileStore size) or lower the quota (docs/capacity.md#stream-mode)`,
+      "refused",
+      { cause: err },
+    );
   }
 
   /** Hookline's namespace streams on the server (recognized by name and metadata), with what each holds. */
@@ -410,6 +430,8 @@ export class StreamConnection {
 
 const STREAM_NOT_FOUND = 10059;
 const STREAM_NAME_IN_USE = 10058;
+const STORAGE_RESOURCES_EXCEEDED = 10047;
+const MEMORY_RESOURCES_EXCEEDED = 10028;
 
 /** A stream's info; undefined when there is none of that name. */
 async function streamInfo(jsm: JetStreamManager, name: string): Promise<StreamInfo | undefined> {

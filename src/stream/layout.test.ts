@@ -43,7 +43,7 @@ describe("namespaceStreamConfig", () => {
       duplicate_window: 120_000 * 1_000_000,
       max_msg_size: MAX_MESSAGE_BYTES,
       max_msgs: 1_000_000,
-      max_bytes: 1024 * 1024 * 1024,
+      max_bytes: 256 * 1024 * 1024,
       max_age: 14 * DAY * 1_000_000,
       num_replicas: 1,
       metadata: { "hookline.dev/namespace": "shop" },

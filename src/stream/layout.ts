@@ -47,7 +47,7 @@ export const DEFAULT_LAYOUT: LayoutSettings = {
   replicas: 1,
   maxAgeMs: 7 * DAY_MS,
   namespaceMaxMessages: 1_000_000,
-  namespaceMaxBytes: 1024 * 1024 * 1024,
+  namespaceMaxBytes: 256 * 1024 * 1024,
 };
 
 /** The stream of `namespace`: `<prefix>_<namespace>` (a namespace never holds "_"). Throws SubjectError for a name that is not a namespace. */

@@ -66,7 +66,7 @@ describe("stream mode's JetStream layer (real nats-server)", () => {
     expect((await conn.ensureStream("made")).action).toBe("created");
     expect((await conn.ensureStream("made")).action).toBe("unchanged");
     const info = await jsm.streams.info(streamOf("made"));
-    expect(info.config).toMatchObject({ name: "HOOKLINE_made", subjects: ["hookline.made.>"], retention: "interest", storage: "file", discard: "new", duplicate_window: 120_000_000_000, max_msgs: 1_000_000, max_bytes: 1024 ** 3, max_age: 14 * 86_400_000 * 1_000_000, metadata: { "hookline.dev/namespace": "made" } });
+    expect(info.config).toMatchObject({ name: "HOOKLINE_made", subjects: ["hookline.made.>"], retention: "interest", storage: "file", discard: "new", duplicate_window: 120_000_000_000, max_msgs: 1_000_000, max_bytes: 256 * 1024 ** 2, max_age: 14 * 86_400_000 * 1_000_000, metadata: { "hookline.dev/namespace": "made" } });
     const other = await connectStream(nats.url, { stream: { duplicateWindowMs: 300_000, namespaceMaxMessages: 50, maxAgeMs: 60_000 } });
     try {
       expect((await other.ensureStream("made")).action).toBe("updated");
@@ -116,6 +116,19 @@ describe("stream mode's JetStream layer (real nats-server)", () => {
       }
     } finally {
       await small.close();
+    }
+  });
+
+  it("a quota the servers' JetStream storage cannot reserve: the namespace's stream is refused, saying what to do", async () => {
+    const huge = await connectStream(nats.url, { stream: { namespaceMaxBytes: 1024 ** 4 } });
+    try {
+      const err = await huge.ensureStream("huge").catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(StreamUnavailableError);
+      expect(err).toMatchObject({ reason: "refused" });
+      expect((err as Error).message).toMatch(/has no room for stream HOOKLINE_huge: every namespace's stream reserves its quota of 1099511627776 bytes \(HOOKLINE_STREAM_NAMESPACE_MAX_BYTES\).*Give the NATS servers more JetStream storage/);
+      await expect(jsm.streams.info(streamOf("huge"))).rejects.toThrow(/stream not found/);
+    } finally {
+      await huge.close();
     }
   });
 
