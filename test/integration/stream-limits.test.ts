@@ -1,8 +1,9 @@
-// Stream mode's per-namespace limits with the real operator, a real nats-server and the real
-// API server: a tenant that floods its namespace's quota is refused (the HTTP door's 429,
-// JetStream's refusal of a direct publish) while another tenant publishes and is delivered; and
-// events that subscriptions hold (paused, Secret missing, breaker Open) become dead letters
-// (Expired) at the age limit instead of staying forever or vanishing.
+// Stream mode's limits with the real operator, a real nats-server and the real API server: a
+// tenant that floods its namespace's quota is refused (the HTTP door's 429, JetStream's refusal
+// of a direct publish) while another tenant publishes and is delivered; events that
+// subscriptions hold (paused, Secret missing, breaker Open) become dead letters (Expired) at the
+// age limit instead of staying forever or vanishing; and a subscription that fills a replica's
+// held-bytes budget cannot starve another's pulls.
 import type { JetStreamManager } from "@nats-io/jetstream";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { StreamQuotaExceededError } from "../../src/index.js";
@@ -139,3 +140,34 @@ describe("stream mode: the age limit", () => {
     expect(ok.requests).toHaveLength(4);
   });
 });
+
+describe("stream mode: a replica's held-bytes budget", () => {
+  it("a subscription whose messages are all in requests to a slow endpoint cannot starve another namespace's pulls: the quiet one delivers every event meanwhile", async () => {
+    const [slow, quiet] = [await namespace("held-slow"), await namespace("held-quiet")];
+    const hang = await receiver(() => "hang");
+    const ok = await receiver(() => 200);
+    await apply([subscription(slow, "big", { url: hang.url("/big"), maxInFlight: 1000, timeout: "60s", paused: true }), subscription(quiet, "small", { url: ok.url("/small") })]);
+    const op = await operator([slow, quiet], { HOOKLINE_STREAM_MAX_HELD_BYTES: String(4 * 1024 * 1024) });
+    for (const [ns, name] of [[slow, "big"], [quiet, "small"]] as const) await waitForConsumer(jsm, ns, name);
+    // 100 events of 30 KiB: more than the budget holds (each counts about 60 KiB).
+    const pad = "x".repeat(30 * 1024);
+    for (let i = 0; i < 100; i++) await publishEvent(conn, slow, "order.paid", `big-${i}`, { i, pad });
+    await kubectlOk(["patch", "whsub", "big", "-n", slow, "--type", "merge", "-p", '{"spec":{"paused":false}}']);
+    // The slow one takes all the budget but its headroom while nobody else wants any (idle shares
+    // are lent), every message in a request that hangs: none can be handed back.
+    await waitFor(async () => (await op.metric("webhook_stream_held_bytes", { namespace: slow })) > 3 * 1024 * 1024, { description: "the slow subscription holds most of the budget", timeoutMs: 20_000 });
+    await waitFor(() => hang.requests.length * 2 * 30 * 1024 > 3 * 1024 * 1024, { description: "its messages in requests" });
+
+    for (let i = 0; i < 40; i++) await publishEvent(conn, quiet, "order.paid", `small-${i}`, { i });
+    await ok.waitForRequests(40, 30_000);
+    await waitForDrained(jsm, quiet, "small");
+    expect(new Set(ok.requests.map((r) => String(r.headers["webhook-id"])))).toEqual(new Set(Array.from({ length: 40 }, (_, i) => `small-${i}`)));
+    // Never more than the budget; the slow one keeps its share and nothing of it was lost.
+    expect(await op.metric("webhook_stream_held_bytes")).toBeLessThanOrEqual(4 * 1024 * 1024);
+    expect(await op.metric("webhook_stream_held_bytes", { namespace: slow })).toBeGreaterThan(0);
+    const big = (await jsm.consumers.info(streamOf(slow), (await waitForConsumer(jsm, slow, "big")).consumer));
+    expect(big.num_pending + big.num_ack_pending).toBe(100);
+    expect(await listObjs("whdel", slow)).toHaveLength(0);
+  });
+});
+

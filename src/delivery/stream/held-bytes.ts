@@ -11,7 +11,11 @@
 // The fair-share rule (as the global request slots share between namespaces: global-slots.ts):
 //   share       the budget / namespaces holding or waiting, / that namespace's subscriptions
 //               holding or waiting;
-//   lending     room nobody waits for may be taken by anyone, beyond its share;
+//   lending     room nobody waits for may be taken by anyone, beyond its share, but the last
+//               eighth of the budget (at least room for the largest message: `headroom`) only
+//               by a subscription that holds less than that itself, so a subscription that
+//               starts pulling always finds room, even beside one whose messages are all in
+//               requests (those cannot be handed back: they hold their room until answered);
 //   waiting     an account that cannot get room for one message waits, and is woken when bytes
 //               are given back; while one below its share waits, nobody at or above its share
 //               gets more;
@@ -68,6 +72,8 @@ interface Account extends HeldAccount {
 
 export class HeldBudget {
   private total = 0;
+  /** The room kept for subscriptions that hold less than this themselves. */
+  readonly headroom: number;
   /** Accounts holding bytes or waiting for room, by namespace: the ones a share is computed over. */
   private readonly active = new Map<string, Set<Account>>();
 
@@ -77,6 +83,7 @@ export class HeldBudget {
     private readonly onChange?: (namespace: string, bytes: number) => void,
   ) {
     if (limit < MESSAGE_ROOM_BYTES) throw new Error(`a held-bytes budget of ${limit} bytes cannot hold the largest message (${MESSAGE_ROOM_BYTES} bytes counted)`);
+    this.headroom = Math.min(limit, Math.max(MESSAGE_ROOM_BYTES, Math.floor(limit / 8)));
   }
 
   /** Held and reserved across the replica. */
@@ -135,7 +142,9 @@ export class HeldBudget {
 
   private room(a: Account, min: number): number {
     const share = this.share(a);
-    let room = this.limit - this.total;
+    const free = this.limit - this.total;
+    // Beyond the headroom anyone may take; within it, only up to holding `headroom` oneself.
+    let room = Math.max(free - this.headroom, Math.min(free, this.headroom - a.bytes));
     // Someone below their share waits: nobody else takes more than up to their own share.
     if (this.someoneBelowShareWaits(a)) room = Math.min(room, share - a.bytes);
     if (room >= min) {
@@ -143,7 +152,8 @@ export class HeldBudget {
       return room;
     }
     this.setWaiting(a, true);
-    if (a.bytes < share) this.shedFor(a, min - Math.max(0, room));
+    // What must be freed for it to get `min`: within the headroom while it holds little, beyond it otherwise.
+    if (a.bytes < share) this.shedFor(a, this.headroom - a.bytes >= min ? min - free : this.headroom + min - free);
     return 0;
   }
 
