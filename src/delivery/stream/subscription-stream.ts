@@ -133,8 +133,9 @@ const EXPIRY_BATCH_MAX = 64;
 /**
  * What a pull asks for in bytes (it reserves their cost of the budget): this much while the
  * subscription is quiet, so that hundreds of subscriptions can wait for their next event each
- * with a pull open; doubled after each pull that came full, up to PULL_BYTES_MAX; the largest
- * message's size after JetStream said the next one does not fit.
+ * with a pull open; twice what the last pull brought when its count ended it; doubled when its
+ * byte limit did, up to PULL_BYTES_MAX; the largest message's size when the next message did
+ * not fit at all.
  */
 const PULL_BYTES_IDLE = 32 * 1024;
 const PULL_BYTES_MAX = 8 * 1024 * 1024;
@@ -318,9 +319,15 @@ export class SubscriptionStream {
   private adapt(r: PullResult, asked: number): void {
     // Nothing came because the first message alone is larger than the pull allowed.
     this.big = r.end === "too-big" && r.got === 0;
-    if (this.big) this.pullBytes = Math.max(this.pullBytes, LARGEST_MESSAGE_BYTES);
-    else if (r.end !== "expired" || r.bytes * 2 >= asked) this.pullBytes = Math.min(PULL_BYTES_MAX, this.pullBytes * 2);
-    else this.pullBytes = Math.max(PULL_BYTES_IDLE, Math.ceil(this.pullBytes / 2));
+    let next: number;
+    if (this.big) next = Math.max(this.pullBytes, LARGEST_MESSAGE_BYTES);
+    // The byte limit ended it: more room next time.
+    else if (r.end === "too-big") next = this.pullBytes * 2;
+    // The count ended it: room for as much again, with some to spare.
+    else if (r.end === "batch") next = 2 * r.bytes;
+    // It expired: the subscription is quiet; less each time.
+    else next = r.bytes * 2 >= asked ? this.pullBytes : this.pullBytes / 2;
+    this.pullBytes = Math.min(PULL_BYTES_MAX, Math.max(PULL_BYTES_IDLE, Math.ceil(next)));
   }
 
   /** Nothing to pull now: until when, unless a held subscription's expired messages are pulled meanwhile. */
