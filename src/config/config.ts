@@ -185,7 +185,7 @@ export const ENV_DOCS: Array<{ name: string; default: string; range: string; wha
   ...(
     [
       [INT_VARS.streamReplicas, "stream mode: replicas of the namespaces' streams (HOOKLINE_<namespace>) and the key-value buckets on a NATS cluster (3 in production); the operator keeps the streams at this"],
-      [INT_VARS.streamMaxHeldBytes, "stream mode: bytes of stream messages one replica holds in memory (fetched and not answered yet, attempts in flight included), shared fairly between namespaces and their subscriptions; above it the replica fetches nothing more and JetStream keeps the messages"],
+      [INT_VARS.streamMaxHeldBytes, "stream mode: bytes of stream messages one replica holds in memory (fetched and not answered yet, attempts in flight included), each counted twice (its bytes and its request body), shared fairly between namespaces and their subscriptions; above it the replica fetches nothing more and JetStream keeps the messages"],
       [INT_VARS.streamMaxAgeMs, "stream mode: an event not delivered this long after it was stored becomes a dead letter (reason Expired), held subscriptions (paused, Secret missing, breaker open) included; each namespace's stream drops messages at twice this age (at least a day more) as a backstop"],
       [INT_VARS.streamNamespaceMaxMessages, "stream mode: events one namespace's stream holds at most (not yet delivered to every subscription); above it JetStream refuses the namespace's publishes (HTTP 429, StreamQuotaExceededError) while other namespaces publish normally"],
       [INT_VARS.streamNamespaceMaxBytes, "stream mode: bytes one namespace's stream holds at most, the same way"],

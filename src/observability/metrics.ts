@@ -343,7 +343,7 @@ function streamLimitMetrics(registry: Registry, leading: () => boolean): StreamL
   const registers = [registry];
   const heldBytes = new Gauge({
     name: "webhook_stream_held_bytes",
-    help: "Stream mode: bytes of stream messages this replica holds in memory (fetched and not answered yet, attempts in flight included), per namespace. At most HOOKLINE_STREAM_MAX_HELD_BYTES in all.",
+    help: "Stream mode: what the stream messages this replica holds in memory (fetched and not answered yet, attempts in flight included) take of HOOKLINE_STREAM_MAX_HELD_BYTES, per namespace; each counts twice its size (its bytes and its request body).",
     labelNames: ["namespace"],
     registers,
   });
