@@ -38,6 +38,7 @@ export class Metrics implements RequestObserver {
   readonly apiRequestDuration: Histogram<"verb">;
   readonly queueDepth: Gauge<"controller">;
   readonly reconciles: Counter<"controller" | "result">;
+  readonly reconcileDuration: Histogram<"controller">;
   readonly endpointHealth: Gauge<"namespace" | "subscription">;
   readonly deliveriesFinished: Counter<"namespace" | "subscription" | "phase" | "reason">;
   readonly deliveryLatency: Histogram<"namespace" | "subscription">;
@@ -119,6 +120,13 @@ export class Metrics implements RequestObserver {
     });
     this.queueDepth = new Gauge({ name: "hookline_workqueue_depth", help: "Keys ready to reconcile, per controller.", labelNames: ["controller"], registers });
     this.reconciles = new Counter({ name: "hookline_reconcile_total", help: "Reconciles by controller and result.", labelNames: ["controller", "result"], registers });
+    this.reconcileDuration = new Histogram({
+      name: "hookline_reconcile_duration_seconds",
+      help: "How long one reconcile took, per controller (a delivery's includes its attempt: buckets reach past the longest attempt timeout, 120 s).",
+      labelNames: ["controller"],
+      buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 150],
+      registers,
+    });
     this.endpointHealth = new Gauge({
       name: "webhook_endpoint_health",
       help: "Endpoint health per subscription: 0 Healthy, 1 Degraded, 2 Disabled.",
@@ -217,8 +225,9 @@ export class Metrics implements RequestObserver {
     if (verb !== "watch") this.apiRequestDuration.observe({ verb }, seconds);
   }
 
-  reconciled(controller: string, result: string, _seconds: number): void {
+  reconciled(controller: string, result: string, seconds: number): void {
     this.reconciles.inc({ controller, result });
+    this.reconcileDuration.observe({ controller }, seconds);
   }
 
   /** Forget the series of a deleted subscription (bounded label sets). */
