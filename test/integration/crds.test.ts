@@ -371,6 +371,18 @@ describe("CRDs through the real API server and kubectl", () => {
       }
     });
 
+    it("accepts event ids a header carries unchanged: printable ASCII up to 256 characters, inner spaces included", async () => {
+      const printable = Array.from({ length: 0x7e - 0x21 + 1 }, (_, i) => String.fromCharCode(0x21 + i)).join("");
+      for (const [name, eventId] of [
+        ["id-every-printable", printable],
+        ["id-inner-spaces", "order 1001 paid"],
+        ["id-longest", "i".repeat(256)],
+      ] as const) {
+        await kubectlOk(["create", "-f", "-"], { input: JSON.stringify(delivery(ns, name, "acme", { eventId })) });
+        expect((await getObj("whdel", ns, name))!.spec.eventId, name).toBe(eventId);
+      }
+    });
+
     it("accepts every receiver-credential field at once, and writes their defaults", async () => {
       const spec = {
         url: "https://hooks.example.com/orders",

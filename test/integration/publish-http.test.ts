@@ -155,6 +155,13 @@ describe("publish over HTTP", () => {
     const badId = await publish({ type: "order.paid", id: 42, data: {} });
     expect(badId.status).toBe(400);
     expect(badId.body).toMatchObject({ field: "id", error: "id must be a string" });
+    // The id is sent as the webhook-id header: what a header value cannot carry is refused here,
+    // not found out by every attempt failing.
+    for (const id of ["evt-1\r\nX-Injected: 1", "évènement", " evt-1", "evt\u00001"]) {
+      const unsendable = await publish({ type: "order.paid", id, data: {} });
+      expect(unsendable.status, JSON.stringify(id)).toBe(400);
+      expect(unsendable.body).toEqual({ field: "id", error: "id must be printable ASCII with no leading or trailing space: it is sent as the webhook-id header" });
+    }
 
     const noData = await publish({ type: "order.paid" });
     expect(noData.status).toBe(400);
