@@ -294,6 +294,8 @@ export interface PublishDoorMetrics {
   authFailures: Counter<"reason">;
   /** hookline_publish_auth_throttled_total: answered 429, too many failed authentications from the address. */
   authThrottled: Counter;
+  /** hookline_publish_authz_throttled_total: answered 429 without a SubjectAccessReview, too many refused authorizations for the caller. */
+  authzThrottled: Counter;
 }
 
 function publishDoorMetrics(registry: Registry): PublishDoorMetrics {
@@ -310,5 +312,10 @@ function publishDoorMetrics(registry: Registry): PublishDoorMetrics {
     help: "Publish door requests refused 429 without a TokenReview: their client address had used up its allowance of failed authentications (PUBLISH_AUTH_FAILURE_BURST, PUBLISH_AUTH_FAILURE_PER_MINUTE).",
     registers,
   });
-  return { authFailures, authThrottled };
+  const authzThrottled = new Counter({
+    name: "hookline_publish_authz_throttled_total",
+    help: "Publish door requests refused 429 without a SubjectAccessReview: their caller (an authenticated identity) had used up its allowance of refused authorizations (10 at once, then 10 a minute), e.g. a token without rights trying namespace after namespace.",
+    registers,
+  });
+  return { authFailures, authThrottled, authzThrottled };
 }
