@@ -93,7 +93,12 @@ const VISIBLE_ASCII = /^[\x21-\x7e]+$/;
 /** The Nats-Msg-Id of event `id` in `namespace`: `<namespace>/<id>`, or `<namespace>/sha256:<hex>` for an id that cannot be a header value. */
 export function messageId(namespace: string, id: string): string {
   if (VISIBLE_ASCII.test(id) && !id.startsWith(HASHED)) return `${namespace}/${id}`;
-  return `${namespace}/${HASHED}${createHash("sha256").update(JSON.stringify(id)).digest("hex")}`;
+  return `${namespace}/${hashedId(id)}`;
+}
+
+/** `sha256:` and the hex SHA-256 of the id's JSON form: an id any header (and spec.eventId) can carry. */
+export function hashedId(id: string): string {
+  return `${HASHED}${createHash("sha256").update(JSON.stringify(id)).digest("hex")}`;
 }
 
 /**
