@@ -208,7 +208,7 @@ describe("CRDs through the real API server and kubectl", () => {
     expect(del).toContain("DESCRIPTION: One event for one subscription. Immutable after create.");
     expect(del).toContain("subscriptionRef <Object> -required- The subscription this event is delivered to.");
     expect(del).toContain("eventType <string> -required- Type of the event, e.g. order.paid.");
-    expect(del).toContain("eventId <string> Id of the event, sent as the webhook id on every attempt and replay. Default: metadata.uid.");
+    expect(del).toContain("eventId <string> Id of the event, sent as the webhook id (the webhook-id header) on every attempt and replay: printable ASCII, spaces only between other characters, at most 256 characters. Default: metadata.uid.");
     expect(del).toContain("payload <Object> The event data: any JSON value");
 
     const top = await explain("whsub");
