@@ -139,7 +139,9 @@ export class Operator {
     const events = new EventRecorder(client, log.child({ component: "events" }), { component: "hookline", host: config.leaderElection.identity });
     const sender = new Sender({ allowedNetworks: config.allowedNetworks, connectionsPerOrigin: Math.min(1000, config.maxInFlight), proxy: config.proxy });
     const secrets = new SecretCache(client, { ttlMs: config.secretRefreshMs });
-    const credentials = new Credentials(secrets, sender, new OAuth2Client(sender, { userAgent: USER_AGENT }));
+    const oauth2 = new OAuth2Client(sender, { userAgent: USER_AGENT, onEvict: (reason) => metrics.oauth2.evictions.inc({ reason }) });
+    metrics.oauth2.setTokensSource(() => oauth2.cached.tokens);
+    const credentials = new Credentials(secrets, sender, oauth2);
 
     // The leader term is built last; the parts built before it wake it through this reference.
     const term: { current?: LeaderTerm } = {};

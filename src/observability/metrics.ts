@@ -60,6 +60,8 @@ export class Metrics implements RequestObserver {
   readonly storage = storageMetrics(this.registry, () => this.leading);
   /** The HTTP publish door's refusals of unauthenticated callers, in their own block below. */
   readonly publishDoor = publishDoorMetrics(this.registry);
+  /** The OAuth2 token cache (spec.oauth2) and its bounds, in their own block below. */
+  readonly oauth2 = oauth2Metrics(this.registry);
 
   constructor(opts: { defaultMetrics?: boolean } = {}) {
     const registers = [this.registry];
@@ -303,6 +305,8 @@ export interface PublishDoorMetrics {
   authFailures: Counter<"reason">;
   /** hookline_publish_auth_throttled_total: answered 429, too many failed authentications from the address. */
   authThrottled: Counter;
+  /** hookline_publish_authz_throttled_total: answered 429 without a SubjectAccessReview, too many refused authorizations for the caller. */
+  authzThrottled: Counter;
 }
 
 function publishDoorMetrics(registry: Registry): PublishDoorMetrics {
@@ -319,5 +323,45 @@ function publishDoorMetrics(registry: Registry): PublishDoorMetrics {
     help: "Publish door requests refused 429 without a TokenReview: their client address had used up its allowance of failed authentications (PUBLISH_AUTH_FAILURE_BURST, PUBLISH_AUTH_FAILURE_PER_MINUTE).",
     registers,
   });
-  return { authFailures, authThrottled };
+  const authzThrottled = new Counter({
+    name: "hookline_publish_authz_throttled_total",
+    help: "Publish door requests refused 429 without a SubjectAccessReview: their caller (an authenticated identity) had used up its allowance of refused authorizations (10 at once, then 10 a minute), e.g. a token without rights trying namespace after namespace.",
+    registers,
+  });
+  return { authFailures, authThrottled, authzThrottled };
+}
+
+// ---------------------------------------------------------------------------------------------
+// The OAuth2 token cache (src/delivery/oauth2.ts): bounded per namespace and in all.
+
+export const OAUTH2_EVICTION_REASONS = ["namespace", "total"] as const;
+
+export interface OAuth2Metrics {
+  /** hookline_oauth2_tokens_cached: access tokens held now. */
+  tokens: Gauge;
+  /** hookline_oauth2_token_evictions_total{reason}: tokens dropped to stay within a bound. */
+  evictions: Counter<"reason">;
+  /** Where the gauge reads the number of tokens held. */
+  setTokensSource(source: () => number): void;
+}
+
+function oauth2Metrics(registry: Registry): OAuth2Metrics {
+  const registers = [registry];
+  let source: (() => number) | undefined;
+  const tokens = new Gauge({
+    name: "hookline_oauth2_tokens_cached",
+    help: "OAuth2 access tokens held for spec.oauth2 grants (at most 256 per namespace and 4096 in all; each used at most 24 h whatever its expires_in).",
+    registers,
+    collect() {
+      this.set(source ? source() : 0);
+    },
+  });
+  const evictions = new Counter({
+    name: "hookline_oauth2_token_evictions_total",
+    help: "OAuth2 access tokens dropped from the cache before they expired, to stay within a bound: reason namespace (the namespace held 256 grants' tokens; its least recently used went) or total (4096 in all; the least recently used of the namespace holding the most went). A dropped token is fetched again when next needed.",
+    labelNames: ["reason"],
+    registers,
+  });
+  for (const reason of OAUTH2_EVICTION_REASONS) evictions.inc({ reason }, 0);
+  return { tokens, evictions, setTokensSource: (s) => (source = s) };
 }

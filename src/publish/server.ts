@@ -5,7 +5,9 @@
 // `create webhookdeliveries.hookline.dev` in that namespace); only then are the deliveries
 // created, with the operator's identity. Unauthenticated callers get one generic answer (which
 // check failed goes to the log and a metric label), and an address that keeps failing gets 429
-// before any TokenReview (auth-failures.ts). Optionally HTTPS, with a certificate reloaded from
+// before any TokenReview (auth-failures.ts); so does a caller refused too often, before any
+// SubjectAccessReview (the same limiter, per identity). A caller that may not `get` deliveries is
+// not told how an existing delivery of its event id differs (fanout.ts mayReadExisting). Optionally HTTPS, with a certificate reloaded from
 // its files (tls.ts). Matching reads the operator's subscription cache. Bodies are streamed
 // against a limit, never buffered past it. Tokens and payloads are never logged. The W3C
 // traceparent/tracestate headers are the event's trace context (spec.traceContext). See
@@ -15,13 +17,13 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import { createServer as createHttpsServer, type Server as HttpsServer } from "node:https";
 import type { Logger } from "pino";
-import { MAX_PAYLOAD_BYTES } from "../api/names.js";
+import { DELIVERY, GROUP, MAX_PAYLOAD_BYTES } from "../api/names.js";
 import { ApiError, type KubeClient } from "../kube/client.js";
 import { StreamUnavailableError } from "../stream/jetstream.js";
 import type { TraceContext } from "../stream/message.js";
 import type { PublishDoorMetrics } from "../observability/metrics.js";
 import { objectPath, CORE } from "../kube/types.js";
-import { DEFAULT_AUDIENCE, Reviewer, TtlCache, type AuthFailure, type Caller, type ReviewerOptions } from "./auth.js";
+import { DEFAULT_AUDIENCE, identityKey, Reviewer, TtlCache, type AuthFailure, type Authorization, type Caller, type ReviewerOptions } from "./auth.js";
 import { AuthFailureLimiter, clientKey, type AuthFailureLimit } from "./auth-failures.js";
 import { BacklogFullError, IdempotencyConflictError, PayloadTooLargeError, PublishFailedError, PublishInputError } from "./errors.js";
 import { publish, type SubscriptionLike } from "./fanout.js";
@@ -43,6 +45,8 @@ export interface PublishServerOptions {
   reviews?: ReviewerOptions;
   /** Failed authentications allowed per client address (default: 10 at once, then 10 a minute). */
   authFailures?: AuthFailureLimit;
+  /** SubjectAccessReviews answered "no" allowed per caller identity (default: 10 at once, then 10 a minute). */
+  authzDenials?: AuthFailureLimit;
   /** Counters of refused credentials; absent in tests that do not read them. */
   metrics?: PublishDoorMetrics;
   /** Serve HTTPS with this certificate, reloaded when its files change; absent: plain HTTP. */
@@ -69,9 +73,11 @@ const ENVELOPE_BYTES = 16 * 1024;
 const DISCARD_LIMIT_BYTES = 4 * 1024 * 1024;
 const BODY_FIELDS = new Set(["type", "id", "data"]);
 const NAMESPACE = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
+const DELIVERY_RESOURCE = `${DELIVERY.plural}.${GROUP}`;
 /** Room for the longest W3C tracestate (16 447 characters) beside a bearer token and the usual headers. */
 const MAX_HEADER_BYTES = 32 * 1024;
 const DEFAULT_AUTH_FAILURES: AuthFailureLimit = { burst: 10, perMinute: 10 };
+const DEFAULT_AUTHZ_DENIALS: AuthFailureLimit = { burst: 10, perMinute: 10 };
 /** Strict: invalid bytes throw; a leading BOM is kept (and refused by JSON.parse, as before). */
 const UTF8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
 
@@ -234,6 +240,7 @@ export function publishServer(opts: PublishServerOptions): Server | HttpsServer 
   const limit = opts.maxBodyBytes ?? MAX_PAYLOAD_BYTES + ENVELOPE_BYTES;
   const reviewer = new Reviewer(client, opts.reviews);
   const limiter = new AuthFailureLimiter(opts.authFailures ?? DEFAULT_AUTH_FAILURES, opts.now ? { now: opts.now } : {});
+  const denials = new AuthFailureLimiter(opts.authzDenials ?? DEFAULT_AUTHZ_DENIALS, opts.now ? { now: opts.now } : {});
   const audience = opts.reviews?.audiences?.[0] ?? DEFAULT_AUDIENCE;
   // One answer for every failed authentication: which check failed is for the log and the metric.
   const unauthenticated = refuse(
@@ -278,6 +285,27 @@ export function publishServer(opts: PublishServerOptions): Server | HttpsServer 
     }
     return { ok: false, reply: failed(client, authn.failure, authn.reason, !known) };
   };
+  /**
+   * The SubjectAccessReview for `create`, behind a limit per caller identity, as the TokenReview
+   * is behind one per address: an answer held costs no API call; a new question takes from the
+   * identity's allowance first, given back when the answer is yes. A caller refused everywhere
+   * (a valid token, no rights) cannot make the operator ask once per namespace name it invents.
+   */
+  const authorize = async (caller: Caller, namespace: string): Promise<Authorization | { throttled: Reply }> => {
+    const known = reviewer.knowsAccess(caller, namespace);
+    const identity = identityKey(caller);
+    if (!known) {
+      const allowance = denials.take(identity);
+      if (!allowance.ok) {
+        opts.metrics?.authzThrottled.inc();
+        log.debug({ caller: caller.username, namespace, retryAfterSeconds: allowance.retryAfterSeconds }, "publish authorization throttled");
+        return { throttled: refuse(429, `too many refused authorizations for ${caller.username}; retry in ${allowance.retryAfterSeconds} s where it may create ${DELIVERY_RESOURCE}`, {}, { "retry-after": String(allowance.retryAfterSeconds) }) };
+      }
+    }
+    const authz = await reviewer.authorize(caller, namespace);
+    if (authz.allowed && !known) denials.refund(identity);
+    return authz;
+  };
   const namespaces = new TtlCache<boolean | undefined>(opts.reviews?.ttlMs ?? 10_000, 10_000, opts.reviews?.now);
   const watched = opts.watchNamespaces?.length ? new Set(opts.watchNamespaces) : undefined;
 
@@ -308,7 +336,8 @@ export function publishServer(opts: PublishServerOptions): Server | HttpsServer 
     const authn = await authenticate(req);
     if (!authn.ok) return authn.reply;
     const caller = authn.caller.username;
-    const authz = await reviewer.authorize(authn.token, authn.caller, namespace);
+    const authz = await authorize(authn.caller, namespace);
+    if ("throttled" in authz) return { ...authz.throttled, caller };
     if (!authz.allowed) return { ...refuse(403, `forbidden: ${authz.reason}`), caller };
 
     const exists = await namespaceExists(namespace);
@@ -339,6 +368,8 @@ export function publishServer(opts: PublishServerOptions): Server | HttpsServer 
         ...(opts.subscriptions ? { subscriptions: opts.subscriptions } : {}),
         ...(pendingOf ? { pendingCount: (ns: string, sub: string) => pendingOf(ns, sub) } : {}),
         ...(traceContext ? { traceContext } : {}),
+        // The deliveries are read with the operator's rights: how an existing one differs is told only to a caller that may read it.
+        mayReadExisting: () => reviewer.authorize(authn.caller, namespace, "get").then((a) => a.allowed),
       });
       const created = result.deliveries.filter((d) => d.result === "created").length;
       log.info({ namespace, type: result.type, id: result.id, caller, created, existing: result.deliveries.length - created }, "event published");

@@ -181,6 +181,8 @@ describe("publishing in stream mode (real nats-server, three doors)", () => {
       ["bad type", { type: "order paid", data: 1 }, "type", 400],
       ["wildcard type", { type: "order.*", data: 1 }, "type", 400],
       ["empty id", { type: "order.paid", id: "", data: 1 }, "id", 400],
+      ["id that cannot be a header value", { type: "order.paid", id: "evt-1\r\nX-Injected: 1", data: 1 }, "id", 400],
+      ["non-ASCII id", { type: "order.paid", id: "évènement", data: 1 }, "id", 400],
       ["too deep", { type: "order.paid", data: deep }, "data", 400],
       ["too large", { type: "order.paid", data: `${LARGEST}x` }, "data", 413],
     ];
@@ -195,6 +197,9 @@ describe("publishing in stream mode (real nats-server, three doors)", () => {
     const cli = await hookline(["publish", "--nats", nats.url, "-n", ns, "-t", "order paid", "-d", "1"]);
     expect(cli.code).toBe(2);
     expect(cli.stderr).toMatch(/--type: type must be a dotted name/);
+    const cliId = await hookline(["publish", "--nats", nats.url, "-n", ns, "-t", "order.paid", "--id", "évènement", "-d", "1"]);
+    expect(cliId.code).toBe(2);
+    expect(cliId.stderr).toMatch(/--id: id must be printable ASCII with no leading or trailing space: it is sent as the webhook-id header/);
     const badUrl = await hookline(["publish", "--nats", "http://127.0.0.1:4222", "-n", ns, "-t", "order.paid", "-d", "1"]);
     expect(badUrl.code).toBe(2);
     expect(badUrl.stderr).toContain("--nats: ");
