@@ -79,7 +79,7 @@ describe("Controller", () => {
     vi.useRealTimers();
   });
 
-  function start(reconciler: FakeReconciler, workers = 1): Controller<string> {
+  function start(reconciler: Reconciler<string>, workers = 1): Controller<string> {
     controller = new Controller<string>({ name: "test", queue, reconciler, workers, log: log as unknown as Logger, metrics });
     controller.start();
     return controller;
