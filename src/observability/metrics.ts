@@ -257,7 +257,17 @@ export interface StorageMetrics {
   stored: Gauge<"phase">;
   /** Where `stored` reads its counts from (set by the terminal index). */
   setStoredSource(source: () => Partial<Record<StoredPhase, number>>): void;
+  /** Finished deliveries stored per namespace and phase (the fair shares' input); the leader answers it. */
+  namespaceStored: Gauge<"namespace" | "phase">;
+  /** Where `namespaceStored` reads its counts from. */
+  setNamespaceSource(source: () => ReadonlyMap<string, Readonly<Record<FinishedPhase, number>>>): void;
+  /** Finished deliveries deleted because their namespace was over its fair share of a cluster-wide limit. */
+  namespaceEvictions: Counter<"namespace" | "phase" | "limit">;
 }
+
+export type FinishedPhase = (typeof FINISHED_PHASES)[number];
+/** The cluster-wide limits shared fairly between namespaces (the `limit` label). */
+export const SHARED_LIMITS = ["max_finished_deliveries", "dlq_max_entries"] as const;
 
 function storageMetrics(registry: Registry, leading: () => boolean): StorageMetrics {
   const registers = [registry];
@@ -282,7 +292,25 @@ function storageMetrics(registry: Registry, leading: () => boolean): StorageMetr
       for (const phase of STORED_PHASES) this.set({ phase }, counts[phase] ?? 0);
     },
   });
-  return { evicted, budget, stored, setStoredSource: (s) => (source = s) };
+  let namespaceSource: (() => ReadonlyMap<string, Readonly<Record<FinishedPhase, number>>>) | undefined;
+  const namespaceStored = new Gauge({
+    name: "webhook_namespace_finished_deliveries",
+    help: "Finished deliveries stored per namespace and phase (Succeeded and Discarded as of the last sweep plus the watch since): what the namespace's fair share of WEBHOOK_MAX_FINISHED_DELIVERIES and WEBHOOK_DLQ_MAX_ENTRIES is measured against. Exported by the leader only.",
+    labelNames: ["namespace", "phase"],
+    registers,
+    collect() {
+      this.reset();
+      if (!leading() || !namespaceSource) return;
+      for (const [namespace, counts] of namespaceSource()) for (const phase of FINISHED_PHASES) this.set({ namespace, phase }, counts[phase] ?? 0);
+    },
+  });
+  const namespaceEvictions = new Counter({
+    name: "webhook_namespace_evictions_total",
+    help: "Finished deliveries deleted because their namespace held more than its fair share of a cluster-wide limit (limit: max_finished_deliveries, dlq_max_entries), by namespace and phase.",
+    labelNames: ["namespace", "phase", "limit"],
+    registers,
+  });
+  return { evicted, budget, stored, setStoredSource: (s) => (source = s), namespaceStored, setNamespaceSource: (s) => (namespaceSource = s), namespaceEvictions };
 }
 
 /** Why the publish door refused a caller's credentials: the reason the caller is not told. */

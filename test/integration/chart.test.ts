@@ -210,14 +210,14 @@ describe("helm chart", () => {
     expect(find(objects, "Role", "hl-hookline-leader-election").rules[1].resourceNames).toEqual(["hookline-team-leader"]);
   });
 
-  it("monitoring: ServiceMonitor keeps the metrics' namespace label; PrometheusRule has the eight alerts with runbooks", async () => {
+  it("monitoring: ServiceMonitor keeps the metrics' namespace label; PrometheusRule has the nine alerts with runbooks", async () => {
     const { objects } = await render(variant("monitoring-values.yaml", "hl"));
     const sm = find(objects, "ServiceMonitor");
     expect(sm.spec.endpoints[0]).toMatchObject({ port: "metrics", honorLabels: true, interval: "15s" });
     expect(sm.spec.selector.matchLabels).toEqual({ ...find(objects, "Deployment").spec.selector.matchLabels, "app.kubernetes.io/component": "metrics" });
     expect(find(objects, "Service").metadata.labels!["app.kubernetes.io/component"]).toBe("metrics");
     const rules = find(objects, "PrometheusRule").spec.groups[0].rules as Array<{ alert: string; expr: string; annotations: Record<string, string>; for?: string }>;
-    expect(rules.map((r) => r.alert)).toEqual(["HooklineCircuitBreakerOpen", "HooklineBacklogAge", "HooklineOperatorStalled", "HooklineDeadLettersGrowing", "HooklineLowSuccessRatio", "HooklineNoLeader", "HooklineDrainTimeout", "HooklineStorageBudgetNearlyFull"]);
+    expect(rules.map((r) => r.alert)).toEqual(["HooklineCircuitBreakerOpen", "HooklineBacklogAge", "HooklineOperatorStalled", "HooklineDeadLettersGrowing", "HooklineLowSuccessRatio", "HooklineNoLeader", "HooklineDrainTimeout", "HooklineStorageBudgetNearlyFull", "HooklineDeadLettersEvicted"]);
     const ops = readFileSync(`${ROOT}docs/operations.md`, "utf8");
     for (const r of rules) {
       expect(r.annotations.summary, r.alert).toBeTruthy();
