@@ -49,6 +49,8 @@ export class Metrics implements RequestObserver {
   readonly buildInfo: Gauge<"version" | "node_version">;
   /** Stream mode: events of a subscription not acknowledged yet (its consumer's lag). Leader only. */
   readonly streamPending: Gauge<"namespace" | "subscription">;
+  /** Stream mode: final outcomes that could not be recorded as a WebhookDelivery (the message is kept and tried again). */
+  readonly streamDeadLetterFailures: Counter<"namespace" | "subscription" | "reason">;
   /**
    * Set while this process leads. Breaker state, dead letters and endpoint health per
    * subscription are maintained by the leader only: a replica that does not lead neither sets
@@ -152,6 +154,12 @@ export class Metrics implements RequestObserver {
       name: "webhook_stream_pending_messages",
       help: "Stream mode: events a subscription's JetStream consumer holds that are not acknowledged yet (not yet fetched, in flight, or waiting for a retry). Exported by the leader.",
       labelNames: ["namespace", "subscription"],
+      registers,
+    });
+    this.streamDeadLetterFailures = new Counter({
+      name: "webhook_stream_dead_letter_failures_total",
+      help: "Stream mode: dead letters (and discards) that could not be created as a WebhookDelivery, by reason: forbidden (the operator may not create webhookdeliveries: RBAC), quota (a ResourceQuota), refused (another 4xx), error (unreachable, 5xx). The message stays in the stream and is tried again.",
+      labelNames: ["namespace", "subscription", "reason"],
       registers,
     });
     this.buildInfo = new Gauge({ name: "hookline_build_info", help: "Always 1; the labels say which Hookline and Node.js run.", labelNames: ["version", "node_version"], registers });

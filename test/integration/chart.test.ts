@@ -148,6 +148,13 @@ describe("helm chart", () => {
     expect(lease.metadata.namespace).toBe(ns);
     expect(rules(lease)).toEqual(["coordination.k8s.io/leases:create", "coordination.k8s.io/leases:get@hl-hookline-leader", "coordination.k8s.io/leases:update@hl-hookline-leader"]);
     expect(find(objects, "ClusterRoleBinding").subjects).toEqual([{ kind: "ServiceAccount", name: "hl-hookline", namespace: ns }]);
+    // Stream mode creates its dead letters: create on webhookdeliveries with a NATS URL in either
+    // form, without the publish door (rbac.test.ts runs the operator with it).
+    for (const stream of [{ natsUrl: "nats://nats.nats.svc:4222" }, { natsUrlSecret: { name: "hookline-nats", key: "url" } }]) {
+      const streamed = await render({ release: "hl", namespace: ns, setJson: { stream }, showOnly: ["templates/rbac.yaml"] });
+      expect(rules(find(streamed.objects, "ClusterRole")), JSON.stringify(stream)).toContain("hookline.dev/webhookdeliveries:create");
+    }
+    expect(rules(find(objects, "ClusterRole"))).not.toContain("hookline.dev/webhookdeliveries:create");
   });
 
   it("user roles: aggregated into the default view, edit and admin roles on the real API server", async () => {

@@ -11,6 +11,8 @@
 // same name that is not this message's (the same event id published in CR mode, or again after
 // the duplicate window) leaves it alone: the dead letter takes a second name, with a hash of the
 // message in it. Until its status is written, CR mode never attempts it (core/plan.ts).
+// A failure to create it is reported loudly (dead-letter-failures.ts) before the caller keeps
+// the message and tries again.
 import { ANNOTATIONS, API_VERSION, DELIVERY, FIELD_MANAGER, isTerminalPhase, LABELS } from "../../api/names.js";
 import type { Final, OutcomeResult } from "../../core/outcome.js";
 import type { TraceContext } from "../../core/trace-context.js";
@@ -20,6 +22,7 @@ import { deliveryName, labelValue } from "../../publish/naming.js";
 import type { OutcomeMeta } from "../finals.js";
 import { DELIVERIES, type DeliveryObject } from "../objects.js";
 import type { OutcomeWriter } from "../outcome-writer.js";
+import { DeadLetterFailures, type DeadLetterFailuresDeps } from "./dead-letter-failures.js";
 
 /** One message's final outcome, to be recorded as a WebhookDelivery. */
 export interface StreamFinal {
@@ -44,7 +47,7 @@ export interface Recorded {
   final?: Final;
 }
 
-export interface StreamDeadLettersDeps {
+export interface StreamDeadLettersDeps extends DeadLetterFailuresDeps {
   client: KubeClient;
   outcomes: OutcomeWriter<OutcomeMeta>;
 }
@@ -55,10 +58,23 @@ export function deadLetterNames(eventId: string, subscription: string, origin: s
 }
 
 export class StreamDeadLetters {
-  constructor(private readonly d: StreamDeadLettersDeps) {}
+  private readonly failures: DeadLetterFailures;
 
-  /** Creates the delivery (or finds this message's own) and writes its final status. */
+  constructor(private readonly d: StreamDeadLettersDeps) {
+    this.failures = new DeadLetterFailures(d);
+  }
+
+  /** Creates the delivery (or finds this message's own) and writes its final status; a failure is reported, then thrown. */
   async record(f: StreamFinal): Promise<Recorded> {
+    try {
+      return await this.recordOnce(f);
+    } catch (err) {
+      this.failures.report(f.namespace, f.subscription, err);
+      throw err;
+    }
+  }
+
+  private async recordOnce(f: StreamFinal): Promise<Recorded> {
     for (const name of deadLetterNames(f.eventId, f.subscription, f.origin)) {
       let obj: DeliveryObject | undefined;
       try {
