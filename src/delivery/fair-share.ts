@@ -1,7 +1,8 @@
 // Max-min fair shares of a cluster-wide cap between namespaces: the storage budget
 // (WEBHOOK_MAX_FINISHED_DELIVERIES) and the dead-letter cap (WEBHOOK_DLQ_MAX_ENTRIES). Without
 // them, one tenant's flood of finished deliveries deleted another tenant's oldest ones (dead
-// letters, which someone may replay and which block an ordering lane). Pure.
+// letters, which someone may replay and which block an ordering lane). Pure. Why max-min
+// fairness: docs/adr/0010-fair-shares-of-cluster-wide-limits.md.
 //
 // The cap is shared by the namespaces that hold something. A namespace holding no more than
 // `cap / N` (N such namespaces) is always within its share; what a namespace below its share
