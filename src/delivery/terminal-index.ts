@@ -93,6 +93,8 @@ export class TerminalIndex {
   private readonly evicting = new Set<string>();
   /** Dead letters deleted to make room whose watch DELETED event has not come yet (epoch ms of the delete). */
   private readonly leaving = new Map<string, number>();
+  /** The WEBHOOK_DLQ_MAX_ENTRIES pass running (enforceDlqCap), the next one chained after it. */
+  private capPass: Promise<void> = Promise.resolve();
   /** Dead letters about to be stored (makeRoom made room for them), until the index sees them. */
   private readonly reserved = new Map<string, { subKey: string; at: number }>();
   private readonly now: () => number;
@@ -249,6 +251,24 @@ export class TerminalIndex {
       const own = (this.deadLetters.get(subKey)?.size ?? 0) + this.reservedFor(subKey) - this.leavingOf(subKey);
       await this.evictOldest(own - perSub, this.deadLettersOf(subKey), (rec) => `the subscription holds deadLetter.maxEntries=${perSub} dead letters and ${rec.metadata.name} was the oldest`);
     }
+    await this.enforceDlqCap();
+  }
+
+  /**
+   * WEBHOOK_DLQ_MAX_ENTRIES: deletes the oldest dead letters of the namespaces over their fair
+   * share until the watched namespaces hold no more. Before a CR-mode dead letter is stored
+   * (makeRoom), and after any new one is indexed (stream mode's are created without makeRoom).
+   * One pass at a time: two passes counting the same excess would delete twice as many.
+   */
+  private enforceDlqCap(): Promise<void> {
+    const pass = this.capPass.then(() => this.enforceDlqCapNow());
+    this.capPass = pass.catch(() => undefined);
+    return pass;
+  }
+
+  private async enforceDlqCapNow(): Promise<void> {
+    if (!this.d.isLeader()) return;
+    this.expireRoom();
     const max = this.d.dlqMaxEntries ?? INT_VARS.dlqMaxEntries.default;
     const held = this.deadLettersHeld();
     let all = 0;
@@ -366,6 +386,7 @@ export class TerminalIndex {
     if (isNew) {
       this.d.onDeadLettersChanged(subKey);
       void this.enforceCapacity(subKey);
+      void this.enforceDlqCap();
       this.budget.changed();
     }
     this.retention.schedule(rec);

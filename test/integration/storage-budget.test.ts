@@ -10,6 +10,10 @@ import { createNamespace, deleteNamespace, waitFor } from "../helpers/cluster.js
 import { apply, delivery, events, listObjs, secret, subscription, waitForPhase } from "../helpers/kube.js";
 import { startOperator, type TestOperator } from "../helpers/operator.js";
 import { Receiver } from "../helpers/receiver.js";
+import { connectStream, startNats, type TestNats } from "../helpers/nats.js";
+import { publishEvent, waitForConsumer } from "../helpers/stream.js";
+import { deliveryName } from "../../src/publish/naming.js";
+import type { StreamConnection } from "../../src/stream/jetstream.js";
 
 const BUDGET = 20;
 const DELIVERIES = "/apis/hookline.dev/v1alpha1/namespaces";
@@ -184,5 +188,48 @@ describe("WEBHOOK_DLQ_MAX_ENTRIES: fair shares between namespaces", () => {
     const dropped = (await events(noisy, "flood")).filter((e) => e.reason === "DeadLetterDropped");
     expect(dropped.length).toBeGreaterThan(0);
     expect(dropped[0]!.message).toContain("fair share");
+  });
+});
+
+describe("WEBHOOK_DLQ_MAX_ENTRIES in stream mode: fair shares between namespaces", () => {
+  let quiet: string;
+  let noisy: string;
+  let op: TestOperator | undefined;
+  let client: KubeClient;
+  let failing: Receiver | undefined;
+  let nats: TestNats;
+  let conn: StreamConnection;
+
+  beforeAll(async () => {
+    [quiet, noisy] = await Promise.all([createNamespace("dlqs-quiet"), createNamespace("dlqs-noisy")]);
+    client = await testClient();
+    nats = await startNats("dlq-cap");
+    conn = await connectStream(nats.url);
+    await conn.ensureStream();
+  });
+  afterAll(async () => {
+    await op?.stop();
+    await failing?.close();
+    await conn?.close();
+    await nats?.close();
+    await client?.destroy();
+    await Promise.all([deleteNamespace(quiet), deleteNamespace(noisy)]);
+  });
+
+  it("the dead letters stream mode creates count against the cap, and make room in their own namespace only", async () => {
+    failing = await Receiver.start(() => 500);
+    await apply([secret(quiet, "signing"), idle(quiet, "acme"), subscription(noisy, "flood", { url: failing.url(), retry: { maxAttempts: 1 }, circuitBreaker: { failureThreshold: 100 } })]);
+    for (let i = 0; i < 3; i++) await createFinished(client, quiet, "acme", `dl-${i}`, "DeadLettered", 300 - i);
+    op = await startOperator({ namespaces: [quiet, noisy], env: { HOOKLINE_NATS_URL: nats.url, WEBHOOK_DLQ_MAX_ENTRIES: "8", WEBHOOK_HEALTH_PROBE_INTERVAL_MS: "1000" } });
+    await waitForConsumer(await conn.jetstreamManager(), noisy, "flood");
+
+    for (let i = 0; i < 10; i++) {
+      await publishEvent(conn, noisy, "order.paid", `evt-${i}`, { i });
+      await waitForPhase(noisy, deliveryName(`evt-${i}`, "flood"), "DeadLettered");
+    }
+    await waitFor(async () => (await names(noisy)).size + (await names(quiet)).size === 8, { description: "8 dead letters left", timeoutMs: 30_000 });
+    expect([...(await names(quiet))].sort()).toEqual(["dl-0", "dl-1", "dl-2"]);
+    expect([...(await names(noisy))].sort()).toEqual([5, 6, 7, 8, 9].map((i) => deliveryName(`evt-${i}`, "flood")).sort());
+    expect(await op.metric("webhook_namespace_evictions_total", { namespace: noisy, phase: "DeadLettered", limit: "dlq_max_entries" })).toBe(5);
   });
 });
