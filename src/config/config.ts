@@ -24,12 +24,14 @@ export interface Config {
   maxInFlight: number;
   /**
    * Finished deliveries (Succeeded, Discarded, DeadLettered) kept across the cluster (or the
-   * watched namespaces); above it the oldest are deleted. See docs/capacity.md.
+   * watched namespaces), shared fairly between namespaces; above it the oldest of the namespaces
+   * over their share are deleted. See docs/capacity.md.
    */
   maxFinishedDeliveries: number;
   /**
    * Dead letters kept across the watched namespaces (WEBHOOK_DLQ_MAX_ENTRIES), beside each
-   * subscription's deadLetter.maxEntries; at the cap the oldest is deleted before a new one is stored.
+   * subscription's deadLetter.maxEntries, shared fairly between namespaces; at the cap the oldest
+   * of a namespace over its share is deleted before a new one is stored.
    */
   dlqMaxEntries: number;
   /** Non-public networks the operator may deliver to (loopback, private, link-local need it). */
@@ -141,8 +143,8 @@ export const ENV_DOCS: Array<{ name: string; default: string; range: string; wha
       [INT_VARS.healthPort, "`/healthz`, `/readyz` (0: any free port)"],
       [INT_VARS.healthProbeIntervalMs, "how often a Disabled endpoint is probed"],
       [INT_VARS.secretRefreshMs, "how long a Secret's value is used before it is read again: a rotated signing key, header value, client secret or renewed client certificate is picked up within this time, without a restart"],
-      [INT_VARS.maxFinishedDeliveries, "finished deliveries kept in the cluster's etcd (all namespaces); above it the oldest are deleted, Succeeded before Discarded before DeadLettered (docs/capacity.md)"],
-      [INT_VARS.dlqMaxEntries, "dead letters kept across the watched namespaces, beside each subscription's deadLetter.maxEntries; at the cap the oldest dead letter is deleted (Event DeadLetterDropped, drop_overflow) before a new one is stored"],
+      [INT_VARS.maxFinishedDeliveries, "finished deliveries kept in the cluster's etcd (all namespaces), shared fairly between the namespaces (max-min fair shares); above it the oldest of the namespaces over their share are deleted, Succeeded before Discarded before DeadLettered (docs/capacity.md)"],
+      [INT_VARS.dlqMaxEntries, "dead letters kept across the watched namespaces, shared fairly between them, beside each subscription's deadLetter.maxEntries; at the cap the oldest dead letter of a namespace over its share is deleted (Event DeadLetterDropped, drop_overflow) before a new one is stored"],
     ] as const
   ).map(([v, what]) => ({ name: v.name, default: String(v.default), range: `${v.min}..${v.max}`, what })),
   { name: "PUBLISH_PORT", default: "empty: off", range: "0..65535", what: "the HTTP publish endpoint" },

@@ -50,6 +50,8 @@ export class Metrics implements RequestObserver {
   readonly buildInfo: Gauge<"version" | "node_version">;
   /** Stream mode: events of a subscription not acknowledged yet (its consumer's lag). Leader only. */
   readonly streamPending: Gauge<"namespace" | "subscription">;
+  /** Stream mode: final outcomes that could not be recorded as a WebhookDelivery (the message is kept and tried again). */
+  readonly streamDeadLetterFailures: Counter<"namespace" | "subscription" | "reason">;
   /**
    * Set while this process leads. Breaker state, dead letters and endpoint health per
    * subscription are maintained by the leader only: a replica that does not lead neither sets
@@ -164,6 +166,12 @@ export class Metrics implements RequestObserver {
       labelNames: ["namespace", "subscription"],
       registers,
     });
+    this.streamDeadLetterFailures = new Counter({
+      name: "webhook_stream_dead_letter_failures_total",
+      help: "Stream mode: dead letters (and discards) that could not be created as a WebhookDelivery, by reason: forbidden (the operator may not create webhookdeliveries: RBAC), quota (a ResourceQuota), refused (another 4xx), error (unreachable, 5xx). The message stays in the stream and is tried again.",
+      labelNames: ["namespace", "subscription", "reason"],
+      registers,
+    });
     this.buildInfo = new Gauge({ name: "hookline_build_info", help: "Always 1; the labels say which Hookline and Node.js run.", labelNames: ["version", "node_version"], registers });
     this.initFixedSeries();
   }
@@ -268,7 +276,17 @@ export interface StorageMetrics {
   stored: Gauge<"phase">;
   /** Where `stored` reads its counts from (set by the terminal index). */
   setStoredSource(source: () => Partial<Record<StoredPhase, number>>): void;
+  /** Finished deliveries stored per namespace and phase (the fair shares' input); the leader answers it. */
+  namespaceStored: Gauge<"namespace" | "phase">;
+  /** Where `namespaceStored` reads its counts from. */
+  setNamespaceSource(source: () => ReadonlyMap<string, Readonly<Record<FinishedPhase, number>>>): void;
+  /** Finished deliveries deleted because their namespace was over its fair share of a cluster-wide limit. */
+  namespaceEvictions: Counter<"namespace" | "phase" | "limit">;
 }
+
+export type FinishedPhase = (typeof FINISHED_PHASES)[number];
+/** The cluster-wide limits shared fairly between namespaces (the `limit` label). */
+export const SHARED_LIMITS = ["max_finished_deliveries", "dlq_max_entries"] as const;
 
 function storageMetrics(registry: Registry, leading: () => boolean): StorageMetrics {
   const registers = [registry];
@@ -293,7 +311,25 @@ function storageMetrics(registry: Registry, leading: () => boolean): StorageMetr
       for (const phase of STORED_PHASES) this.set({ phase }, counts[phase] ?? 0);
     },
   });
-  return { evicted, budget, stored, setStoredSource: (s) => (source = s) };
+  let namespaceSource: (() => ReadonlyMap<string, Readonly<Record<FinishedPhase, number>>>) | undefined;
+  const namespaceStored = new Gauge({
+    name: "webhook_namespace_finished_deliveries",
+    help: "Finished deliveries stored per namespace and phase (Succeeded and Discarded as of the last sweep plus the watch since): what the namespace's fair share of WEBHOOK_MAX_FINISHED_DELIVERIES and WEBHOOK_DLQ_MAX_ENTRIES is measured against. Exported by the leader only.",
+    labelNames: ["namespace", "phase"],
+    registers,
+    collect() {
+      this.reset();
+      if (!leading() || !namespaceSource) return;
+      for (const [namespace, counts] of namespaceSource()) for (const phase of FINISHED_PHASES) this.set({ namespace, phase }, counts[phase] ?? 0);
+    },
+  });
+  const namespaceEvictions = new Counter({
+    name: "webhook_namespace_evictions_total",
+    help: "Finished deliveries deleted because their namespace held more than its fair share of a cluster-wide limit (limit: max_finished_deliveries, dlq_max_entries), by namespace and phase.",
+    labelNames: ["namespace", "phase", "limit"],
+    registers,
+  });
+  return { evicted, budget, stored, setStoredSource: (s) => (source = s), namespaceStored, setNamespaceSource: (s) => (namespaceSource = s), namespaceEvictions };
 }
 
 /** Why the publish door refused a caller's credentials: the reason the caller is not told. */

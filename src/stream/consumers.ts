@@ -13,9 +13,12 @@
 //   ack explicit, deliver new (a new subscription gets events published from now on, as a new
 //   subscription gets no deliveries for earlier events in CR mode), redeliveries unlimited
 //   (retries are the executor's: a negative acknowledgement with a delay).
+// An event type removed from eventTypes stays in the filter until its waiting events are through
+// (type-removal.ts): they are dead-lettered, not dropped.
 import { createHash } from "node:crypto";
 import { AckPolicy, DeliverPolicy, JetStreamApiError, ReplayPolicy, type ConsumerConfig, type ConsumerInfo, type JetStreamManager } from "@nats-io/jetstream";
 import { filterSubjects } from "./subjects.js";
+import { drainFilters, newlyRemoved, nextDraining, readDraining, REMOVED_SUBJECTS_METADATA, writeDraining } from "./type-removal.js";
 
 /** The subscription a consumer belongs to. */
 export interface SubscriptionIdentity {
@@ -131,8 +134,10 @@ function differences(have: Partial<ConsumerConfig>, wanted: Partial<ConsumerConf
 /**
  * Creates the subscription's consumer, or updates it (filter, maxInFlight, ack wait) when the
  * subscription changed. An update keeps the consumer's position and its messages out for
- * acknowledgement: nothing delivered and unacknowledged is lost. A consumer of the same name
- * that Hookline did not make (other ack or deliver policy) is refused, not changed.
+ * acknowledgement: nothing delivered and unacknowledged is lost; a filter subject removed keeps
+ * draining until its waiting messages are answered (type-removal.ts), so call it again while
+ * `draining` says so. A consumer of the same name that Hookline did not make (other ack or
+ * deliver policy) is refused, not changed.
  */
 export async function ensureConsumer(jsm: JetStreamManager, stream: string, sub: SubscriptionIdentity, policy: ConsumerPolicy): Promise<{ name: string; action: "created" | "updated" | "unchanged"; info: ConsumerInfo }> {
   const wanted = consumerConfig(sub, policy);
@@ -157,12 +162,27 @@ export async function ensureConsumer(jsm: JetStreamManager, stream: string, sub:
     if (fixed.length > 0) {
       throw new Error(`consumer ${name} on stream ${stream} exists with other ${fixed.join(", ")} than Hookline sets: it was not made by Hookline; delete it (nats consumer rm ${stream} ${name})`);
     }
+    await withDraining(jsm, stream, info, wanted);
     const changed = differences(info.config, wanted);
     if (changed.length === 0) return { name, action: "unchanged", info };
     const delta = Object.fromEntries(MUTABLE.map((k) => [k, wanted[k]]));
     // One filter form only: the server refuses filter_subject and filter_subjects together.
     return { name, action: "updated", info: await jsm.consumers.update(stream, name, { ...delta, filter_subject: undefined }) };
   }
+}
+
+/** Widens `wanted` (filter, metadata) with the removed subjects whose waiting messages are not through yet. */
+async function withDraining(jsm: JetStreamManager, stream: string, info: ConsumerInfo, wanted: Partial<ConsumerConfig>): Promise<void> {
+  const have = info.config.filter_subjects ?? (info.config.filter_subject ? [info.config.filter_subject] : []);
+  const want = wanted.filter_subjects ?? [];
+  const draining = readDraining(info.config.metadata);
+  // The stream's last sequence bounds what was published before the removal: read only when something was removed.
+  const lastSeq = newlyRemoved(have, want, draining).length > 0 ? (await jsm.streams.info(stream)).state.last_seq : 0;
+  const next = nextDraining({ have, wanted: want, draining, lastSeq, ackFloor: info.ack_floor.stream_seq, pending: info.num_pending, ackPending: info.num_ack_pending });
+  const value = writeDraining(next);
+  if (value === undefined) return;
+  wanted.filter_subjects = drainFilters(want, next);
+  wanted.metadata = { ...wanted.metadata, [REMOVED_SUBJECTS_METADATA]: value };
 }
 
 /** Deletes a consumer; false when it did not exist. Its unacknowledged messages are released (interest retention drops those nobody else wants). */
@@ -183,6 +203,8 @@ export interface HooklineConsumer extends SubscriptionIdentity {
   pending: number;
   /** Messages delivered and not yet acknowledged. */
   ackPending: number;
+  /** Event types removed from the subscription still drain through it (type-removal.ts): look again until they are through. */
+  draining?: boolean;
 }
 
 /** Hookline's consumers on the stream (recognized by their metadata; others are left out). */
@@ -202,6 +224,7 @@ export async function listConsumers(jsm: JetStreamManager, stream: string): Prom
       filterSubjects: ci.config.filter_subjects ?? (ci.config.filter_subject ? [ci.config.filter_subject] : []),
       pending: ci.num_pending,
       ackPending: ci.num_ack_pending,
+      draining: md[REMOVED_SUBJECTS_METADATA] !== undefined,
     });
   }
   return out.sort((a, b) => (a.consumer < b.consumer ? -1 : a.consumer > b.consumer ? 1 : 0));

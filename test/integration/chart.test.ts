@@ -148,6 +148,13 @@ describe("helm chart", () => {
     expect(lease.metadata.namespace).toBe(ns);
     expect(rules(lease)).toEqual(["coordination.k8s.io/leases:create", "coordination.k8s.io/leases:get@hl-hookline-leader", "coordination.k8s.io/leases:update@hl-hookline-leader"]);
     expect(find(objects, "ClusterRoleBinding").subjects).toEqual([{ kind: "ServiceAccount", name: "hl-hookline", namespace: ns }]);
+    // Stream mode creates its dead letters: create on webhookdeliveries with a NATS URL in either
+    // form, without the publish door (rbac.test.ts runs the operator with it).
+    for (const stream of [{ natsUrl: "nats://nats.nats.svc:4222" }, { natsUrlSecret: { name: "hookline-nats", key: "url" } }]) {
+      const streamed = await render({ release: "hl", namespace: ns, setJson: { stream }, showOnly: ["templates/rbac.yaml"] });
+      expect(rules(find(streamed.objects, "ClusterRole")), JSON.stringify(stream)).toContain("hookline.dev/webhookdeliveries:create");
+    }
+    expect(rules(find(objects, "ClusterRole"))).not.toContain("hookline.dev/webhookdeliveries:create");
   });
 
   it("user roles: aggregated into the default view, edit and admin roles on the real API server", async () => {
@@ -210,14 +217,14 @@ describe("helm chart", () => {
     expect(find(objects, "Role", "hl-hookline-leader-election").rules[1].resourceNames).toEqual(["hookline-team-leader"]);
   });
 
-  it("monitoring: ServiceMonitor keeps the metrics' namespace label; PrometheusRule has the eight alerts with runbooks", async () => {
+  it("monitoring: ServiceMonitor keeps the metrics' namespace label; PrometheusRule has the nine alerts with runbooks", async () => {
     const { objects } = await render(variant("monitoring-values.yaml", "hl"));
     const sm = find(objects, "ServiceMonitor");
     expect(sm.spec.endpoints[0]).toMatchObject({ port: "metrics", honorLabels: true, interval: "15s" });
     expect(sm.spec.selector.matchLabels).toEqual({ ...find(objects, "Deployment").spec.selector.matchLabels, "app.kubernetes.io/component": "metrics" });
     expect(find(objects, "Service").metadata.labels!["app.kubernetes.io/component"]).toBe("metrics");
     const rules = find(objects, "PrometheusRule").spec.groups[0].rules as Array<{ alert: string; expr: string; annotations: Record<string, string>; for?: string }>;
-    expect(rules.map((r) => r.alert)).toEqual(["HooklineCircuitBreakerOpen", "HooklineBacklogAge", "HooklineOperatorStalled", "HooklineDeadLettersGrowing", "HooklineLowSuccessRatio", "HooklineNoLeader", "HooklineDrainTimeout", "HooklineStorageBudgetNearlyFull"]);
+    expect(rules.map((r) => r.alert)).toEqual(["HooklineCircuitBreakerOpen", "HooklineBacklogAge", "HooklineOperatorStalled", "HooklineDeadLettersGrowing", "HooklineLowSuccessRatio", "HooklineNoLeader", "HooklineDrainTimeout", "HooklineStorageBudgetNearlyFull", "HooklineDeadLettersEvicted"]);
     const ops = readFileSync(`${ROOT}docs/operations.md`, "utf8");
     for (const r of rules) {
       expect(r.annotations.summary, r.alert).toBeTruthy();

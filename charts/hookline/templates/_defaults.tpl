@@ -258,6 +258,11 @@ to null), unless their whole block is missing.
           "threshold": 0.8,
           "for": "15m",
           "severity": "warning"
+        },
+        "deadLettersEvicted": {
+          "enabled": true,
+          "window": "30m",
+          "severity": "warning"
         }
       }
     },

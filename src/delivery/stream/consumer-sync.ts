@@ -4,7 +4,8 @@
 // periodic sweep of the consumers whose subscription is gone (deleted while no replica led) and
 // of subscriptions whose consumer is missing (removed by hand);
 // and each consumer's lag (webhook_stream_pending_messages, and status.deliveries.pending of
-// the subscription through `pendingOf`). Keys come from the subscription cache, through a work
+// the subscription through `pendingOf`); a consumer still draining a removed event type
+// (stream/type-removal.ts) is looked at again with each lag read, to narrow its filter once through. Keys come from the subscription cache, through a work
 // queue of this term (one worker per key, retries with backoff).
 import type { JetStreamManager } from "@nats-io/jetstream";
 import type { Logger } from "pino";
@@ -141,6 +142,7 @@ export class ConsumerSync implements LeaderRunnable, Reconciler {
         const sub = this.d.caches.subscription(key);
         if (!sub || sub.metadata.uid !== c.uid) continue;
         const pending = c.pending + c.ackPending;
+        if (c.draining) this.controller?.queue.add(key);
         this.d.metrics.setStreamPending(c.namespace, c.name, pending);
         if (this.lag.get(key) !== pending) {
           this.lag.set(key, pending);

@@ -16,6 +16,9 @@
 // control character, non-ASCII, a blank at either end) carries one that spec.eventId refuses:
 // its dead letter holds `sha256:<hex>` of the id instead (as its Nats-Msg-Id does), so it is
 // recorded once rather than refused by the API server every time the message comes back.
+//
+// A failure to create it is reported loudly (dead-letter-failures.ts) before the caller keeps
+// the message and tries again.
 import { EVENT_ID_PATTERN } from "../../api/delivery.js";
 import { ANNOTATIONS, API_VERSION, DELIVERY, FIELD_MANAGER, isTerminalPhase, LABELS } from "../../api/names.js";
 import type { Final, OutcomeResult } from "../../core/outcome.js";
@@ -27,6 +30,7 @@ import { hashedId } from "../../stream/message.js";
 import type { OutcomeMeta } from "../finals.js";
 import { DELIVERIES, type DeliveryObject } from "../objects.js";
 import type { OutcomeWriter } from "../outcome-writer.js";
+import { DeadLetterFailures, type DeadLetterFailuresDeps } from "./dead-letter-failures.js";
 
 /** One message's final outcome, to be recorded as a WebhookDelivery. */
 export interface StreamFinal {
@@ -51,7 +55,7 @@ export interface Recorded {
   final?: Final;
 }
 
-export interface StreamDeadLettersDeps {
+export interface StreamDeadLettersDeps extends DeadLetterFailuresDeps {
   client: KubeClient;
   outcomes: OutcomeWriter<OutcomeMeta>;
 }
@@ -69,10 +73,23 @@ export function deadLetterNames(eventId: string, subscription: string, origin: s
 }
 
 export class StreamDeadLetters {
-  constructor(private readonly d: StreamDeadLettersDeps) {}
+  private readonly failures: DeadLetterFailures;
 
-  /** Creates the delivery (or finds this message's own) and writes its final status. */
+  constructor(private readonly d: StreamDeadLettersDeps) {
+    this.failures = new DeadLetterFailures(d);
+  }
+
+  /** Creates the delivery (or finds this message's own) and writes its final status; a failure is reported, then thrown. */
   async record(f: StreamFinal): Promise<Recorded> {
+    try {
+      return await this.recordOnce(f);
+    } catch (err) {
+      this.failures.report(f.namespace, f.subscription, err);
+      throw err;
+    }
+  }
+
+  private async recordOnce(f: StreamFinal): Promise<Recorded> {
     for (const name of deadLetterNames(f.eventId, f.subscription, f.origin)) {
       let obj: DeliveryObject | undefined;
       try {

@@ -10,6 +10,7 @@
 //                                  with the delay core/outcome.ts computed (Retry-After honoured)
 //   exhausted, permanent, gone,    a WebhookDelivery in DeadLettered (or Discarded) with the
 //   blocked, type not subscribed   attempt history (dead-letters.ts), then acknowledge
+//   type removed, published after  acknowledge, nothing else (removed-types.ts)
 //   waiting (paused, Secret...)    negative acknowledgement at once; nothing is fetched until it clears
 //   drain                          what is not in flight goes back at once; an attempt cut by
 //                                  the drain timeout is recorded as interrupted and goes back too
@@ -18,6 +19,7 @@ import type { Logger } from "pino";
 import type { Policy } from "../../core/policy.js";
 import { applyAttempt, deadLetter, discard, type AttemptResult, type OutcomeResult } from "../../core/outcome.js";
 import { admit, plan, type Action } from "../../core/plan.js";
+import { matchesEventType } from "../../core/policy.js";
 import { fromRfc3339 } from "../../core/rfc3339.js";
 import type { EventSink } from "../../kube/events.js";
 import type { Metrics } from "../../observability/metrics.js";
@@ -34,6 +36,7 @@ import type { AttemptLog, AttemptRecord } from "./attempt-log.js";
 import type { ReplyBatch } from "../../stream/replies.js";
 import type { StreamDeadLetters } from "./dead-letters.js";
 import { streamKey } from "./keys.js";
+import { RemovedTypes } from "./removed-types.js";
 
 /** What every subscription's stream shares on this replica. */
 export interface StreamWork {
@@ -131,6 +134,7 @@ export class SubscriptionStream {
   private readonly now: () => number;
   private readonly random: () => number;
   private readonly log: Logger;
+  private readonly removed: RemovedTypes;
   readonly counts = { delivered: 0, retried: 0, deadLettered: 0, handedBack: 0, pulls: 0, pulled: 0 };
 
   constructor(
@@ -141,6 +145,7 @@ export class SubscriptionStream {
     this.now = w.now ?? Date.now;
     this.random = w.random ?? Math.random;
     this.log = w.log.child({ subscription: this.subKey, consumer: sub.consumer });
+    this.removed = new RemovedTypes(this.now);
   }
 
   start(): void {
@@ -368,6 +373,7 @@ export class SubscriptionStream {
     const own = sub && sub.metadata.uid === this.sub.uid ? sub : undefined;
     const subscription = this.w.caches.subscriptionView(own);
     const policy = subscription.kind === "ok" ? subscription.policy : undefined;
+    if (await this.answeredAsRemoved(h, policy)) return;
     const status = h.record?.status;
     const nextAttemptAt = fromRfc3339(status?.nextAttemptAt);
     const { secret, keys, creds } = await secretsFor(this.w, this.sub.namespace, policy, nextAttemptAt === undefined || nextAttemptAt <= this.now());
@@ -388,6 +394,19 @@ export class SubscriptionStream {
     } finally {
       this.w.endpoints.settle(h.key);
     }
+  }
+
+  /**
+   * A type no longer listed: published after its removal it was never this subscription's, and
+   * is acknowledged (true); published before, plan() dead-letters it (false).
+   */
+  private async answeredAsRemoved(h: Held, policy: Policy | undefined): Promise<boolean> {
+    if (!policy || !this.consumer || matchesEventType(policy.eventTypes, h.type)) return false;
+    const when = await this.removed.when(this.consumer, h.msg);
+    if (this.held.get(h.key) !== h) return true;
+    if (when === "after") this.ack(h);
+    else if (when === "unknown") this.handBack(h, RETRY_MS);
+    return when !== "before";
   }
 
   private async act(action: Action, h: Held, policy: Policy | undefined, ep: Endpoint | undefined, secrets: Secrets, now: number): Promise<void> {
