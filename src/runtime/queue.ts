@@ -1,18 +1,87 @@
 // A client-go style work queue of keys: a key is queued at most once (dirty set), never handed
 // to two workers at once (processing set), and re-queued when it was added while being
 // processed. Delayed adds go through one TimerHeap; failures back off per key.
+//
+// With `tenantOf`, the keys ready to process are served fairly between tenants (namespaces):
+// one FIFO per tenant, and the tenants take turns, one key each. A tenant that queues 10,000
+// keys then delays another tenant's next key by at most one key per other tenant, not by
+// 10,000 (the queue is a pool the tenants share, like the request slots).
 
 import { TimerHeap } from "./timer-heap.js";
 
-export interface QueueOptions {
+export interface QueueOptions<K = string> {
   /** Per-key failure backoff: base * 2^failures, capped. */
   failureBackoff?: { baseMs: number; maxMs: number };
   now?: () => number;
+  /** Whose key it is (e.g. its namespace): ready keys are handed out round-robin by tenant. */
+  tenantOf?: (key: K) => string;
 }
 
-export class WorkQueue<K = string> {
-  private queue: K[] = [];
+/** A FIFO that drops its consumed head now and then (no shift() per item). */
+class Fifo<T> {
+  private items: T[] = [];
   private head = 0;
+
+  push(item: T): void {
+    this.items.push(item);
+  }
+
+  shift(): T | undefined {
+    if (this.head >= this.items.length) return undefined;
+    const item = this.items[this.head++]!;
+    if (this.head > 1024 && this.head * 2 > this.items.length) {
+      this.items = this.items.slice(this.head);
+      this.head = 0;
+    }
+    return item;
+  }
+
+  get length(): number {
+    return this.items.length - this.head;
+  }
+}
+
+/** Ready keys: one FIFO per tenant, the tenants with keys in a FIFO of turns. */
+class ReadyKeys<K> {
+  private readonly lanes = new Map<string, Fifo<K>>();
+  private readonly turns = new Fifo<string>();
+  private size = 0;
+
+  constructor(private readonly tenantOf: (key: K) => string) {}
+
+  push(key: K): void {
+    const tenant = this.tenantOf(key);
+    let lane = this.lanes.get(tenant);
+    if (!lane) {
+      lane = new Fifo<K>();
+      this.lanes.set(tenant, lane);
+      this.turns.push(tenant);
+    }
+    lane.push(key);
+    this.size++;
+  }
+
+  /** The next tenant's oldest key; the tenant goes to the back of the turns if it has more. */
+  shift(): { key: K } | undefined {
+    const tenant = this.turns.shift();
+    if (tenant === undefined) return undefined;
+    const lane = this.lanes.get(tenant)!;
+    const key = lane.shift()!;
+    if (lane.length > 0) this.turns.push(tenant);
+    else this.lanes.delete(tenant);
+    this.size--;
+    return { key };
+  }
+
+  get length(): number {
+    return this.size;
+  }
+}
+
+const ONE_TENANT = (): string => "";
+
+export class WorkQueue<K = string> {
+  private ready: ReadyKeys<K>;
   private dirty = new Set<K>();
   private processing = new Set<K>();
   private waiters: Array<(key: K | undefined) => void> = [];
@@ -21,8 +90,9 @@ export class WorkQueue<K = string> {
   private shuttingDown = false;
   private idleWaiters: Array<() => void> = [];
 
-  constructor(private readonly opts: QueueOptions = {}) {
+  constructor(private readonly opts: QueueOptions<K> = {}) {
     this.timers = new TimerHeap<K>((key) => this.add(key), opts.now ?? Date.now);
+    this.ready = new ReadyKeys<K>(opts.tenantOf ?? ONE_TENANT);
   }
 
   /** Queues `key` now. A no-op when it is already queued. */
@@ -37,7 +107,7 @@ export class WorkQueue<K = string> {
       this.dirty.delete(key);
       this.processing.add(key);
       waiter(key);
-    } else this.queue.push(key);
+    } else this.ready.push(key);
   }
 
   /** Queues `key` after `delayMs` (an earlier schedule of the same key wins). */
@@ -69,12 +139,9 @@ export class WorkQueue<K = string> {
 
   /** The next key to process; undefined once the queue shuts down. */
   get(): Promise<K | undefined> {
-    if (this.head < this.queue.length) {
-      const key = this.queue[this.head++]!;
-      if (this.head > 1024 && this.head * 2 > this.queue.length) {
-        this.queue = this.queue.slice(this.head);
-        this.head = 0;
-      }
+    const next = this.ready.shift();
+    if (next) {
+      const { key } = next;
       this.dirty.delete(key);
       this.processing.add(key);
       return Promise.resolve(key);
@@ -99,7 +166,7 @@ export class WorkQueue<K = string> {
 
   /** Keys ready to process now. */
   get length(): number {
-    return this.queue.length - this.head;
+    return this.ready.length;
   }
 
   /** Keys waiting for their delay. */
@@ -116,8 +183,7 @@ export class WorkQueue<K = string> {
     this.shuttingDown = true;
     this.timers.stop();
     for (const w of this.waiters.splice(0)) w(undefined);
-    this.queue = [];
-    this.head = 0;
+    this.ready = new ReadyKeys<K>(this.opts.tenantOf ?? ONE_TENANT);
     this.dirty.clear();
   }
 

@@ -1,0 +1,104 @@
+// The work queue served fairly between tenants (QueueOptions.tenantOf): examples and a
+// fast-check model of the queue's promises, with and without tenants.
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import { WorkQueue } from "./queue.js";
+
+const namespaceOf = (key: string): string => key.slice(0, key.indexOf("/"));
+
+/** Takes every ready key without waiting (the queue answers ready keys synchronously). */
+async function drain(q: WorkQueue<string>): Promise<string[]> {
+  const out: string[] = [];
+  while (q.length > 0) {
+    const key = (await q.get())!;
+    out.push(key);
+    q.done(key);
+  }
+  return out;
+}
+
+describe("WorkQueue with tenants", () => {
+  it("a tenant that queued 1,000 keys first delays another tenant's key by one key, not 1,000", async () => {
+    const q = new WorkQueue<string>({ tenantOf: namespaceOf });
+    for (let i = 0; i < 1_000; i++) q.add(`a/${i}`);
+    q.add("b/0");
+    const order = await drain(q);
+    expect(order.indexOf("b/0")).toBe(1);
+    expect(order.filter((k) => k.startsWith("a/"))).toEqual(Array.from({ length: 1_000 }, (_, i) => `a/${i}`));
+    q.shutdown();
+  });
+
+  it("tenants take turns, one key each, each tenant's keys in the order they were queued", async () => {
+    const q = new WorkQueue<string>({ tenantOf: namespaceOf });
+    for (const k of ["a/1", "a/2", "a/3", "b/1", "c/1", "c/2", "b/2"]) q.add(k);
+    expect(await drain(q)).toEqual(["a/1", "b/1", "c/1", "a/2", "b/2", "c/2", "a/3"]);
+    q.shutdown();
+  });
+
+  it("without tenants it stays one FIFO", async () => {
+    const q = new WorkQueue<string>();
+    for (let i = 0; i < 5; i++) q.add(`a/${i}`);
+    q.add("b/0");
+    expect(await drain(q)).toEqual(["a/0", "a/1", "a/2", "a/3", "a/4", "b/0"]);
+    q.shutdown();
+  });
+
+  it("keeps the queue's promises under any sequence of adds, gets and dones (model check)", async () => {
+    const key = fc.tuple(fc.constantFrom("a", "b", "c"), fc.integer({ min: 0, max: 5 })).map(([t, n]) => `${t}/${n}`);
+    const op = fc.oneof(fc.record({ add: key }), fc.constant({ get: true as const }), fc.record({ done: fc.nat() }));
+    await fc.assert(
+      fc.asyncProperty(fc.array(op, { maxLength: 200 }), fc.boolean(), async (ops, fair) => {
+        const q = new WorkQueue<string>(fair ? { tenantOf: namespaceOf } : {});
+        const processing: string[] = [];
+        const ready = new Set<string>(); // the model: keys queued and not handed out
+        const dirtyWhileProcessing = new Set<string>();
+        for (const o of ops) {
+          if ("add" in o) {
+            if (processing.includes(o.add)) dirtyWhileProcessing.add(o.add);
+            else ready.add(o.add);
+            q.add(o.add);
+          } else if ("get" in o) {
+            if (q.length === 0) continue;
+            const before = [...ready];
+            const got = (await q.get())!;
+            // Handed out once, only when ready, never while being processed.
+            expect(before).toContain(got);
+            expect(processing).not.toContain(got);
+            ready.delete(got);
+            processing.push(got);
+          } else if (processing.length > 0) {
+            const k = processing.splice(o.done % processing.length, 1)[0]!;
+            q.done(k);
+            if (dirtyWhileProcessing.delete(k)) ready.add(k);
+          }
+          expect(q.length).toBe(ready.size);
+          expect(q.inProgress).toBe(processing.length);
+        }
+        q.shutdown();
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it("no tenant waits more than one turn per other tenant with ready keys (property)", async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.array(fc.constantFrom("a", "b", "c", "d"), { minLength: 1, maxLength: 300 }), async (tenants) => {
+        const q = new WorkQueue<string>({ tenantOf: namespaceOf });
+        tenants.forEach((t, i) => q.add(`${t}/${i}`));
+        const order = (await drain(q)).map(namespaceOf);
+        // Between two keys of one tenant, no other tenant is served twice.
+        const lastServed = new Map<string, number>();
+        order.forEach((t, i) => {
+          const since = lastServed.get(t);
+          if (since !== undefined) {
+            const between = order.slice(since + 1, i);
+            expect(new Set(between).size).toBe(between.length);
+          }
+          lastServed.set(t, i);
+        });
+        q.shutdown();
+      }),
+      { numRuns: 300 },
+    );
+  });
+});
