@@ -205,7 +205,7 @@ export class Operator {
     }));
     const transitions = new EndpointTransitions({ caches, events, metrics, log: log.child({ component: "endpoints" }), rollUp });
     const streamLog = log.child({ component: "stream" });
-    const link = config.natsUrl ? (this.streamLink = new StreamLink({ url: config.natsUrl, name: `hookline operator ${config.leaderElection.identity}`, log: streamLog, stream: { replicas: config.streamReplicas } })) : undefined;
+    const link = config.natsUrl ? (this.streamLink = new StreamLink({ url: config.natsUrl, name: `hookline operator ${config.leaderElection.identity}`, log: streamLog, stream: { replicas: config.streamReplicas }, auth: config.natsAuth })) : undefined;
     const shared = config.natsUrl ?
         new SharedEndpoints({
           inner: transitions,

@@ -8,6 +8,7 @@ import { retrySchema } from "../api/subscription.js";
 import { describeRetrySchedule, largestRetryDelayMs } from "../core/advice.js";
 import { parseCidrList, type Cidr } from "../core/netguard.js";
 import { NO_PROXY_NONE, parseNoProxy, parseProxyUrl, redactProxyUrl, type ProxyEnv } from "../core/proxy-env.js";
+import type { NatsClientAuth } from "../stream/auth.js";
 import { NatsUrlError, parseNatsUrl, redactNatsUrl } from "../stream/url.js";
 import { DEFAULT_AUDIENCE, loadPublishDoor, PUBLISH_VARS, type PublishDoorConfig } from "./publish-door.js";
 import { loadTracing, TRACING_ENV_DOCS, type TracingConfig, type TracingWarning } from "./tracing.js";
@@ -76,6 +77,12 @@ export interface Config {
   natsUrlRedacted: string | undefined;
   /** HOOKLINE_STREAM_REPLICAS: replicas of the stream and its key-value buckets on a NATS cluster. */
   streamReplicas: number;
+  /**
+   * Stream mode's authentication besides HOOKLINE_NATS_URL's credentials (HOOKLINE_NATS_USER,
+   * HOOKLINE_NATS_PASSWORD_FILE, HOOKLINE_NATS_TLS_*), and HOOKLINE_NATS_ALLOW_INSECURE: whether
+   * a NATS that lets anyone in is used anyway (stream/auth.ts).
+   */
+  natsAuth: NatsClientAuth & { allowInsecure: boolean };
 }
 
 export class ConfigError extends Error {
@@ -170,6 +177,12 @@ export const ENV_DOCS: Array<{ name: string; default: string; range: string; wha
   { name: "LOG_LEVEL", default: "info", range: "fatal, error, warn, info, debug, trace, silent", what: "pino level" },
   { name: "HOOKLINE_NATS_URL", default: "empty: stream mode off", range: "nats:// or tls:// URL, or a comma-separated list", what: "stream mode: the NATS server(s) with JetStream (credentials as nats://USER:PASSWORD@HOST or nats://TOKEN@HOST); see docs/stream-mode.md" },
   { name: INT_VARS.streamReplicas.name, default: String(INT_VARS.streamReplicas.default), range: `${INT_VARS.streamReplicas.min}..${INT_VARS.streamReplicas.max}`, what: "stream mode: replicas of the HOOKLINE stream and its key-value buckets on a NATS cluster (3 in production); the operator keeps the stream at this" },
+  { name: "HOOKLINE_NATS_USER", default: "empty", range: "a NATS user name (with HOOKLINE_NATS_PASSWORD_FILE)", what: "stream mode: the operator's NATS user, when its credentials are not in HOOKLINE_NATS_URL (chart: stream.natsCredentialsSecret)" },
+  { name: "HOOKLINE_NATS_PASSWORD_FILE", default: "empty", range: "file path (with HOOKLINE_NATS_USER)", what: "stream mode: the file holding that user's password, read at each connection to NATS (a rotated Secret is used at the next one)" },
+  { name: "HOOKLINE_NATS_TLS_CA_FILE", default: "empty: the system's CAs", range: "file path (PEM)", what: "stream mode: the CA that signed the NATS servers' certificates; set, the connection requires TLS, as tls:// does" },
+  { name: "HOOKLINE_NATS_TLS_CERT_FILE", default: "empty: none", range: "file path (PEM, with HOOKLINE_NATS_TLS_KEY_FILE)", what: "stream mode: the operator's TLS client certificate, for a NATS that authenticates clients by certificate (verify or verify_and_map)" },
+  { name: "HOOKLINE_NATS_TLS_KEY_FILE", default: "empty: none", range: "file path (PEM, with HOOKLINE_NATS_TLS_CERT_FILE)", what: "stream mode: its private key" },
+  { name: "HOOKLINE_NATS_ALLOW_INSECURE", default: "false", range: "true, false", what: "stream mode: use a NATS that lets clients in without credentials, or connect without any; false: stream mode stays off and the operator is not ready, saying why (a throwaway server on your own machine only; see docs/security.md)" },
   ...TRACING_ENV_DOCS,
 ];
 
@@ -275,6 +288,7 @@ export function loadConfig(env: Env, overrides: { leaderElect?: boolean } = {}):
   const natsRaw = env.HOOKLINE_NATS_URL?.trim() || undefined;
   const natsProblem = natsRaw === undefined ? undefined : natsUrlProblem(natsRaw);
   if (natsProblem) problems.push(natsProblem);
+  const natsAuth = loadNatsAuth(env, natsRaw !== undefined && natsProblem === undefined ? natsRaw : undefined, natsRaw !== undefined, problems, bool("HOOKLINE_NATS_ALLOW_INSECURE", false));
 
   if (problems.length) throw new ConfigError(problems);
   return {
@@ -302,7 +316,29 @@ export function loadConfig(env: Env, overrides: { leaderElect?: boolean } = {}):
     natsUrl: natsRaw,
     natsUrlRedacted: natsRaw === undefined ? undefined : redactNatsUrl(natsRaw),
     streamReplicas,
+    natsAuth,
   };
+}
+
+/** HOOKLINE_NATS_USER, _PASSWORD_FILE, _TLS_* and _ALLOW_INSECURE: checked together, and against the URL's own credentials. */
+function loadNatsAuth(env: Env, url: string | undefined, streamMode: boolean, problems: string[], allowInsecure: boolean): NatsClientAuth & { allowInsecure: boolean } {
+  const v = (name: string) => env[name]?.trim() || undefined;
+  const user = v("HOOKLINE_NATS_USER");
+  const passwordFile = v("HOOKLINE_NATS_PASSWORD_FILE");
+  const tls = { caFile: v("HOOKLINE_NATS_TLS_CA_FILE"), certFile: v("HOOKLINE_NATS_TLS_CERT_FILE"), keyFile: v("HOOKLINE_NATS_TLS_KEY_FILE") };
+  const set = ["HOOKLINE_NATS_USER", "HOOKLINE_NATS_PASSWORD_FILE", "HOOKLINE_NATS_TLS_CA_FILE", "HOOKLINE_NATS_TLS_CERT_FILE", "HOOKLINE_NATS_TLS_KEY_FILE"].filter((n) => v(n) !== undefined);
+  if (!streamMode && set.length) problems.push(`${set.join(", ")} ${set.length > 1 ? "are" : "is"} set but HOOKLINE_NATS_URL is empty: they are stream mode's (set HOOKLINE_NATS_URL, or remove them)`);
+  if ((user === undefined) !== (passwordFile === undefined)) problems.push(`${user === undefined ? "HOOKLINE_NATS_PASSWORD_FILE is set without HOOKLINE_NATS_USER" : "HOOKLINE_NATS_USER is set without HOOKLINE_NATS_PASSWORD_FILE"}: give both (the user, and the file holding its password)`);
+  if ((tls.certFile === undefined) !== (tls.keyFile === undefined)) problems.push(`${tls.certFile === undefined ? "HOOKLINE_NATS_TLS_KEY_FILE is set without HOOKLINE_NATS_TLS_CERT_FILE" : "HOOKLINE_NATS_TLS_CERT_FILE is set without HOOKLINE_NATS_TLS_KEY_FILE"}: give both (the client certificate and its key)`);
+  if (user !== undefined && url !== undefined) {
+    const parsed = parseNatsUrl(url);
+    if (parsed.user !== undefined || parsed.token !== undefined) problems.push("HOOKLINE_NATS_USER is set and HOOKLINE_NATS_URL holds credentials too: give them once (the URL without user and password, or no HOOKLINE_NATS_USER)");
+  }
+  const out: NatsClientAuth & { allowInsecure: boolean } = { allowInsecure };
+  if (user !== undefined && passwordFile !== undefined) out.credentials = { user, passwordFile };
+  const files = Object.fromEntries(Object.entries(tls).filter(([, f]) => f !== undefined)) as NonNullable<NatsClientAuth["tls"]>;
+  if (Object.keys(files).length) out.tls = files;
+  return out;
 }
 
 /** Advice about a valid configuration: the operator logs each at start (level warn). */

@@ -9,7 +9,8 @@
 //   every consumer whose filter matches it acknowledged it, and dropped at once when none
 //   does), discard new (a full stream refuses a publish instead of losing stored events),
 //   a duplicate window keyed by Nats-Msg-Id, and max_msg_size above the largest event.
-import { connect, errors as natsErrors, headers as natsHeaders, RequestError, type NatsConnection, type NodeConnectionOptions } from "@nats-io/transport-node";
+import { readFileSync } from "node:fs";
+import { connect, errors as natsErrors, headers as natsHeaders, RequestError, usernamePasswordAuthenticator, type NatsConnection, type NodeConnectionOptions } from "@nats-io/transport-node";
 import { DiscardPolicy, JetStreamApiError, jetstream, jetstreamManager, RetentionPolicy, StorageType, type JetStreamClient, type JetStreamManager, type StreamConfig, type StreamInfo } from "@nats-io/jetstream";
 import { MAX_MESSAGE_BYTES, MSG_ID_HEADER, type OutgoingMessage } from "./message.js";
 import { ALL_SUBJECTS } from "./subjects.js";
@@ -103,6 +104,21 @@ export interface ConnectStreamOptions {
   onEvent?: (event: StreamConnectionEvent) => void;
   /** The stream ensureStream makes; defaults in DEFAULT_STREAM_SETTINGS. */
   stream?: Partial<StreamSettings>;
+  /** Credentials besides the URL's (stream/auth.ts NatsClientAuth): a user and the file holding its password, read at each connection attempt. */
+  credentials?: { user: string; passwordFile: string };
+  /** TLS files (CA of the server's certificate; this client's certificate and key): any of them requires TLS, as tls:// does. */
+  tls?: { caFile?: string; certFile?: string; keyFile?: string };
+  /** Replies (JetStream's answers, pulled messages) come on this subject prefix; default _INBOX. */
+  inboxPrefix?: string;
+}
+
+/** The password of a password file: its content without a final newline. Read at each connection attempt, so a rotated Secret is used at the next one. */
+function passwordFrom(file: string): string {
+  try {
+    return readFileSync(file, "utf8").replace(/\r?\n$/, "");
+  } catch (err) {
+    throw new Error(`cannot read the NATS password file ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+  }
 }
 
 /** Reconnect delays: 250 ms doubling to 5 s, plus up to 20 % jitter. */
@@ -115,6 +131,12 @@ function describe(err: unknown): string {
   if (!(err instanceof Error)) return String(err);
   const cause = err.cause instanceof Error && err.cause.message !== err.message ? ` (${err.cause.message})` : "";
   return `${err.message}${cause}`;
+}
+
+/** A Permissions Violation of the NATS server: this user may not publish to (or subscribe to) that subject. */
+function isPermissionViolation(err: unknown): boolean {
+  for (let e: unknown = err; e instanceof Error; e = e.cause) if (e instanceof natsErrors.PermissionViolationError) return true;
+  return false;
 }
 
 const isNoResponders = (err: unknown): boolean => err instanceof Error && (err instanceof RequestError ? err.isNoResponders() : err.cause instanceof RequestError && err.cause.isNoResponders());
@@ -156,9 +178,11 @@ export class StreamConnection {
       timeout: opts.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
       maxReconnectAttempts: -1,
       reconnectDelayHandler: () => backoffMs(reconnects.attempt++),
-      ...(parsed.tls ? { tls: {} } : {}),
+      ...(parsed.tls || opts.tls ? { tls: { ...opts.tls } } : {}),
       ...(parsed.user !== undefined ? { user: parsed.user, pass: parsed.pass } : {}),
       ...(parsed.token !== undefined ? { token: parsed.token } : {}),
+      ...(opts.credentials ? { authenticator: usernamePasswordAuthenticator(opts.credentials.user, () => passwordFrom(opts.credentials!.passwordFile)) } : {}),
+      ...(opts.inboxPrefix ? { inboxPrefix: opts.inboxPrefix } : {}),
     };
     for (let attempt = 0; ; attempt++) {
       if (opts.signal?.aborted) throw new StreamUnavailableError(`connecting to NATS at ${where} was cancelled`, "closed");
@@ -201,6 +225,16 @@ export class StreamConnection {
     }
     this.connected = false;
     emit({ type: "closed" });
+  }
+
+  /**
+   * Whether the server this connection is on refuses a client without credentials: its INFO
+   * says it requires authentication (users, tokens, nkeys, accounts) or a verified TLS client
+   * certificate. Otherwise anyone who reaches it gets in, whatever this client sent.
+   */
+  serverAuthenticates(): boolean {
+    const info = this.nc.info;
+    return info?.auth_required === true || info?.tls_verify === true;
   }
 
   /** Whether the connection is up now (false while reconnecting and after close). */
@@ -285,7 +319,10 @@ export class StreamConnection {
         ack = await once();
       } catch (err) {
         if (!isNoResponders(err) || this.streamEnsured) throw err;
-        await this.ensureStream();
+        await this.ensureStream().catch((e: unknown) => {
+          // A publisher's user may not make the stream (docs/stream-mode.md): only the operator does.
+          throw isPermissionViolation(e) ? new StreamUnavailableError(`no JetStream stream takes ${ALL_SUBJECTS} on NATS at ${this.where}: stream ${this.settings.name} is missing (the operator creates it in stream mode; this NATS user may not)`, "no-stream", { cause: e }) : e;
+        });
         ack = await once();
       }
       return { stream: ack.stream, seq: ack.seq, duplicate: ack.duplicate };
@@ -309,6 +346,7 @@ export class StreamConnection {
           new StreamUnavailableError(`no JetStream stream takes ${ALL_SUBJECTS} on NATS at ${this.where}: stream ${this.settings.name} is missing (the operator creates it in stream mode)`, "no-stream", { cause: err })
         : new StreamUnavailableError(`NATS at ${this.where} has no JetStream (start nats-server with --jetstream) while ${what}`, "no-jetstream", { cause: err });
     }
+    if (isPermissionViolation(err)) return new StreamUnavailableError(`NATS at ${this.where} refused ${what}: ${detail}: the NATS user of ${this.opts.source} may not do it (docs/stream-mode.md says what each user may do)`, "refused", { cause: err });
     if (err instanceof natsErrors.ClosedConnectionError || err instanceof natsErrors.DrainingConnectionError) return new StreamUnavailableError(`the connection to NATS at ${this.where} is closed`, "closed", { cause: err });
     if (err instanceof JetStreamApiError) return new StreamUnavailableError(`JetStream at ${this.where} refused ${what}: ${detail} (JetStream error ${err.code})`, "refused", { cause: err });
     return new StreamUnavailableError(`${what} on NATS at ${this.where} failed: ${detail}`, "refused", { cause: err });
