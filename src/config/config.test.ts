@@ -169,6 +169,14 @@ describe("loadConfig", () => {
     expect(problemsOf({ HOOKLINE_NATS_USER: "op", HOOKLINE_NATS_PASSWORD_FILE: "/p" })).toEqual(["HOOKLINE_NATS_USER, HOOKLINE_NATS_PASSWORD_FILE are set but HOOKLINE_NATS_URL is empty: they are stream mode's (set HOOKLINE_NATS_URL, or remove them)"]);
   });
 
+  it("HOOKLINE_INSTALLATION: the Lease's namespace and name unless set", () => {
+    expect(loadConfig({}).installation).toBe("default/hookline-leader");
+    expect(loadConfig({ POD_NAMESPACE: "hookline", LEADER_ELECTION_LEASE_NAME: "prod-hookline" }).installation).toBe("hookline/prod-hookline");
+    expect(loadConfig({ HOOKLINE_INSTALLATION: "eu-west/prod" }).installation).toBe("eu-west/prod");
+    expect(problemsOf({ HOOKLINE_INSTALLATION: "a b" })[0]).toContain("HOOKLINE_INSTALLATION=\"a b\" is invalid");
+    expect(problemsOf({ HOOKLINE_INSTALLATION: "x".repeat(129) })[0]).toContain("HOOKLINE_INSTALLATION=");
+  });
+
   it("WEBHOOK_SECRET_REFRESH_MS: 30 s by default, 1 s .. 10 min", () => {
     expect(loadConfig({}).secretRefreshMs).toBe(30_000);
     expect(loadConfig({ WEBHOOK_SECRET_REFRESH_MS: "1000" }).secretRefreshMs).toBe(1_000);

@@ -83,6 +83,11 @@ export interface Config {
    * a NATS that lets anyone in is used anyway (stream/auth.ts).
    */
   natsAuth: NatsClientAuth & { allowInsecure: boolean };
+  /**
+   * HOOKLINE_INSTALLATION: the name this installation claims the stream and its consumers with,
+   * so that two installations never take each other's (default <Lease namespace>/<Lease name>).
+   */
+  installation: string;
 }
 
 export class ConfigError extends Error {
@@ -183,6 +188,7 @@ export const ENV_DOCS: Array<{ name: string; default: string; range: string; wha
   { name: "HOOKLINE_NATS_TLS_CERT_FILE", default: "empty: none", range: "file path (PEM, with HOOKLINE_NATS_TLS_KEY_FILE)", what: "stream mode: the operator's TLS client certificate, for a NATS that authenticates clients by certificate (verify or verify_and_map)" },
   { name: "HOOKLINE_NATS_TLS_KEY_FILE", default: "empty: none", range: "file path (PEM, with HOOKLINE_NATS_TLS_CERT_FILE)", what: "stream mode: its private key" },
   { name: "HOOKLINE_NATS_ALLOW_INSECURE", default: "false", range: "true, false", what: "stream mode: use a NATS that lets clients in without credentials, or connect without any; false: stream mode stays off and the operator is not ready, saying why (a throwaway server on your own machine only; see docs/security.md)" },
+  { name: "HOOKLINE_INSTALLATION", default: "LEADER_ELECTION_NAMESPACE/LEADER_ELECTION_LEASE_NAME", range: "1..128 characters of A-Z a-z 0-9 . _ / -", what: "stream mode: the name this installation claims the HOOKLINE stream and its consumers with; an installation finding the stream claimed by another refuses it (give each installation its own NATS account)" },
   ...TRACING_ENV_DOCS,
 ];
 
@@ -289,6 +295,8 @@ export function loadConfig(env: Env, overrides: { leaderElect?: boolean } = {}):
   const natsProblem = natsRaw === undefined ? undefined : natsUrlProblem(natsRaw);
   if (natsProblem) problems.push(natsProblem);
   const natsAuth = loadNatsAuth(env, natsRaw !== undefined && natsProblem === undefined ? natsRaw : undefined, natsRaw !== undefined, problems, bool("HOOKLINE_NATS_ALLOW_INSECURE", false));
+  const installation = env.HOOKLINE_INSTALLATION?.trim() || `${leaseNamespace}/${leaseName}`;
+  if (!INSTALLATION.test(installation)) problems.push(`HOOKLINE_INSTALLATION=${JSON.stringify(env.HOOKLINE_INSTALLATION)} is invalid: 1 to 128 characters of A-Z a-z 0-9 . _ / - (default LEADER_ELECTION_NAMESPACE/LEADER_ELECTION_LEASE_NAME)`);
 
   if (problems.length) throw new ConfigError(problems);
   return {
@@ -317,8 +325,11 @@ export function loadConfig(env: Env, overrides: { leaderElect?: boolean } = {}):
     natsUrlRedacted: natsRaw === undefined ? undefined : redactNatsUrl(natsRaw),
     streamReplicas,
     natsAuth,
+    installation,
   };
 }
+
+const INSTALLATION = /^[A-Za-z0-9][A-Za-z0-9._/-]{0,127}$/;
 
 /** HOOKLINE_NATS_USER, _PASSWORD_FILE, _TLS_* and _ALLOW_INSECURE: checked together, and against the URL's own credentials. */
 function loadNatsAuth(env: Env, url: string | undefined, streamMode: boolean, problems: string[], allowInsecure: boolean): NatsClientAuth & { allowInsecure: boolean } {

@@ -30,7 +30,12 @@ export interface StreamSettings {
   maxAgeMs: number;
   /** Largest stream size in bytes; default -1: the server's JetStream limit. When full, publishes are refused (discard new). */
   maxBytes: number;
+  /** The installation that claims the stream (HOOKLINE_INSTALLATION; stream metadata OWNER_METADATA); undefined: no claim made or checked (a publisher). */
+  owner?: string;
 }
+
+/** The stream's metadata key naming the installation that uses it: another installation refuses the stream. */
+export const OWNER_METADATA = "hookline.dev/installation";
 
 export const DEFAULT_STREAM_SETTINGS: StreamSettings = { name: STREAM_NAME, duplicateWindowMs: 120_000, replicas: 1, maxAgeMs: 0, maxBytes: -1 };
 
@@ -52,6 +57,7 @@ export function streamConfig(settings: StreamSettings = DEFAULT_STREAM_SETTINGS)
     max_age: settings.maxAgeMs * NANOS_PER_MS,
     max_bytes: settings.maxBytes,
     num_replicas: settings.replicas,
+    ...(settings.owner !== undefined ? { metadata: { [OWNER_METADATA]: settings.owner } } : {}),
   };
 }
 
@@ -287,6 +293,15 @@ export class StreamConnection {
       }
     }
     const have = info.config;
+    const owner = have.metadata?.[OWNER_METADATA];
+    if (this.settings.owner !== undefined && owner !== undefined && owner !== this.settings.owner) {
+      throw new StreamUnavailableError(
+        `stream ${wanted.name} on NATS at ${this.where} belongs to another Hookline installation, ${JSON.stringify(owner)} (this one is ${JSON.stringify(this.settings.owner)}, HOOKLINE_INSTALLATION): ` +
+          `two installations on one stream would take each other's events and delete each other's consumers. Give each installation its own NATS account (docs/stream-mode.md); ` +
+          `if ${JSON.stringify(owner)} is this installation under an earlier name, set HOOKLINE_INSTALLATION=${owner}`,
+        "refused",
+      );
+    }
     if (have.retention !== wanted.retention || have.storage !== wanted.storage) {
       throw new StreamUnavailableError(
         `stream ${wanted.name} on NATS at ${this.where} has retention ${have.retention} and storage ${have.storage}; Hookline needs retention ${wanted.retention} and storage ${wanted.storage}. ` +
@@ -295,10 +310,12 @@ export class StreamConnection {
       );
     }
     const changed = (["subjects", "duplicate_window", "max_msg_size", "max_age", "max_bytes", "discard", "num_replicas"] as const).filter((k) => JSON.stringify(have[k]) !== JSON.stringify(wanted[k]));
+    // A stream made before installations claimed one (or by a publisher) is claimed now.
+    const update: string[] = [...changed, ...(this.settings.owner !== undefined && owner === undefined ? ["metadata"] : [])];
     this.streamEnsured = true;
-    if (changed.length === 0) return { action: "unchanged", info };
+    if (update.length === 0) return { action: "unchanged", info };
     const { name: _name, retention: _r, storage: _s, ...mutable } = wanted;
-    info = await run(`updating stream ${wanted.name} (${changed.join(", ")})`, () => jsm.streams.update(wanted.name, mutable));
+    info = await run(`updating stream ${wanted.name} (${update.join(", ")})`, () => jsm.streams.update(wanted.name, mutable));
     return { action: "updated", info };
   }
 

@@ -37,6 +37,8 @@ export class StreamLink {
   private started = false;
   /** Why stream mode is off: NATS would let anyone in (stream/auth.ts). */
   private insecure: string | undefined;
+  /** Why the stream cannot be used, as last seen (another installation's, of the wrong kind). */
+  private streamProblem: string | undefined;
 
   constructor(private readonly o: StreamLinkOptions) {
     this.ready = new Promise((resolve) => (this.resolveReady = resolve));
@@ -102,6 +104,7 @@ export class StreamLink {
         return;
       } catch (err) {
         const delayMs = Math.min(ENSURE_RETRY_MS.max, ENSURE_RETRY_MS.initial * 2 ** attempt);
+        this.streamProblem = (err as Error).message;
         log.error({ err: (err as Error).message, retryInMs: delayMs }, "stream mode: cannot make the JetStream stream");
         await sleep(delayMs, this.abort.signal);
       }
@@ -155,7 +158,9 @@ export class StreamLink {
   problem(): string | undefined {
     if (this.insecure) return this.insecure;
     if (this.isConnected()) return undefined;
-    return this.conn ? `NATS (HOOKLINE_NATS_URL) ${this.streamReady ? "cannot be reached; reconnecting" : "has no usable JetStream stream yet"}` : "NATS (HOOKLINE_NATS_URL) cannot be reached yet";
+    if (!this.conn) return "NATS (HOOKLINE_NATS_URL) cannot be reached yet";
+    if (this.streamReady) return "NATS (HOOKLINE_NATS_URL) cannot be reached; reconnecting";
+    return `NATS (HOOKLINE_NATS_URL) has no usable JetStream stream yet${this.streamProblem ? `: ${this.streamProblem}` : ""}`;
   }
 
   /** The publisher of the HTTP door: refuses (503 there) while NATS is not reachable. */
