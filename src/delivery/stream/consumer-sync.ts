@@ -87,7 +87,8 @@ export class ConsumerSync implements LeaderRunnable, Reconciler {
   }
 
   async reconcile(key: string, signal: AbortSignal): Promise<Result | void> {
-    const conn = await this.d.link.connected(signal);
+    // Waiting for NATS (unreachable, refused) is nothing to finish: a stop ends it at once, not after the drain's grace.
+    const conn = await this.d.link.connected(AbortSignal.any([signal, this.abort.signal]));
     const jsm = await conn.jetstreamManager();
     const stream = conn.settings.name;
     const sub = this.d.caches.subscription(key);
