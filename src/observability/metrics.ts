@@ -49,6 +49,8 @@ export class Metrics implements RequestObserver {
   readonly buildInfo: Gauge<"version" | "node_version">;
   /** Stream mode: events of a subscription not acknowledged yet (its consumer's lag). Leader only. */
   readonly streamPending: Gauge<"namespace" | "subscription">;
+  /** Stream mode: messages terminated because they do not belong to their subject (reason subject or msg_id). */
+  readonly streamRejected: Counter<"namespace" | "reason">;
   /**
    * Set while this process leads. Breaker state, dead letters and endpoint health per
    * subscription are maintained by the leader only: a replica that does not lead neither sets
@@ -152,6 +154,12 @@ export class Metrics implements RequestObserver {
       name: "webhook_stream_pending_messages",
       help: "Stream mode: events a subscription's JetStream consumer holds that are not acknowledged yet (not yet fetched, in flight, or waiting for a retry). Exported by the leader.",
       labelNames: ["namespace", "subscription"],
+      registers,
+    });
+    this.streamRejected = new Counter({
+      name: "webhook_stream_messages_rejected_total",
+      help: "Stream mode: messages terminated without delivery because they do not belong to their subject, by the subject's namespace and reason: subject (the event names another namespace or type) or msg_id (its Nats-Msg-Id is not <namespace>/<event id> of its event). Only that namespace's publishers, or the operator, may publish there.",
+      labelNames: ["namespace", "reason"],
       registers,
     });
     this.buildInfo = new Gauge({ name: "hookline_build_info", help: "Always 1; the labels say which Hookline and Node.js run.", labelNames: ["version", "node_version"], registers });
