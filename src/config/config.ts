@@ -333,11 +333,11 @@ const INSTALLATION = /^[A-Za-z0-9][A-Za-z0-9._/-]{0,127}$/;
 
 /** HOOKLINE_NATS_USER, _PASSWORD_FILE, _TLS_* and _ALLOW_INSECURE: checked together, and against the URL's own credentials. */
 function loadNatsAuth(env: Env, url: string | undefined, streamMode: boolean, problems: string[], allowInsecure: boolean): NatsClientAuth & { allowInsecure: boolean } {
-  const v = (name: string) => env[name]?.trim() || undefined;
-  const user = v("HOOKLINE_NATS_USER");
-  const passwordFile = v("HOOKLINE_NATS_PASSWORD_FILE");
-  const tls = { caFile: v("HOOKLINE_NATS_TLS_CA_FILE"), certFile: v("HOOKLINE_NATS_TLS_CERT_FILE"), keyFile: v("HOOKLINE_NATS_TLS_KEY_FILE") };
-  const set = ["HOOKLINE_NATS_USER", "HOOKLINE_NATS_PASSWORD_FILE", "HOOKLINE_NATS_TLS_CA_FILE", "HOOKLINE_NATS_TLS_CERT_FILE", "HOOKLINE_NATS_TLS_KEY_FILE"].filter((n) => v(n) !== undefined);
+  const user = env.HOOKLINE_NATS_USER?.trim() || undefined;
+  const passwordFile = env.HOOKLINE_NATS_PASSWORD_FILE?.trim() || undefined;
+  const tls = { caFile: env.HOOKLINE_NATS_TLS_CA_FILE?.trim() || undefined, certFile: env.HOOKLINE_NATS_TLS_CERT_FILE?.trim() || undefined, keyFile: env.HOOKLINE_NATS_TLS_KEY_FILE?.trim() || undefined };
+  const given = { HOOKLINE_NATS_USER: user, HOOKLINE_NATS_PASSWORD_FILE: passwordFile, HOOKLINE_NATS_TLS_CA_FILE: tls.caFile, HOOKLINE_NATS_TLS_CERT_FILE: tls.certFile, HOOKLINE_NATS_TLS_KEY_FILE: tls.keyFile };
+  const set = Object.keys(given).filter((n) => given[n as keyof typeof given] !== undefined);
   if (!streamMode && set.length) problems.push(`${set.join(", ")} ${set.length > 1 ? "are" : "is"} set but HOOKLINE_NATS_URL is empty: they are stream mode's (set HOOKLINE_NATS_URL, or remove them)`);
   if ((user === undefined) !== (passwordFile === undefined)) problems.push(`${user === undefined ? "HOOKLINE_NATS_PASSWORD_FILE is set without HOOKLINE_NATS_USER" : "HOOKLINE_NATS_USER is set without HOOKLINE_NATS_PASSWORD_FILE"}: give both (the user, and the file holding its password)`);
   if ((tls.certFile === undefined) !== (tls.keyFile === undefined)) problems.push(`${tls.certFile === undefined ? "HOOKLINE_NATS_TLS_KEY_FILE is set without HOOKLINE_NATS_TLS_CERT_FILE" : "HOOKLINE_NATS_TLS_CERT_FILE is set without HOOKLINE_NATS_TLS_KEY_FILE"}: give both (the client certificate and its key)`);
