@@ -259,6 +259,27 @@ export interface LocalNatsOptions {
    * Without it the server lets anyone in, as nats-server does by default.
    */
   auth?: NatsAuthPolicy;
+  /**
+   * TLS (PEM files): clients must use it (tls://); with `verify`, they must also present a
+   * certificate signed by `caFile`, which is then how they authenticate (with or without users).
+   */
+  tls?: { certFile: string; keyFile: string; caFile: string; verify?: boolean };
+}
+
+/** DIR/local.conf: the users' config (included) and TLS, when the server has either. */
+function localConfig(dir: string, opts: Pick<LocalNatsOptions, "auth" | "tls">): string | undefined {
+  if (!opts.auth && !opts.tls) return undefined;
+  const q = (v: string) => JSON.stringify(v);
+  const lines = ["# Written by LocalNatsServer: this server's users (nats-auth/) and TLS."];
+  // The users' config names the server; without it, this file does (a reload reads no command line).
+  lines.push(opts.auth ? `include ${q("./nats-auth/nats-server.conf")}` : `server_name: ${q(LOCAL_SERVER_NAME)}`);
+  if (opts.tls) {
+    const t = opts.tls;
+    lines.push(`tls: { cert_file: ${q(t.certFile)}, key_file: ${q(t.keyFile)}, ca_file: ${q(t.caFile)}, verify: ${t.verify === true} }`);
+  }
+  const file = join(dir, "local.conf");
+  writeFileSync(file, `${lines.join("\n")}\n`, { mode: 0o600 });
+  return file;
 }
 
 /**
@@ -270,6 +291,7 @@ export class LocalNatsServer {
   private info: LaunchedNats | undefined;
   private operatorUser: NatsUser | undefined;
   private adminUser: NatsUser | undefined;
+  private config: string | undefined;
 
   private constructor(private readonly opts: LocalNatsOptions & { dir: string }) {
     this.state = { dir: opts.dir, pgids: {} };
@@ -282,6 +304,8 @@ export class LocalNatsServer {
       server.operatorUser = users.operator;
       server.adminUser = users.admin;
     }
+    if (opts.auth || opts.tls) mkdirSync(server.opts.dir, { recursive: true, mode: 0o700 });
+    server.config = localConfig(server.opts.dir, opts);
     if (opts.attachToParent !== false) {
       mkdirSync(server.opts.dir, { recursive: true, mode: 0o700 });
       server.writeState();
@@ -297,9 +321,10 @@ export class LocalNatsServer {
     return server;
   }
 
-  /** nats://127.0.0.1:PORT (the same across restarts). */
+  /** nats://127.0.0.1:PORT, or tls://127.0.0.1:PORT with TLS (the same across restarts). */
   get url(): string {
-    return natsUrl(this.ports.client);
+    const url = natsUrl(this.ports.client);
+    return this.opts.tls ? url.replace(/^nats:/, "tls:") : url;
   }
 
   /** The operator's user and password, with authentication (undefined without). */
@@ -363,7 +388,7 @@ export class LocalNatsServer {
       dir: this.opts.dir,
       ...(fixed ? { ports: fixed } : {}),
       ...(this.opts.env ? { env: this.opts.env } : {}),
-      ...(this.opts.auth ? { config: natsAuthFiles(this.opts.dir).config } : {}),
+      ...(this.config ? { config: this.config } : {}),
       onSpawn: (pgid) => {
         this.state.pgids["nats-server"] = pgid;
         this.writeState();

@@ -13,7 +13,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { OPERATOR_USER } from "../../src/cluster/nats-auth.js";
-import { LocalNatsServer, natsPaths } from "../../src/cluster/nats.js";
+import { LocalNatsServer, natsPaths, type LocalNatsOptions } from "../../src/cluster/nats.js";
 import { StreamConnection, type ConnectStreamOptions } from "../../src/stream/jetstream.js";
 import { OPERATOR_INBOX_PREFIX, STREAM_AUTH_POLICY } from "../../src/stream/permissions.js";
 import { testTools } from "./tools.js";
@@ -27,7 +27,7 @@ export interface TestNats {
   server: LocalNatsServer;
   /** The operator's URL, with its credentials (the plain address without authentication); the same across restarts. */
   url: string;
-  /** nats://127.0.0.1:PORT, no credentials. */
+  /** nats://127.0.0.1:PORT (tls:// with TLS), no credentials. */
   address: string;
   /** An admin's URL (may do anything in the account); the plain address without authentication. */
   adminUrl: string;
@@ -39,10 +39,10 @@ export interface TestNats {
   close(): Promise<void>;
 }
 
-export async function startNats(name = "test", opts: { auth?: boolean } = {}): Promise<TestNats> {
+export async function startNats(name = "test", opts: { auth?: boolean; tls?: LocalNatsOptions["tls"] } = {}): Promise<TestNats> {
   const dir = await mkdtemp(join(tmpdir(), `hookline-nats-${name}-`));
   const auth = opts.auth ?? true;
-  const server = await LocalNatsServer.start({ dir, binary: await natsServerBinary(), ...(auth ? { auth: { ...STREAM_AUTH_POLICY, admin: true } } : {}) });
+  const server = await LocalNatsServer.start({ dir, binary: await natsServerBinary(), ...(auth ? { auth: { ...STREAM_AUTH_POLICY, admin: true } } : {}), ...(opts.tls ? { tls: opts.tls } : {}) });
   const operatorViolations = () => {
     let log = "";
     try {

@@ -5,8 +5,13 @@
 // operator's user does what stream mode needs, end to end; the operator refuses a NATS that lets
 // anyone in (HOOKLINE_NATS_ALLOW_INSECURE=true accepts one); a message that does not belong to
 // its subject is terminated, not delivered; two installations on one NATS account never take
-// each other's stream or consumers.
+// each other's stream or consumers; over TLS the operator trusts the CA it is given, and a
+// client certificate the server verifies is a credential.
 import { randomUUID } from "node:crypto";
+import { writeFileSync } from "node:fs";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import type { JetStreamManager } from "@nats-io/jetstream";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { CONSUMER_METADATA, listConsumers } from "../../src/stream/consumers.js";
@@ -19,6 +24,7 @@ import { apply, listObjs, secret, subscription, TEST_SECRET } from "../helpers/k
 import { connectStream, startNats, type TestNats } from "../helpers/nats.js";
 import { startOperator, type TestOperator } from "../helpers/operator.js";
 import { Receiver } from "../helpers/receiver.js";
+import { TestCa } from "../helpers/pki.js";
 import { publishEvent, waitForConsumer, waitForDrained } from "../helpers/stream.js";
 
 const T0 = "2026-12-01T10:00:00.000Z";
@@ -270,5 +276,70 @@ describe("the operator refuses a NATS that lets anyone in", () => {
     await publishEvent(conn, ns, "order.paid", "evt-open", { n: 1 });
     const [req] = await receiver.waitForRequests(1);
     expect(req!.headers["webhook-id"]).toBe("evt-open");
+  });
+});
+
+describe("TLS to NATS: the operator trusts the CA it is given, and a client certificate the server verifies authenticates it", () => {
+  let ca: TestCa;
+  let dir: string;
+  let ns: string;
+  let receiver: Receiver;
+  const files: Record<"ca" | "server" | "serverKey" | "client" | "clientKey", string> = { ca: "", server: "", serverKey: "", client: "", clientKey: "" };
+
+  beforeAll(async () => {
+    ca = await TestCa.create("Hookline NATS test CA");
+    dir = await mkdtemp(join(tmpdir(), "hookline-nats-tls-"));
+    const server = await ca.issue("nats", "server");
+    const client = await ca.issue("hookline-operator", "client");
+    for (const [k, text] of Object.entries({ ca: ca.cert, server: server.cert, serverKey: server.key, client: client.cert, clientKey: client.key })) {
+      files[k as keyof typeof files] = join(dir, `${k}.pem`);
+      writeFileSync(files[k as keyof typeof files], text, { mode: 0o600 });
+    }
+    ns = await createNamespace("stream-tls");
+    await apply(secret(ns, "signing"));
+    receiver = await Receiver.start(() => 200);
+    await apply(subscription(ns, "tls", { url: receiver.url(), secretRef: { name: "signing" } }));
+  });
+  afterAll(async () => {
+    await receiver?.close();
+    await ca?.close();
+    if (dir) await rm(dir, { recursive: true, force: true });
+    if (ns) await deleteNamespace(ns);
+  });
+
+  it("tls:// with users: with HOOKLINE_NATS_TLS_CA_FILE the operator's user delivers; without it, the server's certificate is not trusted and nothing connects", async () => {
+    const nats = later(await startNats("tls", { tls: { certFile: files.server, keyFile: files.serverKey, caFile: files.ca } }), (n) => n.close());
+    expect(nats.address).toMatch(/^tls:\/\/127\.0\.0\.1:\d+$/);
+    const untrusting = later(await startOperator({ namespaces: [ns], env: { HOOKLINE_NATS_URL: nats.url, HOOKLINE_INSTALLATION: "tls-a" } }), (o) => o.stop());
+    const line = await waitFor(() => opLine(untrusting, "stream mode: NATS not reachable yet"), { description: "the server's certificate refused" });
+    expect(String(line.err)).toMatch(/certificate/i);
+    expect(untrusting.op.ready.ready).toBe(false);
+    await untrusting.stop();
+
+    const op = later(await startOperator({ namespaces: [ns], env: { HOOKLINE_NATS_URL: nats.url, HOOKLINE_NATS_TLS_CA_FILE: files.ca, HOOKLINE_INSTALLATION: "tls-a" } }), (o) => o.stop());
+    const admin = later(await connectStream(nats.adminUrl, { tls: { caFile: files.ca } }), (c) => c.close());
+    await waitForConsumer(await admin.jetstreamManager(), ns, "tls");
+    await waitFor(() => op.op.ready.ready, { description: "ready over TLS" });
+    const pub = later(await connectStream(await nats.publisherUrl(ns), { inboxPrefix: "_INBOX", tls: { caFile: files.ca } }), (c) => c.close());
+    await publishEvent(pub, ns, "order.paid", "evt-tls", { n: 1 });
+    await waitFor(() => receiver.requests.some((r) => r.headers["webhook-id"] === "evt-tls"), { description: "evt-tls delivered" });
+  });
+
+  it("a server that verifies client certificates: the operator's certificate is its credential; without one it stays off, and NATS refuses a client without one", async () => {
+    const nats = later(await startNats("mtls", { auth: false, tls: { certFile: files.server, keyFile: files.serverKey, caFile: files.ca, verify: true } }), (n) => n.close());
+    const withoutCert = later(await startOperator({ namespaces: [ns], env: { HOOKLINE_NATS_URL: nats.address, HOOKLINE_NATS_TLS_CA_FILE: files.ca, HOOKLINE_INSTALLATION: "tls-b" } }), (o) => o.stop());
+    await waitFor(() => withoutCert.op.ready.reason?.startsWith("stream mode is off") && /gives the operator no NATS credentials/.test(withoutCert.op.ready.reason), { description: "off without a certificate" });
+    await withoutCert.stop();
+    const refused = await connectStream(nats.address, { inboxPrefix: "_INBOX", tls: { caFile: files.ca }, connectTimeoutMs: 2_000 }).catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(StreamUnavailableError);
+
+    const tls = { HOOKLINE_NATS_TLS_CA_FILE: files.ca, HOOKLINE_NATS_TLS_CERT_FILE: files.client, HOOKLINE_NATS_TLS_KEY_FILE: files.clientKey };
+    const op = later(await startOperator({ namespaces: [ns], env: { HOOKLINE_NATS_URL: nats.address, ...tls, HOOKLINE_INSTALLATION: "tls-b" } }), (o) => o.stop());
+    const conn = later(await connectStream(nats.address, { tls: { caFile: files.ca, certFile: files.client, keyFile: files.clientKey } }), (c) => c.close());
+    expect(conn.serverAuthenticates()).toBe(true);
+    await waitForConsumer(await conn.jetstreamManager(), ns, "tls");
+    await waitFor(() => op.op.ready.ready, { description: "ready with its certificate" });
+    await publishEvent(conn, ns, "order.paid", "evt-mtls", { n: 1 });
+    await waitFor(() => receiver.requests.some((r) => r.headers["webhook-id"] === "evt-mtls"), { description: "evt-mtls delivered" });
   });
 });
