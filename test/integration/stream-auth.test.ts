@@ -13,6 +13,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { JetStreamManager } from "@nats-io/jetstream";
+import { headers as natsHeaders } from "@nats-io/transport-node";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { CONSUMER_METADATA, listConsumers } from "../../src/stream/consumers.js";
 import { STREAM_NAME, StreamUnavailableError, type StreamConnection } from "../../src/stream/jetstream.js";
@@ -126,6 +127,18 @@ describe("NATS refuses a publisher everything but its namespace's events, and an
       ["$KV.hookline-attempts.x.1", "{}"],
     ];
     for (const [subject, body] of refused) expect(await refusal(pub.nc.request(subject, body, { timeout: 5_000 })), subject).toContain(`Permissions Violation for Publish to "${subject}"`);
+
+    // On its own subject, JetStream's message-control headers are off: no purging others' events with a rollup, no expiring them.
+    const own = encodeMessage({ id: "evt-rollup", type: "order.paid", namespace: a, timestamp: T0, data: {} });
+    for (const [name, value, why] of [
+      ["Nats-Rollup", "all", /rollup/i],
+      ["Nats-TTL", "1s", /TTL/i],
+    ] as const) {
+      const h = natsHeaders();
+      h.set(name, value);
+      expect(await refusal(pub.js.publish(own.subject, own.body, { msgID: own.msgId, headers: h })), name).toMatch(why);
+    }
+    expect((await jsm.streams.info(STREAM_NAME)).state.messages).toBe(stored);
   });
 
   it("a publisher cannot acknowledge or drop another's message: the ack is refused and the message is still delivered", async () => {
