@@ -1,4 +1,6 @@
+import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
+import { parse } from "yaml";
 import { operatorPermissions, publisherPermissions, OPERATOR_INBOX_PREFIX } from "./permissions.js";
 import { subjectMatches } from "./subjects.js";
 
@@ -25,5 +27,29 @@ describe("operatorPermissions", () => {
     expect(p.publish).toContain("$JS.ACK.OTHER.>");
     expect(p.publish.some((s) => s.includes("HOOKLINE"))).toBe(false);
     expect(p.subscribe).toEqual(["_INBOX_hookline.>"]);
+  });
+});
+
+describe("docs/stream-mode.md shows these permissions", () => {
+  const doc = readFileSync(new URL("../../docs/stream-mode.md", import.meta.url), "utf8");
+  const operator = operatorPermissions();
+
+  it("in the table of the operator's user, subject for subject", () => {
+    const rows = doc.split("\n").filter((l) => /^\s*\| (publish|subscribe) \|/.test(l));
+    const listed = (kind: string) => rows.filter((r) => r.trim().startsWith(`| ${kind} |`)).flatMap((r) => [...r.split("|")[2]!.matchAll(/`([^`]+)`/g)].map((m) => m[1]!));
+    expect(listed("publish").sort()).toEqual([...operator.publish].sort());
+    expect(listed("subscribe")).toEqual(operator.subscribe);
+  });
+
+  it("in the official NATS chart's values: the operator's user and a publisher of shop", () => {
+    const block = [...doc.matchAll(/```yaml\n([\s\S]*?)```/g)].map((m) => m[1]!).find((b) => b.includes("accounts:"));
+    expect(block).toBeDefined();
+    const users = (parse(block!) as { config: { merge: { accounts: { HOOKLINE: { users: Array<{ user: string; permissions: { publish: { allow: string[] }; subscribe: { allow: string[] } } }> } } } } }).config.merge.accounts.HOOKLINE.users;
+    const perms = (name: string) => {
+      const u = users.find((x) => x.user === name)!;
+      return { publish: u.permissions.publish.allow, subscribe: u.permissions.subscribe.allow };
+    };
+    expect(perms("hookline-operator")).toEqual(operator);
+    expect(perms("publisher-shop")).toEqual(publisherPermissions(["shop"]));
   });
 });
