@@ -108,7 +108,12 @@ async function up(dir: string, ports: ControlPlanePorts, attachToPid: number | u
 }
 
 /** Prints the URL of the publisher of `namespaces` (a credential: on stdout only, for $(...)). */
-async function natsPublisher(dir: string, namespaces: string[]): Promise<number> {
+async function natsPublisher(values: { dir: string; nats: boolean } & Record<string, unknown>, namespaces: string[]): Promise<number> {
+  const dir = values.dir;
+  if (namespaces.length === 0) throw new UsageError("nats-publisher needs one or more namespaces");
+  if (!dir) throw new UsageError("--dir must not be empty");
+  const upOnly = ["apiserver-port", "etcd-port", "etcd-peer-port", "attach-to-pid"].filter((k) => values[k] !== undefined);
+  if (values.nats || upOnly.length) throw new UsageError("nats-publisher takes --dir and namespaces only");
   try {
     STREAM_AUTH_POLICY.publisher(namespaces);
   } catch (e) {
@@ -146,12 +151,7 @@ export async function clusterCommand(args: string[]): Promise<number> {
     return 0;
   }
   const [sub, ...extra] = positionals;
-  if (sub === "nats-publisher") {
-    if (extra.length === 0) throw new UsageError("nats-publisher needs one or more namespaces");
-    if (!values.dir) throw new UsageError("--dir must not be empty");
-    if (values.nats || (values["apiserver-port"] ?? values["etcd-port"] ?? values["etcd-peer-port"] ?? values["attach-to-pid"]) !== undefined) throw new UsageError("nats-publisher takes --dir and namespaces only");
-    return natsPublisher(values.dir, extra);
-  }
+  if (sub === "nats-publisher") return natsPublisher(values, extra);
   if ((sub !== "up" && sub !== "down") || extra.length > 0) {
     throw new UsageError(sub === undefined ? "missing subcommand: up, down or nats-publisher" : `unexpected "${[sub, ...extra].join(" ")}": the subcommand is up, down or nats-publisher`);
   }

@@ -8,7 +8,6 @@ import { retrySchema } from "../api/subscription.js";
 import { describeRetrySchedule, largestRetryDelayMs } from "../core/advice.js";
 import { parseCidrList, type Cidr } from "../core/netguard.js";
 import { NO_PROXY_NONE, parseNoProxy, parseProxyUrl, redactProxyUrl, type ProxyEnv } from "../core/proxy-env.js";
-import type { NatsClientAuth } from "../stream/auth.js";
 import { NatsUrlError, parseNatsUrl, redactNatsUrl } from "../stream/url.js";
 import { DEFAULT_AUDIENCE, loadPublishDoor, PUBLISH_VARS, type PublishDoorConfig } from "./publish-door.js";
 import { loadTracing, TRACING_ENV_DOCS, type TracingConfig, type TracingWarning } from "./tracing.js";
@@ -82,12 +81,21 @@ export interface Config {
    * HOOKLINE_NATS_PASSWORD_FILE, HOOKLINE_NATS_TLS_*), and HOOKLINE_NATS_ALLOW_INSECURE: whether
    * a NATS that lets anyone in is used anyway (stream/auth.ts).
    */
-  natsAuth: NatsClientAuth & { allowInsecure: boolean };
+  natsAuth: NatsAuthConfig;
   /**
    * HOOKLINE_INSTALLATION: the name this installation claims the stream and its consumers with,
    * so that two installations never take each other's (default <Lease namespace>/<Lease name>).
    */
   installation: string;
+}
+
+/** Stream mode's credentials besides the URL's, and HOOKLINE_NATS_ALLOW_INSECURE (the shape stream/auth.ts NatsClientAuth reads). */
+export interface NatsAuthConfig {
+  /** HOOKLINE_NATS_USER with HOOKLINE_NATS_PASSWORD_FILE. */
+  credentials?: { user: string; passwordFile: string };
+  /** HOOKLINE_NATS_TLS_CA_FILE, _CERT_FILE, _KEY_FILE (those set). */
+  tls?: { caFile?: string; certFile?: string; keyFile?: string };
+  allowInsecure: boolean;
 }
 
 export class ConfigError extends Error {
@@ -332,7 +340,7 @@ export function loadConfig(env: Env, overrides: { leaderElect?: boolean } = {}):
 const INSTALLATION = /^[A-Za-z0-9][A-Za-z0-9._/-]{0,127}$/;
 
 /** HOOKLINE_NATS_USER, _PASSWORD_FILE, _TLS_* and _ALLOW_INSECURE: checked together, and against the URL's own credentials. */
-function loadNatsAuth(env: Env, url: string | undefined, streamMode: boolean, problems: string[], allowInsecure: boolean): NatsClientAuth & { allowInsecure: boolean } {
+function loadNatsAuth(env: Env, url: string | undefined, streamMode: boolean, problems: string[], allowInsecure: boolean): NatsAuthConfig {
   const user = env.HOOKLINE_NATS_USER?.trim() || undefined;
   const passwordFile = env.HOOKLINE_NATS_PASSWORD_FILE?.trim() || undefined;
   const tls = { caFile: env.HOOKLINE_NATS_TLS_CA_FILE?.trim() || undefined, certFile: env.HOOKLINE_NATS_TLS_CERT_FILE?.trim() || undefined, keyFile: env.HOOKLINE_NATS_TLS_KEY_FILE?.trim() || undefined };
@@ -345,9 +353,9 @@ function loadNatsAuth(env: Env, url: string | undefined, streamMode: boolean, pr
     const parsed = parseNatsUrl(url);
     if (parsed.user !== undefined || parsed.token !== undefined) problems.push("HOOKLINE_NATS_USER is set and HOOKLINE_NATS_URL holds credentials too: give them once (the URL without user and password, or no HOOKLINE_NATS_USER)");
   }
-  const out: NatsClientAuth & { allowInsecure: boolean } = { allowInsecure };
+  const out: NatsAuthConfig = { allowInsecure };
   if (user !== undefined && passwordFile !== undefined) out.credentials = { user, passwordFile };
-  const files = Object.fromEntries(Object.entries(tls).filter(([, f]) => f !== undefined)) as NonNullable<NatsClientAuth["tls"]>;
+  const files = Object.fromEntries(Object.entries(tls).filter(([, f]) => f !== undefined)) as NonNullable<NatsAuthConfig["tls"]>;
   if (Object.keys(files).length) out.tls = files;
   return out;
 }
