@@ -207,7 +207,7 @@ export class Operator {
     }));
     const transitions = new EndpointTransitions({ caches, events, metrics, log: log.child({ component: "endpoints" }), rollUp });
     const streamLog = log.child({ component: "stream" });
-    const link = config.natsUrl ? (this.streamLink = new StreamLink({ url: config.natsUrl, name: `hookline operator ${config.leaderElection.identity}`, log: streamLog, stream: { replicas: config.streamReplicas } })) : undefined;
+    const link = config.natsUrl ? (this.streamLink = new StreamLink({ url: config.natsUrl, name: `hookline operator ${config.leaderElection.identity}`, log: streamLog, stream: { replicas: config.streamReplicas, owner: config.installation }, auth: config.natsAuth })) : undefined;
     const shared = config.natsUrl ?
         new SharedEndpoints({
           inner: transitions,
@@ -339,7 +339,7 @@ export class Operator {
         interruptedAction: config.drain.action,
         log: streamLog,
       });
-      stream.consumers = new ConsumerSync({ link, caches, namespaces: config.watchNamespaces, metrics, log: streamLog, forget: (uid) => shared.forget(uid), lagChanged: (subKey) => rollUp(subKey, false) });
+      stream.consumers = new ConsumerSync({ link, caches, namespaces: config.watchNamespaces, installation: config.installation, metrics, log: streamLog, forget: (uid) => shared.forget(uid), lagChanged: (subKey) => rollUp(subKey, false) });
     }
 
     const drainLog = (this.drainLog = new DrainLog({ log, metrics, timeoutMs: config.drain.timeoutMs, action: config.drain.action }));

@@ -52,6 +52,8 @@ export class Metrics implements RequestObserver {
   readonly streamPending: Gauge<"namespace" | "subscription">;
   /** Stream mode: final outcomes that could not be recorded as a WebhookDelivery (the message is kept and tried again). */
   readonly streamDeadLetterFailures: Counter<"namespace" | "subscription" | "reason">;
+  /** Stream mode: messages terminated because they do not belong to their subject (reason subject or msg_id). */
+  readonly streamRejected: Counter<"namespace" | "reason">;
   /**
    * Set while this process leads. Breaker state, dead letters and endpoint health per
    * subscription are maintained by the leader only: a replica that does not lead neither sets
@@ -170,6 +172,12 @@ export class Metrics implements RequestObserver {
       name: "webhook_stream_dead_letter_failures_total",
       help: "Stream mode: dead letters (and discards) that could not be created as a WebhookDelivery, by reason: forbidden (the operator may not create webhookdeliveries: RBAC), quota (a ResourceQuota), refused (another 4xx), error (unreachable, 5xx). The message stays in the stream and is tried again.",
       labelNames: ["namespace", "subscription", "reason"],
+      registers,
+    });
+    this.streamRejected = new Counter({
+      name: "webhook_stream_messages_rejected_total",
+      help: "Stream mode: messages terminated without delivery because they do not belong to their subject, by the subject's namespace and reason: subject (the event names another namespace or type) or msg_id (its Nats-Msg-Id is not <namespace>/<event id> of its event). Only that namespace's publishers, or the operator, may publish there.",
+      labelNames: ["namespace", "reason"],
       registers,
     });
     this.buildInfo = new Gauge({ name: "hookline_build_info", help: "Always 1; the labels say which Hookline and Node.js run.", labelNames: ["version", "node_version"], registers });

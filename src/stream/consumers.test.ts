@@ -59,6 +59,10 @@ describe("consumerConfig", () => {
     });
     expect(consumerConfig(sub, { ...policy, eventTypes: undefined }).filter_subjects).toEqual(["hookline.shop.>"]);
   });
+
+  it("names the installation that made it in its metadata", () => {
+    expect(consumerConfig(sub, policy, "hookline/hookline").metadata).toEqual({ "hookline.dev/namespace": "shop", "hookline.dev/subscription": "acme", "hookline.dev/uid": sub.uid, "hookline.dev/installation": "hookline/hookline" });
+  });
 });
 
 describe("orphanedConsumers", () => {
@@ -68,6 +72,14 @@ describe("orphanedConsumers", () => {
     const live = [{ namespace: "shop", name: "acme", uid: "u1" }, { namespace: "shop", name: "acme-again", uid: "new" }];
     expect(orphanedConsumers(all, live).map((o) => o.name)).toEqual(["gone", "acme-again", "x"]);
     expect(orphanedConsumers(all, live, ["shop"]).map((o) => o.name)).toEqual(["gone", "acme-again"]);
+  });
+
+  it("leaves the consumers another installation made, whatever their subscriptions", () => {
+    const mine = { ...c("shop", "gone", "u2"), installation: "hookline/hookline" };
+    const theirs = { ...c("shop", "theirs", "u9"), installation: "other/hookline" };
+    // Made before installations claimed consumers: on this installation's stream, so its own.
+    const unclaimed = c("shop", "old", "u8");
+    expect(orphanedConsumers([mine, theirs, unclaimed], [], undefined, "hookline/hookline").map((o) => o.name)).toEqual(["gone", "old"]);
   });
 });
 
@@ -86,6 +98,11 @@ describe("streamConfig", () => {
       num_replicas: 1,
     });
     expect(streamConfig({ ...DEFAULT_STREAM_SETTINGS, duplicateWindowMs: 600_000, replicas: 3 })).toMatchObject({ duplicate_window: 600_000 * 1_000_000, num_replicas: 3 });
+    expect(streamConfig().metadata).toBeUndefined();
+  });
+
+  it("claims the stream for its installation in the stream's metadata", () => {
+    expect(streamConfig({ ...DEFAULT_STREAM_SETTINGS, owner: "hookline/hookline" }).metadata).toEqual({ "hookline.dev/installation": "hookline/hookline" });
   });
 
   it("reconnect backoff doubles from 250 ms to 5 s with at most 20 % jitter", () => {

@@ -6,7 +6,9 @@
 // consumer name whatever the subscription's name (dots are not allowed), and new when a
 // subscription is deleted and created again under the same name (a fresh consumer, no old
 // position). Its metadata records the subscription, so the consumers of deleted subscriptions
-// can be found and removed (orphanedConsumers). Created and updated with the subscription:
+// can be found and removed (orphanedConsumers), and the installation that made it
+// (HOOKLINE_INSTALLATION), so that one installation never removes another's. Created and updated
+// with the subscription:
 //   filter_subjects   the subscription's eventTypes (subjects.ts)
 //   max_ack_pending   spec.maxInFlight: at most that many messages out without an answer
 //   ack_wait          the attempt timeout plus a margin: redelivered only when nobody answers
@@ -39,6 +41,7 @@ export const CONSUMER_METADATA = {
   namespace: "hookline.dev/namespace",
   subscription: "hookline.dev/subscription",
   uid: "hookline.dev/uid",
+  installation: "hookline.dev/installation",
 } as const;
 
 /**
@@ -102,8 +105,8 @@ export function consumerName(sub: SubscriptionIdentity): string {
   return `${readable(sub.namespace, 20)}_${readable(sub.name, 25)}_${hash}`;
 }
 
-/** The consumer's configuration for a subscription. Pure; throws SubjectError / ConsumerSpecError naming the field. */
-export function consumerConfig(sub: SubscriptionIdentity, policy: ConsumerPolicy): Partial<ConsumerConfig> & { durable_name: string } {
+/** The consumer's configuration for a subscription (made by `installation`). Pure; throws SubjectError / ConsumerSpecError naming the field. */
+export function consumerConfig(sub: SubscriptionIdentity, policy: ConsumerPolicy, installation?: string): Partial<ConsumerConfig> & { durable_name: string } {
   check(sub, policy);
   return {
     durable_name: consumerName(sub),
@@ -115,7 +118,12 @@ export function consumerConfig(sub: SubscriptionIdentity, policy: ConsumerPolicy
     max_ack_pending: policy.maxInFlight,
     ack_wait: ackWaitMs(policy.timeoutMs) * NANOS_PER_MS,
     max_deliver: -1,
-    metadata: { [CONSUMER_METADATA.namespace]: sub.namespace, [CONSUMER_METADATA.subscription]: sub.name, [CONSUMER_METADATA.uid]: sub.uid },
+    metadata: {
+      [CONSUMER_METADATA.namespace]: sub.namespace,
+      [CONSUMER_METADATA.subscription]: sub.name,
+      [CONSUMER_METADATA.uid]: sub.uid,
+      ...(installation !== undefined ? { [CONSUMER_METADATA.installation]: installation } : {}),
+    },
   };
 }
 
@@ -139,8 +147,8 @@ function differences(have: Partial<ConsumerConfig>, wanted: Partial<ConsumerConf
  * `draining` says so. A consumer of the same name that Hookline did not make (other ack or
  * deliver policy) is refused, not changed.
  */
-export async function ensureConsumer(jsm: JetStreamManager, stream: string, sub: SubscriptionIdentity, policy: ConsumerPolicy): Promise<{ name: string; action: "created" | "updated" | "unchanged"; info: ConsumerInfo }> {
-  const wanted = consumerConfig(sub, policy);
+export async function ensureConsumer(jsm: JetStreamManager, stream: string, sub: SubscriptionIdentity, policy: ConsumerPolicy, installation?: string): Promise<{ name: string; action: "created" | "updated" | "unchanged"; info: ConsumerInfo }> {
+  const wanted = consumerConfig(sub, policy, installation);
   const name = wanted.durable_name;
   for (let attempt = 0; ; attempt++) {
     let info: ConsumerInfo | undefined;
@@ -205,6 +213,8 @@ export interface HooklineConsumer extends SubscriptionIdentity {
   ackPending: number;
   /** Event types removed from the subscription still drain through it (type-removal.ts): look again until they are through. */
   draining?: boolean;
+  /** The installation that made it; undefined for one made before installations claimed consumers. */
+  installation?: string;
 }
 
 /** Hookline's consumers on the stream (recognized by their metadata; others are left out). */
@@ -225,18 +235,26 @@ export async function listConsumers(jsm: JetStreamManager, stream: string): Prom
       pending: ci.num_pending,
       ackPending: ci.num_ack_pending,
       draining: md[REMOVED_SUBJECTS_METADATA] !== undefined,
+      ...(md[CONSUMER_METADATA.installation] !== undefined ? { installation: md[CONSUMER_METADATA.installation] } : {}),
     });
   }
   return out.sort((a, b) => (a.consumer < b.consumer ? -1 : a.consumer > b.consumer ? 1 : 0));
 }
 
 /**
+ * Whether `installation` made the consumer: its metadata says so, or says nothing (made before
+ * installations claimed consumers, on a stream this installation claims: its own).
+ */
+export const madeBy = (c: HooklineConsumer, installation: string | undefined): boolean => installation === undefined || c.installation === undefined || c.installation === installation;
+
+/**
  * The consumers whose subscription no longer exists (by namespace, name and uid): delete them.
  * Pass every live subscription of the namespaces this operator serves; with `namespaces`, only
- * consumers of those are considered (another operator may own the rest). Pure.
+ * consumers of those are considered (another operator may own the rest); with `installation`,
+ * only the consumers it made (madeBy). Pure.
  */
-export function orphanedConsumers(consumers: readonly HooklineConsumer[], live: Iterable<SubscriptionIdentity>, namespaces?: readonly string[]): HooklineConsumer[] {
+export function orphanedConsumers(consumers: readonly HooklineConsumer[], live: Iterable<SubscriptionIdentity>, namespaces?: readonly string[], installation?: string): HooklineConsumer[] {
   const keep = new Set([...live].map((s) => JSON.stringify([s.namespace, s.name, s.uid])));
   const served = namespaces?.length ? new Set(namespaces) : undefined;
-  return consumers.filter((c) => (!served || served.has(c.namespace)) && !keep.has(JSON.stringify([c.namespace, c.name, c.uid])));
+  return consumers.filter((c) => madeBy(c, installation) && (!served || served.has(c.namespace)) && !keep.has(JSON.stringify([c.namespace, c.name, c.uid])));
 }

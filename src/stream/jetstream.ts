@@ -9,7 +9,8 @@
 //   every consumer whose filter matches it acknowledged it, and dropped at once when none
 //   does), discard new (a full stream refuses a publish instead of losing stored events),
 //   a duplicate window keyed by Nats-Msg-Id, and max_msg_size above the largest event.
-import { connect, errors as natsErrors, headers as natsHeaders, RequestError, type NatsConnection, type NodeConnectionOptions } from "@nats-io/transport-node";
+import { readFileSync } from "node:fs";
+import { connect, errors as natsErrors, headers as natsHeaders, RequestError, usernamePasswordAuthenticator, type NatsConnection, type NodeConnectionOptions } from "@nats-io/transport-node";
 import { DiscardPolicy, JetStreamApiError, jetstream, jetstreamManager, RetentionPolicy, StorageType, type JetStreamClient, type JetStreamManager, type StreamConfig, type StreamInfo } from "@nats-io/jetstream";
 import { MAX_MESSAGE_BYTES, MSG_ID_HEADER, type OutgoingMessage } from "./message.js";
 import { ALL_SUBJECTS } from "./subjects.js";
@@ -29,7 +30,12 @@ export interface StreamSettings {
   maxAgeMs: number;
   /** Largest stream size in bytes; default -1: the server's JetStream limit. When full, publishes are refused (discard new). */
   maxBytes: number;
+  /** The installation that claims the stream (HOOKLINE_INSTALLATION; stream metadata OWNER_METADATA); undefined: no claim made or checked (a publisher). */
+  owner?: string;
 }
+
+/** The stream's metadata key naming the installation that uses it: another installation refuses the stream. */
+export const OWNER_METADATA = "hookline.dev/installation";
 
 export const DEFAULT_STREAM_SETTINGS: StreamSettings = { name: STREAM_NAME, duplicateWindowMs: 120_000, replicas: 1, maxAgeMs: 0, maxBytes: -1 };
 
@@ -51,6 +57,7 @@ export function streamConfig(settings: StreamSettings = DEFAULT_STREAM_SETTINGS)
     max_age: settings.maxAgeMs * NANOS_PER_MS,
     max_bytes: settings.maxBytes,
     num_replicas: settings.replicas,
+    ...(settings.owner !== undefined ? { metadata: { [OWNER_METADATA]: settings.owner } } : {}),
   };
 }
 
@@ -103,6 +110,21 @@ export interface ConnectStreamOptions {
   onEvent?: (event: StreamConnectionEvent) => void;
   /** The stream ensureStream makes; defaults in DEFAULT_STREAM_SETTINGS. */
   stream?: Partial<StreamSettings>;
+  /** Credentials besides the URL's (stream/auth.ts NatsClientAuth): a user and the file holding its password, read at each connection attempt. */
+  credentials?: { user: string; passwordFile: string };
+  /** TLS files (CA of the server's certificate; this client's certificate and key): any of them requires TLS, as tls:// does. */
+  tls?: { caFile?: string; certFile?: string; keyFile?: string };
+  /** Replies (JetStream's answers, pulled messages) come on this subject prefix; default _INBOX. */
+  inboxPrefix?: string;
+}
+
+/** The password of a password file: its content without a final newline. Read at each connection attempt, so a rotated Secret is used at the next one. */
+function passwordFrom(file: string): string {
+  try {
+    return readFileSync(file, "utf8").replace(/\r?\n$/, "");
+  } catch (err) {
+    throw new Error(`cannot read the NATS password file ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+  }
 }
 
 /** Reconnect delays: 250 ms doubling to 5 s, plus up to 20 % jitter. */
@@ -115,6 +137,12 @@ function describe(err: unknown): string {
   if (!(err instanceof Error)) return String(err);
   const cause = err.cause instanceof Error && err.cause.message !== err.message ? ` (${err.cause.message})` : "";
   return `${err.message}${cause}`;
+}
+
+/** A Permissions Violation of the NATS server: this user may not publish to (or subscribe to) that subject. */
+function isPermissionViolation(err: unknown): boolean {
+  for (let e: unknown = err; e instanceof Error; e = e.cause) if (e instanceof natsErrors.PermissionViolationError) return true;
+  return false;
 }
 
 const isNoResponders = (err: unknown): boolean => err instanceof Error && (err instanceof RequestError ? err.isNoResponders() : err.cause instanceof RequestError && err.cause.isNoResponders());
@@ -156,9 +184,11 @@ export class StreamConnection {
       timeout: opts.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
       maxReconnectAttempts: -1,
       reconnectDelayHandler: () => backoffMs(reconnects.attempt++),
-      ...(parsed.tls ? { tls: {} } : {}),
+      ...(parsed.tls || opts.tls ? { tls: { ...opts.tls } } : {}),
       ...(parsed.user !== undefined ? { user: parsed.user, pass: parsed.pass } : {}),
       ...(parsed.token !== undefined ? { token: parsed.token } : {}),
+      ...(opts.credentials ? { authenticator: usernamePasswordAuthenticator(opts.credentials.user, () => passwordFrom(opts.credentials!.passwordFile)) } : {}),
+      ...(opts.inboxPrefix ? { inboxPrefix: opts.inboxPrefix } : {}),
     };
     for (let attempt = 0; ; attempt++) {
       if (opts.signal?.aborted) throw new StreamUnavailableError(`connecting to NATS at ${where} was cancelled`, "closed");
@@ -201,6 +231,16 @@ export class StreamConnection {
     }
     this.connected = false;
     emit({ type: "closed" });
+  }
+
+  /**
+   * Whether the server this connection is on refuses a client without credentials: its INFO
+   * says it requires authentication (users, tokens, nkeys, accounts) or a verified TLS client
+   * certificate. Otherwise anyone who reaches it gets in, whatever this client sent.
+   */
+  serverAuthenticates(): boolean {
+    const info = this.nc.info;
+    return info?.auth_required === true || info?.tls_verify === true;
   }
 
   /** Whether the connection is up now (false while reconnecting and after close). */
@@ -253,6 +293,15 @@ export class StreamConnection {
       }
     }
     const have = info.config;
+    const owner = have.metadata?.[OWNER_METADATA];
+    if (this.settings.owner !== undefined && owner !== undefined && owner !== this.settings.owner) {
+      throw new StreamUnavailableError(
+        `stream ${wanted.name} on NATS at ${this.where} belongs to another Hookline installation, ${JSON.stringify(owner)} (this one is ${JSON.stringify(this.settings.owner)}, HOOKLINE_INSTALLATION): ` +
+          `two installations on one stream would take each other's events and delete each other's consumers. Give each installation its own NATS account (docs/stream-mode.md); ` +
+          `if ${JSON.stringify(owner)} is this installation under an earlier name, set HOOKLINE_INSTALLATION=${owner}`,
+        "refused",
+      );
+    }
     if (have.retention !== wanted.retention || have.storage !== wanted.storage) {
       throw new StreamUnavailableError(
         `stream ${wanted.name} on NATS at ${this.where} has retention ${have.retention} and storage ${have.storage}; Hookline needs retention ${wanted.retention} and storage ${wanted.storage}. ` +
@@ -261,10 +310,12 @@ export class StreamConnection {
       );
     }
     const changed = (["subjects", "duplicate_window", "max_msg_size", "max_age", "max_bytes", "discard", "num_replicas"] as const).filter((k) => JSON.stringify(have[k]) !== JSON.stringify(wanted[k]));
+    // A stream made before installations claimed one (or by a publisher) is claimed now.
+    const update: string[] = [...changed, ...(this.settings.owner !== undefined && owner === undefined ? ["metadata"] : [])];
     this.streamEnsured = true;
-    if (changed.length === 0) return { action: "unchanged", info };
+    if (update.length === 0) return { action: "unchanged", info };
     const { name: _name, retention: _r, storage: _s, ...mutable } = wanted;
-    info = await run(`updating stream ${wanted.name} (${changed.join(", ")})`, () => jsm.streams.update(wanted.name, mutable));
+    info = await run(`updating stream ${wanted.name} (${update.join(", ")})`, () => jsm.streams.update(wanted.name, mutable));
     return { action: "updated", info };
   }
 
@@ -285,7 +336,10 @@ export class StreamConnection {
         ack = await once();
       } catch (err) {
         if (!isNoResponders(err) || this.streamEnsured) throw err;
-        await this.ensureStream();
+        await this.ensureStream().catch((e: unknown) => {
+          // A publisher's user may not make the stream (docs/stream-mode.md): only the operator does.
+          throw isPermissionViolation(e) ? new StreamUnavailableError(`no JetStream stream takes ${ALL_SUBJECTS} on NATS at ${this.where}: stream ${this.settings.name} is missing (the operator creates it in stream mode; this NATS user may not)`, "no-stream", { cause: e }) : e;
+        });
         ack = await once();
       }
       return { stream: ack.stream, seq: ack.seq, duplicate: ack.duplicate };
@@ -309,6 +363,7 @@ export class StreamConnection {
           new StreamUnavailableError(`no JetStream stream takes ${ALL_SUBJECTS} on NATS at ${this.where}: stream ${this.settings.name} is missing (the operator creates it in stream mode)`, "no-stream", { cause: err })
         : new StreamUnavailableError(`NATS at ${this.where} has no JetStream (start nats-server with --jetstream) while ${what}`, "no-jetstream", { cause: err });
     }
+    if (isPermissionViolation(err)) return new StreamUnavailableError(`NATS at ${this.where} refused ${what}: ${detail}: the NATS user of ${this.opts.source} may not do it (docs/stream-mode.md says what each user may do)`, "refused", { cause: err });
     if (err instanceof natsErrors.ClosedConnectionError || err instanceof natsErrors.DrainingConnectionError) return new StreamUnavailableError(`the connection to NATS at ${this.where} is closed`, "closed", { cause: err });
     if (err instanceof JetStreamApiError) return new StreamUnavailableError(`JetStream at ${this.where} refused ${what}: ${detail} (JetStream error ${err.code})`, "refused", { cause: err });
     return new StreamUnavailableError(`${what} on NATS at ${this.where} failed: ${detail}`, "refused", { cause: err });

@@ -273,7 +273,7 @@ describe("the command line as docs/api.md documents it", () => {
   };
   const argsOf = (flag: Flag, value: string | undefined): string[] => (value === undefined ? [flag.name] : flag.inline ? [`${flag.name}=${value}`] : [flag.name, value]);
   const positionalSample = (name: string): string => {
-    const samples: Record<string, string> = { SUB: "acme", DELIVERY: "acme-evt-1001" };
+    const samples: Record<string, string> = { SUB: "acme", DELIVERY: "acme-evt-1001", "NAMESPACE...": "shop" };
     expect(samples[name], `no sample value for ${name}: add one to this test`).toBeDefined();
     return samples[name]!;
   };

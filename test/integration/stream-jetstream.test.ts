@@ -71,9 +71,10 @@ describe("stream mode's JetStream layer (real nats-server)", () => {
   });
 
   it("refuses a stream of its name that keeps messages by limits instead of interest", async () => {
-    await jsm.streams.add({ name: "LIMITS", subjects: ["limits.>"], retention: RetentionPolicy.Limits, storage: StorageType.File });
-    const other = await connectStream(nats.url, { stream: { name: "LIMITS" } });
+    // The operator's user may touch no other stream than HOOKLINE: the admin makes and reads this one.
+    const other = await connectStream(nats.adminUrl, { stream: { name: "LIMITS" } });
     try {
+      await (await other.jetstreamManager()).streams.add({ name: "LIMITS", subjects: ["limits.>"], retention: RetentionPolicy.Limits, storage: StorageType.File });
       const err = await other.ensureStream().catch((e: unknown) => e);
       expect(err).toBeInstanceOf(StreamUnavailableError);
       expect((err as Error).message).toMatch(/has retention limits .* Hookline needs retention interest/);

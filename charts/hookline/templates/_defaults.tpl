@@ -114,6 +114,17 @@ to null), unless their whole block is missing.
         "name": "",
         "key": "url"
       },
+      "natsCredentialsSecret": {
+        "name": "",
+        "userKey": "user",
+        "passwordKey": "password"
+      },
+      "natsTls": {
+        "secretName": "",
+        "clientCertificate": false
+      },
+      "allowInsecure": false,
+      "installation": "",
       "replicas": 1
     },
     "logLevel": "info",

@@ -2,7 +2,8 @@
 // created and updated with it (filter from eventTypes, max_ack_pending from maxInFlight, ack
 // wait from the timeout: src/stream/consumers.ts) and deleted when the subscription is; a
 // periodic sweep of the consumers whose subscription is gone (deleted while no replica led) and
-// of subscriptions whose consumer is missing (removed by hand);
+// of subscriptions whose consumer is missing (removed by hand), which touches only consumers this
+// installation made, and only while the stream is still this installation's;
 // and each consumer's lag (webhook_stream_pending_messages, and status.deliveries.pending of
 // the subscription through `pendingOf`); a consumer still draining a removed event type
 // (stream/type-removal.ts) is looked at again with each lag read, to narrow its filter once through. Keys come from the subscription cache, through a work
@@ -14,7 +15,7 @@ import type { Metrics } from "../../observability/metrics.js";
 import { Controller, TerminalError, type Reconciler, type Result } from "../../runtime/controller.js";
 import type { LeaderRunnable } from "../../runtime/manager.js";
 import { WorkQueue } from "../../runtime/queue.js";
-import { ConsumerSpecError, deleteConsumer, ensureConsumer, listConsumers, orphanedConsumers, type HooklineConsumer, type SubscriptionIdentity } from "../../stream/consumers.js";
+import { ConsumerSpecError, deleteConsumer, ensureConsumer, listConsumers, madeBy, orphanedConsumers, type HooklineConsumer, type SubscriptionIdentity } from "../../stream/consumers.js";
 import { SubjectError } from "../../stream/subjects.js";
 import type { Caches } from "../caches.js";
 import type { StreamLink } from "./link.js";
@@ -24,6 +25,8 @@ export interface ConsumerSyncDeps {
   caches: Caches;
   /** WATCH_NAMESPACES: consumers of other namespaces belong to another operator. */
   namespaces: readonly string[];
+  /** HOOKLINE_INSTALLATION: consumers are made with it, and only those made with it are deleted. */
+  installation?: string;
   metrics: Metrics;
   log: Logger;
   /** A deleted subscription's shared endpoint state goes with its consumer. */
@@ -85,13 +88,14 @@ export class ConsumerSync implements LeaderRunnable, Reconciler {
   }
 
   async reconcile(key: string, signal: AbortSignal): Promise<Result | void> {
-    const conn = await this.d.link.connected(signal);
+    // Waiting for NATS (unreachable, refused) is nothing to finish: a stop ends it at once, not after the drain's grace.
+    const conn = await this.d.link.connected(AbortSignal.any([signal, this.abort.signal]));
     const jsm = await conn.jetstreamManager();
     const stream = conn.settings.name;
     const sub = this.d.caches.subscription(key);
     if (!sub || sub.metadata.deletionTimestamp || !sub.metadata.uid) {
       const { namespace, name } = splitKey(key);
-      for (const c of await listConsumers(jsm, stream)) if (c.namespace === namespace && c.name === name) await this.remove(jsm, stream, c, "the subscription was deleted");
+      for (const c of await listConsumers(jsm, stream)) if (c.namespace === namespace && c.name === name && madeBy(c, this.d.installation)) await this.remove(jsm, stream, c, "the subscription was deleted");
       return;
     }
     // An invalid spec keeps the consumer it had: its events are held until it is fixed.
@@ -99,7 +103,7 @@ export class ConsumerSync implements LeaderRunnable, Reconciler {
     if (!policy) return;
     const identity: SubscriptionIdentity = { namespace: sub.metadata.namespace!, name: sub.metadata.name, uid: sub.metadata.uid };
     try {
-      const r = await ensureConsumer(jsm, stream, identity, { eventTypes: policy.eventTypes, maxInFlight: policy.maxInFlight, timeoutMs: policy.timeoutMs });
+      const r = await ensureConsumer(jsm, stream, identity, { eventTypes: policy.eventTypes, maxInFlight: policy.maxInFlight, timeoutMs: policy.timeoutMs }, this.d.installation);
       if (r.action !== "unchanged") this.d.log.info({ subscription: key, consumer: r.name, action: r.action }, `stream consumer ${r.action}`);
     } catch (err) {
       if (err instanceof ConsumerSpecError || err instanceof SubjectError) throw new TerminalError(`subscription ${key} has no stream consumer: ${err.message}`);
@@ -116,13 +120,15 @@ export class ConsumerSync implements LeaderRunnable, Reconciler {
   private async sweep(): Promise<void> {
     try {
       const conn = await this.d.link.connected(this.abort.signal);
+      // Still this installation's stream (HOOKLINE_INSTALLATION), as configured: refused otherwise, and nothing deleted.
+      await conn.ensureStream();
       const jsm = await conn.jetstreamManager();
       const all = await listConsumers(jsm, conn.settings.name);
       const live: SubscriptionIdentity[] = [];
       for (const s of this.d.caches.subscriptions.values()) {
         if (s.metadata.uid && !s.metadata.deletionTimestamp) live.push({ namespace: s.metadata.namespace!, name: s.metadata.name, uid: s.metadata.uid });
       }
-      for (const c of orphanedConsumers(all, live, this.d.namespaces)) await this.remove(jsm, conn.settings.name, c, "its subscription no longer exists");
+      for (const c of orphanedConsumers(all, live, this.d.namespaces, this.d.installation)) await this.remove(jsm, conn.settings.name, c, "its subscription no longer exists");
       // A consumer removed by hand (nats consumer rm) is made again.
       const have = new Set(all.map((c) => `${c.namespace}/${c.name}/${c.uid}`));
       for (const s of live) if (!have.has(`${s.namespace}/${s.name}/${s.uid}`)) this.controller?.queue.add(`${s.namespace}/${s.name}`);

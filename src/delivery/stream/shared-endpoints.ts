@@ -31,8 +31,9 @@ import type { Policy } from "../../core/policy.js";
 import { adoptRecord, claimExpiresAt, endpointTarget, fromLegacyRecord, mergeFailing, toRecord, writeAgain, type SharedEndpointRecord, type SharedWrite } from "../../core/shared-endpoint.js";
 import type { ProbeClaims } from "../attempt.js";
 import type { Endpoint, EndpointObserver, EndpointRegistry } from "../endpoints.js";
+import { KV_BUCKETS } from "../../stream/permissions.js";
 
-export const ENDPOINTS_BUCKET = "hookline-endpoints";
+export const ENDPOINTS_BUCKET = KV_BUCKETS.endpoints;
 const RECORD = "endpoint";
 const COUNTS = "counts";
 const REPLICA = "replica";

@@ -23,7 +23,7 @@ import { matchesEventType } from "../../core/policy.js";
 import { fromRfc3339 } from "../../core/rfc3339.js";
 import type { EventSink } from "../../kube/events.js";
 import type { Metrics } from "../../observability/metrics.js";
-import { dataText, decodeMessage, readEventHead, StreamMessageError, type StreamMessage } from "../../stream/message.js";
+import { dataText, decodeMessage, MSG_ID_HEADER, readEventHead, StreamMessageError, type StreamMessage } from "../../stream/message.js";
 import type { AttemptExecutor } from "../attempt.js";
 import type { Caches } from "../caches.js";
 import type { Endpoint, EndpointRegistry } from "../endpoints.js";
@@ -344,6 +344,7 @@ export class SubscriptionStream {
       event = decodeMessage(msg);
     } catch (err) {
       if (!(err instanceof StreamMessageError)) throw err;
+      if (err.field === "subject" || err.field === MSG_ID_HEADER) return this.reject(msg, err);
       invalid = err.message;
     }
     const head = event ?? readEventHead(msg);
@@ -563,6 +564,20 @@ export class SubscriptionStream {
     this.held.delete(h.key);
     this.counts.handedBack++;
     this.reply(h.msg, "nak", HANDBACK_LOST, delayMs > 0 ? Math.ceil(delayMs) : undefined);
+  }
+
+  /**
+   * Published where it does not belong: its event names another namespace or type than its
+   * subject, or its Nats-Msg-Id is not its event's (`<namespace>/<id>`). Only a publisher of
+   * this subject's namespace (or the operator) can have published it, but what it claims to be
+   * cannot be trusted: terminated, not delivered and not recorded as a delivery of anyone's.
+   */
+  private reject(msg: JsMsg, err: StreamMessageError): void {
+    this.log.warn({ seq: msg.seq, subject: msg.subject, field: err.field, err: err.message }, "stream message rejected: it does not belong to its subject; terminated, not delivered");
+    const sub = this.w.caches.subscription(this.subKey);
+    if (sub) this.w.events.record(subscriptionRef(sub), "Warning", "RejectedStreamMessage", `stream message ${this.w.streamName}/${msg.seq} on ${msg.subject} is not delivered: ${err.message}`);
+    this.w.metrics.streamRejected.inc({ namespace: this.sub.namespace, reason: err.field === MSG_ID_HEADER ? "msg_id" : "subject" });
+    this.reply(msg, "term", "termination not sent; it comes again after its ack wait and is rejected then");
   }
 
   /** Not a Hookline event at all (no id or type to name it by): said, and terminated. */
