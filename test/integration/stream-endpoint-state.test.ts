@@ -38,7 +38,7 @@ describe("stream mode: the shared endpoint state holds no URL", () => {
 
   beforeAll(async () => {
     nats = await startNats("endpoint-state");
-    conn = await connectStream(nats.url);
+    conn = await connectStream(nats.adminUrl); // the test looks into the buckets as an admin (the operator may only use them its way)
     await conn.ensureStream();
     ns = await createNamespace("stream-endpoint-state");
     receiver = await Receiver.start(() => 503);
