@@ -74,11 +74,12 @@ export class LeaderTerm implements LeaderRunnable, Queues {
   start(): void {
     if (this.deliveries) return;
     const { log, metrics } = this.d;
-    // The queues serve namespaces in turns: one namespace's flood of keys does not queue ahead of another's.
-    const queue = () => new WorkQueue<string>({ tenantOf: namespaceOfKey });
-    const deliveries = new Controller<string>({ name: "delivery", queue: queue(), reconciler: this.d.deliveryKeys, workers: this.d.deliveryWorkers, log, metrics });
-    const subscriptions = new Controller<string>({ name: "subscription", queue: queue(), reconciler: this.d.subscriptions, workers: 4, log, metrics });
-    const replays = this.d.replays ? new Controller<string>({ name: "replay", queue: queue(), reconciler: this.d.replays, workers: 2, log, metrics }) : undefined;
+    // The queues serve namespaces in turns, and share their workers between them: one
+    // namespace's flood of keys, or its slow reconciles, do not hold up another's.
+    const queue = (workers: number) => new WorkQueue<string>({ tenantOf: namespaceOfKey, workers });
+    const deliveries = new Controller<string>({ name: "delivery", queue: queue(this.d.deliveryWorkers), reconciler: this.d.deliveryKeys, workers: this.d.deliveryWorkers, log, metrics });
+    const subscriptions = new Controller<string>({ name: "subscription", queue: queue(4), reconciler: this.d.subscriptions, workers: 4, log, metrics });
+    const replays = this.d.replays ? new Controller<string>({ name: "replay", queue: queue(2), reconciler: this.d.replays, workers: 2, log, metrics }) : undefined;
     this.deliveries = deliveries;
     this.subscriptions = subscriptions;
     this.replays = replays;
