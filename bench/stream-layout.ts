@@ -1,7 +1,8 @@
-// `npx tsx bench/stream-layout.ts [--quick]` (issue 27, docs/adr/0010): what one JetStream stream
-// per namespace costs nats-server, against the one stream for every namespace of earlier
-// versions, with 10 and 100 namespaces (two subscriptions' consumers each, as the operator makes
-// them). For each layout and count, on a fresh nats-server (R1, file storage, this machine):
+// `npx tsx bench/stream-layout.ts [--quick]` (issue 27, docs/adr/0013-one-stream-per-namespace.md):
+// what one JetStream stream per namespace costs nats-server, against the one stream for every
+// namespace of earlier versions, with 10 and 100 namespaces (two subscriptions' consumers each,
+// as the operator makes them). For each layout and count, on a fresh nats-server (R1, file
+// storage, this machine):
 //   setup      streams and consumers made, then nats-server's RSS (/proc) after 5 s;
 //   idle       nats-server's CPU over 10 s with nothing published;
 //   publish    `count` events of 1 KiB, round-robin over the namespaces, 32 in flight, each

@@ -16,6 +16,7 @@ import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { ensureNatsServer } from "../src/cluster/build.js";
 import { LocalNatsServer } from "../src/cluster/nats.js";
+import { OPERATOR_INBOX_PREFIX, STREAM_AUTH_POLICY } from "../src/stream/permissions.js";
 import { publishToStream } from "../src/publish/stream.js";
 import { listConsumers } from "../src/stream/consumers.js";
 import { STREAM_NAME, StreamConnection } from "../src/stream/jetstream.js";
@@ -77,16 +78,16 @@ export async function streamBench(ctx: StreamBenchContext): Promise<Record<strin
   const natsDir = join(ctx.tmp, "nats");
   mkdirSync(natsDir, { recursive: true });
   const { binary } = await ensureNatsServer({ env: process.env });
-  const nats = await LocalNatsServer.start({ dir: natsDir, binary });
+  const nats = await LocalNatsServer.start({ dir: natsDir, binary, auth: STREAM_AUTH_POLICY });
   ctx.onCleanup("nats-server", () => nats.close());
   say(`stream: nats-server ${nats.version} at ${nats.url}`);
-  const conn = await StreamConnection.connect({ url: nats.url, source: "bench", name: "hookline bench" });
+  const conn = await StreamConnection.connect({ url: nats.operatorUrl, source: "bench", name: "hookline bench", inboxPrefix: OPERATOR_INBOX_PREFIX });
   ctx.onCleanup("stream connection", () => conn.close());
   const jsm = await conn.jetstreamManager();
 
   const subs = Array.from({ length: ctx.subscriptions }, (_, i) => ({ name: `sub-${i}`, spec: { url: ctx.receiverUrl(`/ok/${NS}/sub-${i}`), eventTypes: [typeOf(i)] } }));
   await ctx.setup(NS, subs);
-  const env = { HOOKLINE_NATS_URL: nats.url, WATCH_NAMESPACES: NS, LEADER_ELECTION_LEASE_NAME: "bench-stream" };
+  const env = { HOOKLINE_NATS_URL: nats.operatorUrl, WATCH_NAMESPACES: NS, LEADER_ELECTION_LEASE_NAME: "bench-stream" };
   const a = await ctx.startOperator("stream-a", env);
   await a.ready();
   await ctx.ready(NS, subs.map((s) => s.name));

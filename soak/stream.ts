@@ -24,6 +24,7 @@ import { API_VERSION } from "../src/api/names.js";
 import { webhookBody } from "../src/delivery/payload.js";
 import { ensureNatsServer } from "../src/cluster/build.js";
 import { LocalNatsServer } from "../src/cluster/nats.js";
+import { OPERATOR_INBOX_PREFIX, STREAM_AUTH_POLICY } from "../src/stream/permissions.js";
 import { toRfc3339 } from "../src/core/rfc3339.js";
 import { matchesEventType } from "../src/core/policy.js";
 import type { KubeClient } from "../src/kube/client.js";
@@ -251,9 +252,9 @@ export async function streamSoak(ctx: StreamSoakContext): Promise<number> {
   const { binary } = await ensureNatsServer({ env: process.env });
   const natsDir = join(ctx.tmp, "nats");
   mkdirSync(natsDir, { recursive: true });
-  const nats = await LocalNatsServer.start({ dir: natsDir, binary });
+  const nats = await LocalNatsServer.start({ dir: natsDir, binary, auth: STREAM_AUTH_POLICY });
   ctx.onCleanup("nats-server", () => nats.close());
-  const conn = await StreamConnection.connect({ url: nats.url, source: "soak", name: "hookline soak" });
+  const conn = await StreamConnection.connect({ url: nats.operatorUrl, source: "soak", name: "hookline soak", inboxPrefix: OPERATOR_INBOX_PREFIX });
   ctx.onCleanup("stream connection", () => conn.close().catch(() => undefined));
   say(`nats-server ${nats.version} at ${nats.url}`);
 
@@ -273,7 +274,7 @@ export async function streamSoak(ctx: StreamSoakContext): Promise<number> {
   }
   say(`${plans.length} subscriptions: ${plans.map((p) => `${p.ns}/${p.name} [${p.eventTypes.join(",")}]`).join("; ")}`);
 
-  const operators = new Operators(ctx.kubeconfig, ctx.tmp, ctx.watchdog, { HOOKLINE_NATS_URL: nats.url });
+  const operators = new Operators(ctx.kubeconfig, ctx.tmp, ctx.watchdog, { HOOKLINE_NATS_URL: nats.operatorUrl });
   ctx.onCleanup("operators", () => operators.stopAll());
   await operators.start();
   if (!(await operators.waitForLeader(client, 60_000))) throw new Error("no operator became leader within 60 s");

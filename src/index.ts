@@ -7,9 +7,10 @@
 //   const { id, deliveries } = await publish({ namespace: "shop", type: "order.paid", id: "evt-1001", data: { order: 1001 } });
 //
 // Stream mode (docs/stream-mode.md): with `nats`, the event is written once to NATS JetStream
-// and the publish returns once JetStream stored it; no Kubernetes credentials are used.
+// and the publish returns once JetStream stored it; no Kubernetes credentials are used: the URL
+// carries a NATS user allowed to publish the namespace's events.
 //
-//   const { seq, result } = await publish({ namespace: "shop", type: "order.paid", id: "evt-1001", data: { order: 1001 } }, { nats: "nats://nats.nats.svc:4222" });
+//   const { seq, result } = await publish({ namespace: "shop", type: "order.paid", id: "evt-1001", data: { order: 1001 } }, { nats: "nats://publisher-shop:PASSWORD@nats.nats.svc:4222" });
 //
 // Tracing (docs/receivers.md): pass the producer's W3C trace context, and every attempt is sent
 // (and, when the operator exports traces, recorded) in that trace.

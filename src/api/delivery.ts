@@ -5,6 +5,10 @@ import { conditions, objectName, timestamp, withRules } from "./fields.js";
 import { DEAD_LETTER_REASONS, DELIVERY_PHASES, DISCARD_REASONS, HISTORY_ERROR_MAX_LENGTH, HISTORY_MAX, REPLAY_REASON_MAX_LENGTH } from "./names.js";
 import { traceContextSchema } from "./trace-context.js";
 
+/** What an event id may hold: it is sent as a header value (visible ASCII, inner spaces; RE2 and JavaScript alike). */
+export const EVENT_ID_PATTERN = "^[!-~]([ -~]*[!-~])?$";
+export const EVENT_ID_MESSAGE = "must be printable ASCII with no leading or trailing space: it is sent as the webhook-id header";
+
 const immutable = (field: string) => ({
   rule: "self == oldSelf",
   message: `${field} is immutable: create a new WebhookDelivery instead`,
@@ -24,8 +28,17 @@ export const deliverySpecSchema = withRules(
     ),
     eventId: withRules(
       z.string().min(1).max(256),
-      { description: "Id of the event, sent as the webhook id on every attempt and replay. Default: metadata.uid." },
-      [immutable("eventId")],
+      {
+        description:
+          "Id of the event, sent as the webhook id (the webhook-id header) on every attempt and replay: printable ASCII, spaces only between other characters, at most 256 characters. Default: metadata.uid.",
+      },
+      [
+        immutable("eventId"),
+        // A header value cannot carry control characters or non-ASCII as they are, and HTTP
+        // strips blanks at its ends: such an id would fail every attempt, or reach the receiver
+        // different from the id that was signed.
+        { rule: `self.matches('${EVENT_ID_PATTERN}')`, message: EVENT_ID_MESSAGE, check: (id) => new RegExp(EVENT_ID_PATTERN).test(id) },
+      ],
     ).optional(),
     payload: z
       .unknown()

@@ -1,9 +1,11 @@
 // `hookline cluster up|down`: a local etcd + kube-apiserver + kube-controller-manager, and with
-// --nats a nats-server with JetStream beside it (stream mode).
+// --nats a nats-server with JetStream beside it (stream mode), which lets in only its users: the
+// operator's, and the publishers `hookline cluster nats-publisher NAMESPACE...` makes.
 import { resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { ensureBinaries, ensureNatsServer } from "../cluster/build.js";
-import { runningControlPlane, startControlPlane, startNatsBeside, stopControlPlane } from "../cluster/control-plane.js";
+import { addNatsPublisherBeside, runningControlPlane, startControlPlane, startNatsBeside, stopControlPlane } from "../cluster/control-plane.js";
+import { STREAM_AUTH_POLICY } from "../stream/permissions.js";
 import type { ControlPlaneInfo, ControlPlanePorts } from "../cluster/control-plane.js";
 import { UsageError } from "./exit-codes.js";
 
@@ -11,16 +13,22 @@ const DEFAULT_DIR = ".hookline/cluster";
 
 const USAGE = `usage: hookline cluster up [--dir DIR] [--nats]
        hookline cluster down [--dir DIR]
+       hookline cluster nats-publisher [--dir DIR] NAMESPACE...
 
-  up     build the binaries once (needs Go; cached in $HOOKLINE_CACHE_DIR or ~/.cache/hookline),
-         then start etcd, kube-apiserver and kube-controller-manager on 127.0.0.1 in the
-         background and write DIR/kubeconfig. Does nothing if already running.
-  down   stop the processes started by "up" (the data in DIR is kept).
+  up              build the binaries once (needs Go; cached in $HOOKLINE_CACHE_DIR or
+                  ~/.cache/hookline), then start etcd, kube-apiserver and kube-controller-manager
+                  on 127.0.0.1 in the background and write DIR/kubeconfig. Does nothing if
+                  already running.
+  down            stop the processes started by "up" (the data in DIR is kept).
+  nats-publisher  print the URL of a NATS user that may publish the events of these namespaces
+                  and nothing else (made once, kept in DIR/nats-auth), for hookline publish --nats.
 
 options:
   --dir DIR   state directory (default ${DEFAULT_DIR})
   --nats      also start nats-server with JetStream on 127.0.0.1 (stream mode; store in
-              DIR/nats) and print its URL for HOOKLINE_NATS_URL. With a control plane already
+              DIR/nats), which lets in only its users (DIR/nats-auth, mode 0600), and print its
+              URL and the operator's user and password file (HOOKLINE_NATS_URL,
+              HOOKLINE_NATS_USER, HOOKLINE_NATS_PASSWORD_FILE). With a control plane already
               running, starts only nats-server beside it.
 `;
 
@@ -44,6 +52,13 @@ function printInfo(info: ControlPlaneInfo, dir: string, headline: string): void 
   out("");
   out(`export KUBECONFIG=${info.kubeconfig}`);
   if (info.natsUrl) out(`export HOOKLINE_NATS_URL=${info.natsUrl}`);
+  if (info.natsUser && info.natsPasswordFile) {
+    out(`export HOOKLINE_NATS_USER=${info.natsUser}`);
+    out(`export HOOKLINE_NATS_PASSWORD_FILE=${info.natsPasswordFile}`);
+    out(`publish as a publisher of a namespace: hookline publish --nats "$(hookline cluster nats-publisher --dir ${dir} NAMESPACE)" -n NAMESPACE ...`);
+  } else if (info.natsUrl) {
+    out(`nats-server runs without authentication (started by an earlier Hookline): the operator refuses it; restart it with hookline cluster down --dir ${dir} && hookline cluster up --dir ${dir} --nats`);
+  }
   out(`stop it with: hookline cluster down --dir ${dir}`);
 }
 
@@ -56,7 +71,7 @@ async function up(dir: string, ports: ControlPlanePorts, attachToPid: number | u
   const t0 = Date.now();
   const nats = withNats ? await ensureNatsServer({ env: process.env, onProgress: (line) => err(line) }) : undefined;
   if (running && nats) {
-    const info = await startNatsBeside(dir, { binary: nats.binary, env: process.env });
+    const info = await startNatsBeside(dir, { binary: nats.binary, env: process.env, auth: STREAM_AUTH_POLICY });
     printInfo(info, dir, `nats-server started beside the running control plane in ${((Date.now() - t0) / 1000).toFixed(1)}s`);
     return 0;
   }
@@ -81,7 +96,7 @@ async function up(dir: string, ports: ControlPlanePorts, attachToPid: number | u
       ports,
       attachToPid,
       env: process.env,
-      ...(nats ? { nats: { binary: nats.binary } } : {}),
+      ...(nats ? { nats: { binary: nats.binary, auth: STREAM_AUTH_POLICY } } : {}),
       onProgress: (line) => err(`[cluster] ${line}`),
     });
     printInfo(info, dir, `control plane ready in ${((Date.now() - t0) / 1000).toFixed(1)}s`);
@@ -89,6 +104,27 @@ async function up(dir: string, ports: ControlPlanePorts, attachToPid: number | u
   } finally {
     process.off("SIGINT", onSignal);
     process.off("SIGTERM", onSignal);
+  }
+}
+
+/** Prints the URL of the publisher of `namespaces` (a credential: on stdout only, for $(...)). */
+async function natsPublisher(values: { dir: string; nats: boolean } & Record<string, unknown>, namespaces: string[]): Promise<number> {
+  const dir = values.dir;
+  if (namespaces.length === 0) throw new UsageError("nats-publisher needs one or more namespaces");
+  if (!dir) throw new UsageError("--dir must not be empty");
+  const upOnly = ["apiserver-port", "etcd-port", "etcd-peer-port", "attach-to-pid"].filter((k) => values[k] !== undefined);
+  if (values.nats || upOnly.length) throw new UsageError("nats-publisher takes --dir and namespaces only");
+  try {
+    STREAM_AUTH_POLICY.publisher(namespaces);
+  } catch (e) {
+    throw new UsageError(`nats-publisher: ${(e as Error).message}`);
+  }
+  try {
+    out((await addNatsPublisherBeside(dir, STREAM_AUTH_POLICY, namespaces)).url);
+    return 0;
+  } catch (e) {
+    err(`hookline cluster nats-publisher: ${e instanceof Error ? e.message : String(e)}`);
+    return 1;
   }
 }
 
@@ -115,8 +151,9 @@ export async function clusterCommand(args: string[]): Promise<number> {
     return 0;
   }
   const [sub, ...extra] = positionals;
+  if (sub === "nats-publisher") return natsPublisher(values, extra);
   if ((sub !== "up" && sub !== "down") || extra.length > 0) {
-    throw new UsageError(sub === undefined ? "missing subcommand: up or down" : `unexpected "${[sub, ...extra].join(" ")}": the subcommand is up or down`);
+    throw new UsageError(sub === undefined ? "missing subcommand: up, down or nats-publisher" : `unexpected "${[sub, ...extra].join(" ")}": the subcommand is up, down or nats-publisher`);
   }
   const dir = values.dir;
   // resolve("") is the working directory: a control plane must not land there by mistake.

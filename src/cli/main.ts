@@ -12,8 +12,9 @@ export const COMMANDS = [
     usage: "dev [--dir DIR] [--keep-cluster] [--nats]",
     what: "cluster up + CRDs + operator in DIR (default .hookline/dev), for a first run with no cluster; Ctrl-C stops both (--keep-cluster: the control plane stays up; --nats: with nats-server, stream mode)",
   },
-  { usage: "cluster up [--dir DIR] [--nats]", what: "start a local etcd + kube-apiserver + kube-controller-manager in DIR (default .hookline/cluster) in the background (--nats: and nats-server with JetStream)" },
+  { usage: "cluster up [--dir DIR] [--nats]", what: "start a local etcd + kube-apiserver + kube-controller-manager in DIR (default .hookline/cluster) in the background (--nats: and nats-server with JetStream, which lets in only its users: the operator's, and publishers)" },
   { usage: "cluster down [--dir DIR]", what: "stop what cluster up started in DIR, nats-server too (the data is kept)" },
+  { usage: "cluster nats-publisher [--dir DIR] NAMESPACE...", what: "print the URL of a NATS user of cluster up --nats that may publish the events of these namespaces and nothing else (for publish --nats)" },
   {
     usage: "publish -n NS -t TYPE [--id ID] -d JSON|@FILE|@- [--traceparent TP [--tracestate TS]] [--kubeconfig PATH] [--context NAME] [-o table|json|yaml] [--nats URL]",
     what: "fan one event out to every matching subscription (--nats: one JetStream message, stream mode)",

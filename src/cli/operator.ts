@@ -141,7 +141,9 @@ export class Operator {
     const events = new EventRecorder(client, log.child({ component: "events" }), { component: "hookline", host: config.leaderElection.identity });
     const sender = new Sender({ allowedNetworks: config.allowedNetworks, connectionsPerOrigin: Math.min(1000, config.maxInFlight), proxy: config.proxy });
     const secrets = new SecretCache(client, { ttlMs: config.secretRefreshMs });
-    const credentials = new Credentials(secrets, sender, new OAuth2Client(sender, { userAgent: USER_AGENT }));
+    const oauth2 = new OAuth2Client(sender, { userAgent: USER_AGENT, onEvict: (reason) => metrics.oauth2.evictions.inc({ reason }) });
+    metrics.oauth2.setTokensSource(() => oauth2.cached.tokens);
+    const credentials = new Credentials(secrets, sender, oauth2);
 
     // The leader term is built last; the parts built before it wake it through this reference.
     const term: { current?: LeaderTerm } = {};
@@ -212,7 +214,8 @@ export class Operator {
           url: config.natsUrl,
           name: `hookline operator ${config.leaderElection.identity}`,
           log: streamLog,
-          stream: { replicas: config.streamReplicas, maxAgeMs: config.streamMaxAgeMs, namespaceMaxMessages: config.streamNamespaceMaxMessages, namespaceMaxBytes: config.streamNamespaceMaxBytes },
+          stream: { replicas: config.streamReplicas, maxAgeMs: config.streamMaxAgeMs, namespaceMaxMessages: config.streamNamespaceMaxMessages, namespaceMaxBytes: config.streamNamespaceMaxBytes, owner: config.installation },
+          auth: config.natsAuth,
         }))
       : undefined;
     const shared = config.natsUrl ?
@@ -349,8 +352,8 @@ export class Operator {
         log: streamLog,
       });
       metrics.streamLimits.setLimits({ heldBytes: config.streamMaxHeldBytes, messages: config.streamNamespaceMaxMessages, bytes: config.streamNamespaceMaxBytes, maxAgeMs: config.streamMaxAgeMs });
-      stream.namespaces = new NamespaceStreams({ link, caches, namespaces: config.watchNamespaces, metrics, log: streamLog });
-      stream.consumers = new ConsumerSync({ link, caches, namespaces: config.watchNamespaces, metrics, log: streamLog, forget: (uid) => shared.forget(uid), lagChanged: (subKey) => rollUp(subKey, false) });
+      stream.namespaces = new NamespaceStreams({ link, caches, namespaces: config.watchNamespaces, installation: config.installation, metrics, log: streamLog });
+      stream.consumers = new ConsumerSync({ link, caches, namespaces: config.watchNamespaces, installation: config.installation, metrics, log: streamLog, forget: (uid) => shared.forget(uid), lagChanged: (subKey) => rollUp(subKey, false) });
     }
 
     const drainLog = (this.drainLog = new DrainLog({ log, metrics, timeoutMs: config.drain.timeoutMs, action: config.drain.action }));

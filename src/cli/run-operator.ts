@@ -11,6 +11,7 @@ import { KubeClient } from "../kube/client.js";
 import { installCrds } from "./crds.js";
 import { EXIT, UsageError } from "./exit-codes.js";
 import { Operator } from "./operator.js";
+import { STREAM_AUTH_POLICY } from "../stream/permissions.js";
 
 const OPERATOR_USAGE = `usage: hookline operator [--kubeconfig PATH] [--leader-elect=false]
 
@@ -104,8 +105,10 @@ A control plane already running in DIR (hookline cluster up --dir DIR) is used a
 
   --dir DIR        state directory of the control plane (default .hookline/dev)
   --keep-cluster   leave the control plane running when the operator stops
-  --nats           also start nats-server with JetStream (built once from Go modules) and run
-                   the operator with HOOKLINE_NATS_URL set to it (stream mode)
+  --nats           also start nats-server with JetStream (built once from Go modules), which
+                   lets in only its users, and run the operator with HOOKLINE_NATS_URL set to it
+                   and its own NATS user (stream mode); publishers: hookline cluster
+                   nats-publisher --dir DIR NAMESPACE
 `;
 
 export async function devCommand(args: string[]): Promise<number> {
@@ -132,7 +135,7 @@ export async function devCommand(args: string[]): Promise<number> {
   const startedHere = !info;
   let natsStartedHere = false;
   if (info && nats && !info.natsUrl) {
-    info = await startNatsBeside(dir, { binary: nats.binary, env: process.env });
+    info = await startNatsBeside(dir, { binary: nats.binary, env: process.env, auth: STREAM_AUTH_POLICY });
     natsStartedHere = true;
   }
   if (!info) {
@@ -141,7 +144,7 @@ export async function devCommand(args: string[]): Promise<number> {
     info = await startControlPlane({
       dir,
       binDir,
-      ...(nats ? { nats: { binary: nats.binary } } : {}),
+      ...(nats ? { nats: { binary: nats.binary, auth: STREAM_AUTH_POLICY } } : {}),
       onProgress: (l) => say(l),
       beforeControllerManager: async (cp) => {
         const kc = new KubeConfig();
@@ -161,10 +164,11 @@ export async function devCommand(args: string[]): Promise<number> {
   say(`kube-apiserver ${info.version} at ${info.server}; CRDs installed`);
   if (nats && info.natsUrl) {
     if (process.env.HOOKLINE_NATS_URL && process.env.HOOKLINE_NATS_URL !== info.natsUrl) say(`--nats: using the local ${info.natsUrl}, not HOOKLINE_NATS_URL=${process.env.HOOKLINE_NATS_URL}`);
-    config = configFrom({ ...env, HOOKLINE_NATS_URL: info.natsUrl }, undefined);
+    const auth = info.natsUser && info.natsPasswordFile ? { HOOKLINE_NATS_USER: info.natsUser, HOOKLINE_NATS_PASSWORD_FILE: info.natsPasswordFile } : {};
+    config = configFrom({ ...env, HOOKLINE_NATS_URL: info.natsUrl, ...auth }, undefined);
     if (typeof config === "number") return config;
-    say(`nats-server ${info.natsVersion ?? ""} with JetStream at ${info.natsUrl}; the operator runs with HOOKLINE_NATS_URL=${info.natsUrl}`);
-    say(`publish to it:     hookline publish --nats ${info.natsUrl} -n shop -t order.paid -d '{"order": 1}'`);
+    say(`nats-server ${info.natsVersion ?? ""} with JetStream at ${info.natsUrl}; the operator runs with HOOKLINE_NATS_URL=${info.natsUrl} as NATS user ${info.natsUser ?? "(none)"}`);
+    say(`publish to it:     hookline publish --nats "$(hookline cluster nats-publisher --dir ${dir} shop)" -n shop -t order.paid -d '{"order": 1}'`);
   }
   say(`in another shell:  export KUBECONFIG=${info.kubeconfig}`);
   say(`then:              kubectl apply -f examples/ && kubectl get whdel -n shop -w`);

@@ -10,6 +10,7 @@
 //   kubeconfig                 admin kubeconfig (TLS verified against pki/apiserver.crt)
 //   kubeconfig-unprivileged    the `unprivileged` user: authenticated, no RBAC grants
 //   nats/jetstream/            with --nats: nats-server's JetStream store (kept across down/up)
+//   nats-auth/                 with --nats: its users, passwords and config, all 0600 (nats-auth.ts)
 //   logs/<process>.log         stdout+stderr of each process
 //   state.json                 pids/pgids, ports, server, versions, tokens, times, nats URL
 import { spawn } from "node:child_process";
@@ -20,7 +21,8 @@ import { request as httpRequest } from "node:http";
 import { request as httpsRequest } from "node:https";
 import { join, resolve } from "node:path";
 import { setTimeout as delay } from "node:timers/promises";
-import { launchNatsServer, stopNatsGroup, type NatsPorts } from "./nats.js";
+import { addNatsPublisher, ensureNatsAuth, urlWithCredentials, type NatsAuthPolicy, type NatsPublisher } from "./nats-auth.js";
+import { launchNatsServer, reloadNatsServer, stopNatsGroup, type NatsPorts } from "./nats.js";
 import { freePorts, isPortFree } from "./ports.js";
 import { groupMembers, isAlive, isOurGroup, signalGroup } from "./procs.js";
 import { spawnReaper } from "./reaper.js";
@@ -60,7 +62,7 @@ export interface StartControlPlaneOptions {
    */
   beforeControllerManager?: (info: ControlPlaneInfo) => Promise<void>;
   /** Also start nats-server with JetStream (stream mode) from this binary (see ensureNatsServer). */
-  nats?: { binary: string; ports?: Partial<NatsPorts> };
+  nats?: NatsOptions;
 }
 
 export interface ControlPlaneInfo {
@@ -81,6 +83,17 @@ export interface ControlPlaneInfo {
   natsUrl?: string;
   /** nats-server version, e.g. 2.15.2, when it runs. */
   natsVersion?: string;
+  /** The operator's NATS user and the file holding its password (HOOKLINE_NATS_USER, HOOKLINE_NATS_PASSWORD_FILE); absent for a nats-server started without authentication. */
+  natsUser?: string;
+  natsPasswordFile?: string;
+}
+
+/** How nats-server is started beside the control plane. */
+export interface NatsOptions {
+  binary: string;
+  ports?: Partial<NatsPorts>;
+  /** Users and what each may do (nats-auth.ts); without it the server lets anyone in. */
+  auth?: NatsAuthPolicy;
 }
 
 /** nats-server beside the control plane, as state.json records it. */
@@ -91,6 +104,8 @@ export interface NatsState {
   storeDir: string;
   binary: string;
   startedAt: string;
+  /** With authentication: the operator's user and its password file (the password is never in state.json). */
+  auth?: { user: string; passwordFile: string; config: string };
 }
 
 export interface ControlPlaneState {
@@ -173,7 +188,13 @@ function infoFromState(state: ControlPlaneState): ControlPlaneInfo {
     unprivilegedToken: state.unprivilegedToken,
     version: state.versions.kubernetes ?? "unknown",
     etcdVersion: state.versions.etcd ?? "unknown",
-    ...(state.nats && natsAlive(state) ? { natsUrl: state.nats.url, ...(state.nats.version ? { natsVersion: state.nats.version } : {}) } : {}),
+    ...(state.nats && natsAlive(state) ?
+      {
+        natsUrl: state.nats.url,
+        ...(state.nats.version ? { natsVersion: state.nats.version } : {}),
+        ...(state.nats.auth ? { natsUser: state.nats.auth.user, natsPasswordFile: state.nats.auth.passwordFile } : {}),
+      }
+    : {}),
   };
 }
 
@@ -609,8 +630,10 @@ export async function stopControlPlane(dir: string): Promise<void> {
 // nats-server beside the control plane (stream mode)
 
 /** Launches nats-server in the control plane's dir and records it in `state` (written at once, so the reaper covers it). */
-async function startNatsInState(state: ControlPlaneState, nats: { binary: string; ports?: Partial<NatsPorts> }, env: NodeJS.ProcessEnv | undefined, timeoutMs: number): Promise<NatsState> {
+async function startNatsInState(state: ControlPlaneState, nats: NatsOptions, env: NodeJS.ProcessEnv | undefined, timeoutMs: number): Promise<NatsState> {
+  const users = nats.auth ? ensureNatsAuth(state.dir, nats.auth) : undefined;
   const launched = await launchNatsServer({
+    ...(users ? { config: users.paths.config } : {}),
     binary: nats.binary,
     dir: state.dir,
     timeoutMs,
@@ -624,7 +647,15 @@ async function startNatsInState(state: ControlPlaneState, nats: { binary: string
       writeState(state);
     },
   });
-  state.nats = { url: launched.url, ports: launched.ports, version: launched.version, storeDir: launched.storeDir, binary: nats.binary, startedAt: new Date().toISOString() };
+  state.nats = {
+    url: launched.url,
+    ports: launched.ports,
+    version: launched.version,
+    storeDir: launched.storeDir,
+    binary: nats.binary,
+    startedAt: new Date().toISOString(),
+    ...(users ? { auth: { user: users.operator.user, passwordFile: users.paths.operatorPassword, config: users.paths.config } } : {}),
+  };
   writeState(state);
   return state.nats;
 }
@@ -634,13 +665,27 @@ async function startNatsInState(state: ControlPlaneState, nats: { binary: string
  * after a plain `cluster up`) and returns the control plane's info with its URL. Does nothing
  * when it already runs. The control plane's reaper, if any, picks it up from state.json.
  */
-export async function startNatsBeside(dir: string, nats: { binary: string; ports?: Partial<NatsPorts>; env?: NodeJS.ProcessEnv; timeoutMs?: number }): Promise<ControlPlaneInfo> {
+export async function startNatsBeside(dir: string, nats: NatsOptions & { env?: NodeJS.ProcessEnv; timeoutMs?: number }): Promise<ControlPlaneInfo> {
   const abs = resolve(dir);
   const state = readState(abs);
   if (!state || !runningControlPlane(abs)) throw new Error(`no control plane is running in ${abs}; start it with: hookline cluster up --dir ${abs} --nats`);
   state.dir = abs;
   if (!natsAlive(state)) await startNatsInState(state, nats, nats.env, nats.timeoutMs ?? 30_000);
   return infoFromState(state);
+}
+
+/**
+ * The publisher of `namespaces` on the nats-server running beside the control plane in `dir`
+ * (made when missing: nats-server reloads its users), with the URL that carries its credentials.
+ */
+export async function addNatsPublisherBeside(dir: string, auth: NatsAuthPolicy, namespaces: readonly string[]): Promise<NatsPublisher & { url: string }> {
+  const abs = resolve(dir);
+  const state = readState(abs);
+  if (!state?.nats || !natsAlive({ ...state, dir: abs })) throw new Error(`no nats-server is running in ${abs}; start it with: hookline cluster up --dir ${abs} --nats`);
+  if (!state.nats.auth) throw new Error(`the nats-server in ${abs} runs without authentication (started by an earlier Hookline); restart it: hookline cluster down --dir ${abs} && hookline cluster up --dir ${abs} --nats`);
+  const { publisher, added } = addNatsPublisher(abs, auth, namespaces);
+  if (added) await reloadNatsServer(state.pgids["nats-server"]!, abs, state.nats.ports.monitor);
+  return { ...publisher, url: urlWithCredentials(state.nats.url, publisher) };
 }
 
 /** Stops only the nats-server recorded in `dir` (what `hookline dev --nats` started beside a running control plane). */

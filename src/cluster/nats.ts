@@ -6,6 +6,7 @@
 //
 // Layout inside DIR:
 //   nats/jetstream/            the JetStream store (kept across stop/start, like etcd's data)
+//   nats-auth/                 with authentication: its users and config (nats-auth.ts)
 //   logs/nats-server.log       its stdout+stderr (appended: a restart keeps the earlier lines)
 //   state.json                 LocalNatsServer only: pgid, ports and reaper (the reaper reads it)
 import { spawn } from "node:child_process";
@@ -13,6 +14,7 @@ import { closeSync, existsSync, mkdirSync, openSync, readFileSync, renameSync, w
 import { request } from "node:http";
 import { join, resolve } from "node:path";
 import { setTimeout as delay } from "node:timers/promises";
+import { addNatsPublisher, ensureNatsAuth, LOCAL_SERVER_NAME, natsAuthPaths as natsAuthFiles, urlWithCredentials, type NatsAuthPolicy, type NatsPublisher, type NatsUser } from "./nats-auth.js";
 import { freePorts, isPortFree } from "./ports.js";
 import { groupMembers, isAlive, isOurGroup, signalGroup } from "./procs.js";
 import { spawnReaper } from "./reaper.js";
@@ -38,6 +40,8 @@ export interface LaunchNatsOptions {
   env?: NodeJS.ProcessEnv;
   /** Called with the pid (= pgid) right after the spawn, before readiness: record it for the reaper. */
   onSpawn?: (pgid: number) => void;
+  /** A config file (accounts and users: nats-auth.ts); the command line still sets ports and the store. */
+  config?: string;
 }
 
 export interface LaunchedNats {
@@ -54,6 +58,7 @@ export interface LaunchedNats {
 }
 
 const HOST = "127.0.0.1";
+
 const DEFAULT_TIMEOUT_MS = 30_000;
 const POLL_MS = 50;
 const STOP_GRACE_MS = 10_000;
@@ -147,7 +152,11 @@ async function launchOnce(opts: LaunchNatsOptions & { dir: string }, ports: Nats
   try {
     child = spawn(
       opts.binary,
-      ["--addr", HOST, "--port", String(ports.client), "--http_port", String(ports.monitor), "--jetstream", "--store_dir", p.storeDir, "--server_name", "hookline-local"],
+      [
+        // A reload (SIGHUP) reads the config file, not the command line: the server's name is in the file then.
+        ...(opts.config ? ["-c", opts.config] : ["--server_name", LOCAL_SERVER_NAME]),
+        ...["--addr", HOST, "--port", String(ports.client), "--http_port", String(ports.monitor), "--jetstream", "--store_dir", p.storeDir],
+      ],
       // detached: its own process group, out of reach of a Ctrl-C in the terminal.
       { cwd: opts.dir, detached: true, stdio: ["ignore", fd, fd], env: opts.env },
     );
@@ -193,6 +202,22 @@ async function launchOnce(opts: LaunchNatsOptions & { dir: string }, ports: Nats
   }
 }
 
+/**
+ * Makes nats-server read its config file again (SIGHUP: new users take effect, connections stay)
+ * and resolves once /varz says it did.
+ */
+export async function reloadNatsServer(pgid: number, marker: string, monitorPort: number, timeoutMs = 10_000): Promise<void> {
+  if (!isOurGroup(pgid, marker)) throw new Error(`nats-server (process group ${pgid}) is not running`);
+  const loadedAt = async () => (JSON.parse((await httpGet(`http://${HOST}:${monitorPort}/varz`)).body) as { config_load_time?: string }).config_load_time;
+  const before = await loadedAt();
+  signalGroup(pgid, "SIGHUP");
+  const deadline = Date.now() + timeoutMs;
+  while ((await loadedAt()) === before) {
+    if (Date.now() > deadline) throw new Error(`nats-server did not reload its config within ${timeoutMs} ms`);
+    await delay(POLL_MS);
+  }
+}
+
 /** SIGTERM to the group (nats-server flushes its store and exits), SIGKILL after `graceMs`; verifies it is gone. */
 export async function stopNatsGroup(pgid: number, marker: string, graceMs = STOP_GRACE_MS): Promise<void> {
   if (!isOurGroup(pgid, marker)) return;
@@ -229,6 +254,32 @@ export interface LocalNatsOptions {
   /** Kill it when this process dies, even by SIGKILL (default true). */
   attachToParent?: boolean;
   env?: NodeJS.ProcessEnv;
+  /**
+   * Users and what each may do (nats-auth.ts): nobody gets in without a user and password.
+   * Without it the server lets anyone in, as nats-server does by default.
+   */
+  auth?: NatsAuthPolicy;
+  /**
+   * TLS (PEM files): clients must use it (tls://); with `verify`, they must also present a
+   * certificate signed by `caFile`, which is then how they authenticate (with or without users).
+   */
+  tls?: { certFile: string; keyFile: string; caFile: string; verify?: boolean };
+}
+
+/** DIR/local.conf: the users' config (included) and TLS, when the server has either. */
+function localConfig(dir: string, opts: Pick<LocalNatsOptions, "auth" | "tls">): string | undefined {
+  if (!opts.auth && !opts.tls) return undefined;
+  const q = (v: string) => JSON.stringify(v);
+  const lines = ["# Written by LocalNatsServer: this server's users (nats-auth/) and TLS."];
+  // The users' config names the server; without it, this file does (a reload reads no command line).
+  lines.push(opts.auth ? `include ${q("./nats-auth/nats-server.conf")}` : `server_name: ${q(LOCAL_SERVER_NAME)}`);
+  if (opts.tls) {
+    const t = opts.tls;
+    lines.push(`tls: { cert_file: ${q(t.certFile)}, key_file: ${q(t.keyFile)}, ca_file: ${q(t.caFile)}, verify: ${t.verify === true} }`);
+  }
+  const file = join(dir, "local.conf");
+  writeFileSync(file, `${lines.join("\n")}\n`, { mode: 0o600 });
+  return file;
 }
 
 /**
@@ -238,6 +289,9 @@ export interface LocalNatsOptions {
 export class LocalNatsServer {
   private state: LocalState;
   private info: LaunchedNats | undefined;
+  private operatorUser: NatsUser | undefined;
+  private adminUser: NatsUser | undefined;
+  private config: string | undefined;
 
   private constructor(private readonly opts: LocalNatsOptions & { dir: string }) {
     this.state = { dir: opts.dir, pgids: {} };
@@ -245,6 +299,13 @@ export class LocalNatsServer {
 
   static async start(opts: LocalNatsOptions): Promise<LocalNatsServer> {
     const server = new LocalNatsServer({ ...opts, dir: resolve(opts.dir) });
+    if (opts.auth) {
+      const users = ensureNatsAuth(server.opts.dir, opts.auth);
+      server.operatorUser = users.operator;
+      server.adminUser = users.admin;
+    }
+    if (opts.auth || opts.tls) mkdirSync(server.opts.dir, { recursive: true, mode: 0o700 });
+    server.config = localConfig(server.opts.dir, opts);
     if (opts.attachToParent !== false) {
       mkdirSync(server.opts.dir, { recursive: true, mode: 0o700 });
       server.writeState();
@@ -260,9 +321,38 @@ export class LocalNatsServer {
     return server;
   }
 
-  /** nats://127.0.0.1:PORT (the same across restarts). */
+  /** nats://127.0.0.1:PORT, or tls://127.0.0.1:PORT with TLS (the same across restarts). */
   get url(): string {
-    return natsUrl(this.ports.client);
+    const url = natsUrl(this.ports.client);
+    return this.opts.tls ? url.replace(/^nats:/, "tls:") : url;
+  }
+
+  /** The operator's user and password, with authentication (undefined without). */
+  get operator(): (NatsUser & { passwordFile: string }) | undefined {
+    return this.operatorUser && { ...this.operatorUser, passwordFile: natsAuthFiles(this.opts.dir).operatorPassword };
+  }
+
+  /** The URL with the operator's credentials (nats://hookline-operator:PASSWORD@127.0.0.1:PORT); the plain URL without authentication. */
+  get operatorUrl(): string {
+    return this.operatorUser ? urlWithCredentials(this.url, this.operatorUser) : this.url;
+  }
+
+  /** The URL with the admin's credentials (auth.admin), who may do anything in the account; the plain URL without authentication. */
+  get adminUrl(): string {
+    if (this.opts.auth && !this.adminUser) throw new Error("this nats-server has no admin user (auth.admin)");
+    return this.adminUser ? urlWithCredentials(this.url, this.adminUser) : this.url;
+  }
+
+  /**
+   * A publisher of `namespaces` (made when missing: nats-server reloads its config) and its URL
+   * with credentials. Throws without authentication.
+   */
+  async publisher(namespaces: readonly string[]): Promise<NatsPublisher & { url: string }> {
+    if (!this.opts.auth) throw new Error("this nats-server runs without authentication: it has no publishers");
+    const { publisher, added } = addNatsPublisher(this.opts.dir, this.opts.auth, namespaces);
+    const pgid = this.state.pgids["nats-server"];
+    if (added && this.running && pgid !== undefined) await reloadNatsServer(pgid, this.opts.dir, this.ports.monitor);
+    return { ...publisher, url: urlWithCredentials(this.url, publisher) };
   }
 
   get ports(): NatsPorts {
@@ -298,6 +388,7 @@ export class LocalNatsServer {
       dir: this.opts.dir,
       ...(fixed ? { ports: fixed } : {}),
       ...(this.opts.env ? { env: this.opts.env } : {}),
+      ...(this.config ? { config: this.config } : {}),
       onSpawn: (pgid) => {
         this.state.pgids["nats-server"] = pgid;
         this.writeState();

@@ -146,6 +146,51 @@ describe("loadConfig", () => {
     ]);
   });
 
+  it("stream mode's credentials besides the URL: a user with a password file, TLS files; insecure only when asked", () => {
+    const base = { HOOKLINE_NATS_URL: "tls://nats.nats.svc:4222" };
+    expect(loadConfig(base).natsAuth).toEqual({ allowInsecure: false });
+    const c = loadConfig({
+      ...base,
+      HOOKLINE_NATS_USER: "hookline-operator",
+      HOOKLINE_NATS_PASSWORD_FILE: "/etc/hookline/nats-credentials/password",
+      HOOKLINE_NATS_TLS_CA_FILE: "/etc/hookline/nats-tls/ca.crt",
+      HOOKLINE_NATS_TLS_CERT_FILE: "/etc/hookline/nats-tls/tls.crt",
+      HOOKLINE_NATS_TLS_KEY_FILE: "/etc/hookline/nats-tls/tls.key",
+      HOOKLINE_NATS_ALLOW_INSECURE: "false",
+    });
+    expect(c.natsAuth).toEqual({
+      allowInsecure: false,
+      credentials: { user: "hookline-operator", passwordFile: "/etc/hookline/nats-credentials/password" },
+      tls: { caFile: "/etc/hookline/nats-tls/ca.crt", certFile: "/etc/hookline/nats-tls/tls.crt", keyFile: "/etc/hookline/nats-tls/tls.key" },
+    });
+    expect(loadConfig({ ...base, HOOKLINE_NATS_ALLOW_INSECURE: "true" }).natsAuth.allowInsecure).toBe(true);
+  });
+
+  it.each([
+    [{ HOOKLINE_NATS_USER: "op" }, "HOOKLINE_NATS_USER is set without HOOKLINE_NATS_PASSWORD_FILE"],
+    [{ HOOKLINE_NATS_PASSWORD_FILE: "/p" }, "HOOKLINE_NATS_PASSWORD_FILE is set without HOOKLINE_NATS_USER"],
+    [{ HOOKLINE_NATS_TLS_CERT_FILE: "/c" }, "HOOKLINE_NATS_TLS_CERT_FILE is set without HOOKLINE_NATS_TLS_KEY_FILE"],
+    [{ HOOKLINE_NATS_URL: "nats://u:p@nats:4222", HOOKLINE_NATS_USER: "op", HOOKLINE_NATS_PASSWORD_FILE: "/p" }, "give them once"],
+    [{ HOOKLINE_NATS_ALLOW_INSECURE: "yes" }, 'HOOKLINE_NATS_ALLOW_INSECURE="yes" is invalid: must be true or false (default false)'],
+  ])("refuses stream mode's credentials that cannot work: %j", (env, message) => {
+    const problems = problemsOf({ HOOKLINE_NATS_URL: "nats://nats:4222", ...env });
+    expect(problems).toHaveLength(1);
+    expect(problems[0]).toContain(message);
+    expect(problems[0]).not.toContain(":p@");
+  });
+
+  it("refuses stream mode's credentials without HOOKLINE_NATS_URL", () => {
+    expect(problemsOf({ HOOKLINE_NATS_USER: "op", HOOKLINE_NATS_PASSWORD_FILE: "/p" })).toEqual(["HOOKLINE_NATS_USER, HOOKLINE_NATS_PASSWORD_FILE are set but HOOKLINE_NATS_URL is empty: they are stream mode's (set HOOKLINE_NATS_URL, or remove them)"]);
+  });
+
+  it("HOOKLINE_INSTALLATION: the Lease's namespace and name unless set", () => {
+    expect(loadConfig({}).installation).toBe("default/hookline-leader");
+    expect(loadConfig({ POD_NAMESPACE: "hookline", LEADER_ELECTION_LEASE_NAME: "prod-hookline" }).installation).toBe("hookline/prod-hookline");
+    expect(loadConfig({ HOOKLINE_INSTALLATION: "eu-west/prod" }).installation).toBe("eu-west/prod");
+    expect(problemsOf({ HOOKLINE_INSTALLATION: "a b" })[0]).toContain("HOOKLINE_INSTALLATION=\"a b\" is invalid");
+    expect(problemsOf({ HOOKLINE_INSTALLATION: "x".repeat(129) })[0]).toContain("HOOKLINE_INSTALLATION=");
+  });
+
   it("WEBHOOK_SECRET_REFRESH_MS: 30 s by default, 1 s .. 10 min", () => {
     expect(loadConfig({}).secretRefreshMs).toBe(30_000);
     expect(loadConfig({ WEBHOOK_SECRET_REFRESH_MS: "1000" }).secretRefreshMs).toBe(1_000);

@@ -24,12 +24,14 @@ export interface Config {
   maxInFlight: number;
   /**
    * Finished deliveries (Succeeded, Discarded, DeadLettered) kept across the cluster (or the
-   * watched namespaces); above it the oldest are deleted. See docs/capacity.md.
+   * watched namespaces), shared fairly between namespaces; above it the oldest of the namespaces
+   * over their share are deleted. See docs/capacity.md.
    */
   maxFinishedDeliveries: number;
   /**
    * Dead letters kept across the watched namespaces (WEBHOOK_DLQ_MAX_ENTRIES), beside each
-   * subscription's deadLetter.maxEntries; at the cap the oldest is deleted before a new one is stored.
+   * subscription's deadLetter.maxEntries, shared fairly between namespaces; at the cap the oldest
+   * of a namespace over its share is deleted before a new one is stored.
    */
   dlqMaxEntries: number;
   /** Non-public networks the operator may deliver to (loopback, private, link-local need it). */
@@ -83,6 +85,27 @@ export interface Config {
   /** HOOKLINE_STREAM_NAMESPACE_MAX_MESSAGES / _MAX_BYTES: what one namespace's stream holds at most; above, publishes are refused. */
   streamNamespaceMaxMessages: number;
   streamNamespaceMaxBytes: number;
+  /**
+   * Stream mode's authentication besides HOOKLINE_NATS_URL's credentials (HOOKLINE_NATS_USER,
+   * HOOKLINE_NATS_PASSWORD_FILE, HOOKLINE_NATS_TLS_*), and HOOKLINE_NATS_ALLOW_INSECURE: whether
+   * a NATS that lets anyone in is used anyway (stream/auth.ts).
+   */
+  natsAuth: NatsAuthConfig;
+  /**
+   * HOOKLINE_INSTALLATION: the name this installation claims its namespaces' streams and their
+   * consumers with, so that two installations never take each other's (default <Lease
+   * namespace>/<Lease name>).
+   */
+  installation: string;
+}
+
+/** Stream mode's credentials besides the URL's, and HOOKLINE_NATS_ALLOW_INSECURE (the shape stream/auth.ts NatsClientAuth reads). */
+export interface NatsAuthConfig {
+  /** HOOKLINE_NATS_USER with HOOKLINE_NATS_PASSWORD_FILE. */
+  credentials?: { user: string; passwordFile: string };
+  /** HOOKLINE_NATS_TLS_CA_FILE, _CERT_FILE, _KEY_FILE (those set). */
+  tls?: { caFile?: string; certFile?: string; keyFile?: string };
+  allowInsecure: boolean;
 }
 
 export class ConfigError extends Error {
@@ -154,8 +177,8 @@ export const ENV_DOCS: Array<{ name: string; default: string; range: string; wha
       [INT_VARS.healthPort, "`/healthz`, `/readyz` (0: any free port)"],
       [INT_VARS.healthProbeIntervalMs, "how often a Disabled endpoint is probed"],
       [INT_VARS.secretRefreshMs, "how long a Secret's value is used before it is read again: a rotated signing key, header value, client secret or renewed client certificate is picked up within this time, without a restart"],
-      [INT_VARS.maxFinishedDeliveries, "finished deliveries kept in the cluster's etcd (all namespaces); above it the oldest are deleted, Succeeded before Discarded before DeadLettered (docs/capacity.md)"],
-      [INT_VARS.dlqMaxEntries, "dead letters kept across the watched namespaces, beside each subscription's deadLetter.maxEntries; at the cap the oldest dead letter is deleted (Event DeadLetterDropped, drop_overflow) before a new one is stored"],
+      [INT_VARS.maxFinishedDeliveries, "finished deliveries kept in the cluster's etcd (all namespaces), shared fairly between the namespaces (max-min fair shares); above it the oldest of the namespaces over their share are deleted, Succeeded before Discarded before DeadLettered (docs/capacity.md)"],
+      [INT_VARS.dlqMaxEntries, "dead letters kept across the watched namespaces, shared fairly between them, beside each subscription's deadLetter.maxEntries; at the cap the oldest dead letter of a namespace over its share is deleted (Event DeadLetterDropped, drop_overflow) before a new one is stored"],
     ] as const
   ).map(([v, what]) => ({ name: v.name, default: String(v.default), range: `${v.min}..${v.max}`, what })),
   { name: "PUBLISH_PORT", default: "empty: off", range: "0..65535", what: "the HTTP publish endpoint" },
@@ -191,6 +214,13 @@ export const ENV_DOCS: Array<{ name: string; default: string; range: string; wha
       [INT_VARS.streamNamespaceMaxBytes, "stream mode: bytes one namespace's stream holds at most, the same way"],
     ] as const
   ).map(([v, what]) => ({ name: v.name, default: String(v.default), range: `${v.min}..${v.max}`, what })),
+  { name: "HOOKLINE_NATS_USER", default: "empty", range: "a NATS user name (with HOOKLINE_NATS_PASSWORD_FILE)", what: "stream mode: the operator's NATS user, when its credentials are not in HOOKLINE_NATS_URL (chart: stream.natsCredentialsSecret)" },
+  { name: "HOOKLINE_NATS_PASSWORD_FILE", default: "empty", range: "file path (with HOOKLINE_NATS_USER)", what: "stream mode: the file holding that user's password, read at each connection to NATS (a rotated Secret is used at the next one)" },
+  { name: "HOOKLINE_NATS_TLS_CA_FILE", default: "empty: the system's CAs", range: "file path (PEM)", what: "stream mode: the CA that signed the NATS servers' certificates; set, the connection requires TLS, as tls:// does" },
+  { name: "HOOKLINE_NATS_TLS_CERT_FILE", default: "empty: none", range: "file path (PEM, with HOOKLINE_NATS_TLS_KEY_FILE)", what: "stream mode: the operator's TLS client certificate, for a NATS that authenticates clients by certificate (verify or verify_and_map)" },
+  { name: "HOOKLINE_NATS_TLS_KEY_FILE", default: "empty: none", range: "file path (PEM, with HOOKLINE_NATS_TLS_CERT_FILE)", what: "stream mode: its private key" },
+  { name: "HOOKLINE_NATS_ALLOW_INSECURE", default: "false", range: "true, false", what: "stream mode: use a NATS that lets clients in without credentials, or connect without any; false: stream mode stays off and the operator is not ready, saying why (a throwaway server on your own machine only; see docs/security.md)" },
+  { name: "HOOKLINE_INSTALLATION", default: "LEADER_ELECTION_NAMESPACE/LEADER_ELECTION_LEASE_NAME", range: "1..128 characters of A-Z a-z 0-9 . _ / -", what: "stream mode: the name this installation claims the namespaces' streams (HOOKLINE_<namespace>) and their consumers with; an installation finding a stream claimed by another refuses it and never deletes it (give each installation its own NATS account)" },
   ...TRACING_ENV_DOCS,
 ];
 
@@ -300,6 +330,9 @@ export function loadConfig(env: Env, overrides: { leaderElect?: boolean } = {}):
   const natsRaw = env.HOOKLINE_NATS_URL?.trim() || undefined;
   const natsProblem = natsRaw === undefined ? undefined : natsUrlProblem(natsRaw);
   if (natsProblem) problems.push(natsProblem);
+  const natsAuth = loadNatsAuth(env, natsRaw !== undefined && natsProblem === undefined ? natsRaw : undefined, natsRaw !== undefined, problems, bool("HOOKLINE_NATS_ALLOW_INSECURE", false));
+  const installation = env.HOOKLINE_INSTALLATION?.trim() || `${leaseNamespace}/${leaseName}`;
+  if (!INSTALLATION.test(installation)) problems.push(`HOOKLINE_INSTALLATION=${JSON.stringify(env.HOOKLINE_INSTALLATION)} is invalid: 1 to 128 characters of A-Z a-z 0-9 . _ / - (default LEADER_ELECTION_NAMESPACE/LEADER_ELECTION_LEASE_NAME)`);
 
   if (problems.length) throw new ConfigError(problems);
   return {
@@ -331,7 +364,32 @@ export function loadConfig(env: Env, overrides: { leaderElect?: boolean } = {}):
     streamMaxAgeMs,
     streamNamespaceMaxMessages,
     streamNamespaceMaxBytes,
+    natsAuth,
+    installation,
   };
+}
+
+const INSTALLATION = /^[A-Za-z0-9][A-Za-z0-9._/-]{0,127}$/;
+
+/** HOOKLINE_NATS_USER, _PASSWORD_FILE, _TLS_* and _ALLOW_INSECURE: checked together, and against the URL's own credentials. */
+function loadNatsAuth(env: Env, url: string | undefined, streamMode: boolean, problems: string[], allowInsecure: boolean): NatsAuthConfig {
+  const user = env.HOOKLINE_NATS_USER?.trim() || undefined;
+  const passwordFile = env.HOOKLINE_NATS_PASSWORD_FILE?.trim() || undefined;
+  const tls = { caFile: env.HOOKLINE_NATS_TLS_CA_FILE?.trim() || undefined, certFile: env.HOOKLINE_NATS_TLS_CERT_FILE?.trim() || undefined, keyFile: env.HOOKLINE_NATS_TLS_KEY_FILE?.trim() || undefined };
+  const given = { HOOKLINE_NATS_USER: user, HOOKLINE_NATS_PASSWORD_FILE: passwordFile, HOOKLINE_NATS_TLS_CA_FILE: tls.caFile, HOOKLINE_NATS_TLS_CERT_FILE: tls.certFile, HOOKLINE_NATS_TLS_KEY_FILE: tls.keyFile };
+  const set = Object.keys(given).filter((n) => given[n as keyof typeof given] !== undefined);
+  if (!streamMode && set.length) problems.push(`${set.join(", ")} ${set.length > 1 ? "are" : "is"} set but HOOKLINE_NATS_URL is empty: they are stream mode's (set HOOKLINE_NATS_URL, or remove them)`);
+  if ((user === undefined) !== (passwordFile === undefined)) problems.push(`${user === undefined ? "HOOKLINE_NATS_PASSWORD_FILE is set without HOOKLINE_NATS_USER" : "HOOKLINE_NATS_USER is set without HOOKLINE_NATS_PASSWORD_FILE"}: give both (the user, and the file holding its password)`);
+  if ((tls.certFile === undefined) !== (tls.keyFile === undefined)) problems.push(`${tls.certFile === undefined ? "HOOKLINE_NATS_TLS_KEY_FILE is set without HOOKLINE_NATS_TLS_CERT_FILE" : "HOOKLINE_NATS_TLS_CERT_FILE is set without HOOKLINE_NATS_TLS_KEY_FILE"}: give both (the client certificate and its key)`);
+  if (user !== undefined && url !== undefined) {
+    const parsed = parseNatsUrl(url);
+    if (parsed.user !== undefined || parsed.token !== undefined) problems.push("HOOKLINE_NATS_USER is set and HOOKLINE_NATS_URL holds credentials too: give them once (the URL without user and password, or no HOOKLINE_NATS_USER)");
+  }
+  const out: NatsAuthConfig = { allowInsecure };
+  if (user !== undefined && passwordFile !== undefined) out.credentials = { user, passwordFile };
+  const files = Object.fromEntries(Object.entries(tls).filter(([, f]) => f !== undefined)) as NonNullable<NatsAuthConfig["tls"]>;
+  if (Object.keys(files).length) out.tls = files;
+  return out;
 }
 
 /** Advice about a valid configuration: the operator logs each at start (level warn). */

@@ -3,13 +3,15 @@ import { closedBreaker, type BreakerConfig, type BreakerState } from "./breaker.
 import type { EndpointState } from "./endpoint-report.js";
 import { healthConfig, healthyEndpoint, type HealthState } from "./health.js";
 import { toRfc3339 } from "./rfc3339.js";
-import { adoptRecord, claimExpiresAt, mergeFailing, probeClaimedByOther, toRecord, writeAgain, type SharedEndpointRecord } from "./shared-endpoint.js";
+import { adoptRecord, claimExpiresAt, endpointTarget, fromLegacyRecord, mergeFailing, probeClaimedByOther, toRecord, writeAgain, type SharedEndpointRecord } from "./shared-endpoint.js";
 
 const NOW = Date.UTC(2025, 5, 15, 12, 0, 0);
 const cfg: BreakerConfig = { failureThreshold: 5, successThreshold: 1, cooldownMs: 60_000 };
 const hcfg = healthConfig(600_000);
 const o = { me: "replica-a", now: NOW, breaker: cfg, health: hcfg };
-const URL = "https://hooks.acme.example/orders";
+const URL = "https://hooks.acme.example/orders/s3cret-path?token=s3cret-query";
+const UID = "0b9a3a6e-4d2f-4f0e-9a51-2f4c7d1e8b33";
+const TARGET = endpointTarget(UID, URL);
 
 const closed = (consecutiveFailures = 0): BreakerState => ({ ...closedBreaker, consecutiveFailures });
 const open = (nextProbeAt: number, consecutiveFailures = 5): BreakerState => ({ state: "Open", consecutiveFailures, halfOpenSuccesses: 0, openedAt: nextProbeAt - 60_000, nextProbeAt, probeInFlight: false });
@@ -17,13 +19,13 @@ const halfOpen = (probeInFlight: boolean): BreakerState => ({ state: "HalfOpen",
 const healthy = (over: Partial<HealthState> = {}): HealthState => ({ ...healthyEndpoint, totalAttempts: 40, totalFailures: 3, ...over });
 const disabled = (nextProbeAt: number, over: Partial<HealthState> = {}): HealthState => ({ ...healthy(), state: "Disabled", consecutiveFailures: 1, disabledReason: "Gone", nextProbeAt, ...over });
 
-const record = (s: EndpointState, by = "replica-b", probeUntil?: number): SharedEndpointRecord => toRecord(s, { subscription: "shop/acme", url: URL, by, now: NOW, ...(probeUntil !== undefined ? { probeUntil } : {}) });
+const record = (s: EndpointState, by = "replica-b", probeUntil?: number): SharedEndpointRecord => toRecord(s, { subscription: "shop/acme", target: TARGET, by, now: NOW, ...(probeUntil !== undefined ? { probeUntil } : {}) });
 
 describe("toRecord", () => {
   it("shares the gating state: Open until when, Disabled why and until when, a probe's claim; not Degraded", () => {
     expect(record({ breaker: open(NOW + 60_000), health: healthy({ state: "Degraded", consecutiveFailures: 4 }) })).toEqual({
       subscription: "shop/acme",
-      url: URL,
+      target: TARGET,
       breaker: { state: "Open", consecutiveFailures: 5, openedAt: toRfc3339(NOW), nextProbeAt: toRfc3339(NOW + 60_000) },
       health: { state: "Healthy" },
       by: "replica-b",
@@ -34,6 +36,25 @@ describe("toRecord", () => {
       health: { state: "Disabled", reason: "Gone", nextProbeAt: toRfc3339(NOW + 600_000) },
       probe: { by: "replica-b", until: toRfc3339(NOW + 15_000) },
     });
+  });
+});
+
+describe("endpointTarget", () => {
+  it("tells URLs apart without holding them: keyed with the uid, so one URL has another target in another subscription", () => {
+    expect(TARGET).toMatch(/^hmac-sha256:[A-Za-z0-9_-]{43}$/);
+    expect(TARGET).not.toContain("s3cret");
+    expect(endpointTarget(UID, URL)).toBe(TARGET);
+    expect(endpointTarget(UID, `${URL}x`)).not.toBe(TARGET);
+    expect(endpointTarget("another-uid", URL)).not.toBe(TARGET);
+  });
+
+  it("a record an earlier version wrote with its URL becomes the same record with its target; a current one is left as it is", () => {
+    const current = record({ breaker: open(NOW + 60_000), health: healthy() });
+    const { target: _t, ...rest } = current;
+    const legacy = { ...rest, url: URL };
+    expect(fromLegacyRecord(UID, legacy)).toEqual(current);
+    expect(JSON.stringify(fromLegacyRecord(UID, legacy))).not.toContain("s3cret");
+    expect(fromLegacyRecord(UID, current)).toBeUndefined();
   });
 });
 

@@ -7,6 +7,7 @@
 // Failure streaks stay per replica: a replica opens its breaker after failureThreshold failures
 // of its own, writes Open, and the others adopt it. With R replicas an endpoint may take up to
 // R x failureThreshold failures before every replica holds back (docs/adr/0007).
+import { createHmac } from "node:crypto";
 import * as breaker from "./breaker.js";
 import type { EndpointState } from "./endpoint-report.js";
 import * as health from "./health.js";
@@ -15,8 +16,8 @@ import { fromRfc3339, toRfc3339 } from "./rfc3339.js";
 export interface SharedEndpointRecord {
   /** namespace/name of the subscription (the record's key is its uid). */
   subscription: string;
-  /** The URL the state describes: a record of another URL is not adopted. */
-  url: string;
+  /** The URL the state describes, as endpointTarget(uid, url): a record of another URL is not adopted. */
+  target: string;
   breaker: breaker.BreakerStatus;
   /** Disabled (why, and the next probe) or Healthy; Degraded is a replica's own view. */
   health: { state: "Healthy" | "Disabled"; reason?: health.DisabledReason; nextProbeAt?: string };
@@ -40,12 +41,32 @@ export type SharedWrite =
   /** An operator's reset (hookline.dev/reset-endpoint): Closed and Healthy. */
   | "reset";
 
+/**
+ * Which URL a record speaks of, without the URL: a URL may hold a secret in its path or query,
+ * and the bucket is readable by whoever may read the stream. An HMAC keyed with the
+ * subscription's uid: replicas compare it, no one can read the URL back, and two subscriptions
+ * sending to one URL get different targets (a reader learns nothing by comparing them).
+ */
+export function endpointTarget(uid: string, url: string): string {
+  return `hmac-sha256:${createHmac("sha256", uid).update(url).digest("base64url")}`;
+}
+
+/**
+ * A record as an earlier version wrote it, with `url` where `target` now is: the same record
+ * with its target and without the URL; undefined for a record of this version.
+ */
+export function fromLegacyRecord(uid: string, rec: SharedEndpointRecord | (Omit<SharedEndpointRecord, "target"> & { url: string })): SharedEndpointRecord | undefined {
+  if (!("url" in rec) || typeof rec.url !== "string") return undefined;
+  const { url, ...rest } = rec;
+  return { ...rest, target: endpointTarget(uid, url) };
+}
+
 /** A replica's endpoint state as the shared record. `probeUntil`: a claim that lasts until then. */
-export function toRecord(s: EndpointState, o: { subscription: string; url: string; by: string; now: number; probeUntil?: number }): SharedEndpointRecord {
+export function toRecord(s: EndpointState, o: { subscription: string; target: string; by: string; now: number; probeUntil?: number }): SharedEndpointRecord {
   const hs = health.toStatus(s.health);
   return {
     subscription: o.subscription,
-    url: o.url,
+    target: o.target,
     breaker: breaker.toStatus(s.breaker),
     health:
       s.health.state === "Disabled" ?

@@ -27,7 +27,7 @@ afterAll(async () => {
 const creds = (key: string): ResolvedCredentials => ({
   kind: "ok",
   headers: { "X-Api-Key": "from-a-secret" },
-  oauth2: { key, tokenURL: tokens.url(), clientId: CLIENT.id, clientSecret: CLIENT.secret, scopes: [], clientAuthentication: "ClientSecretBasic" },
+  oauth2: { key, namespace: "shop", tokenURL: tokens.url(), clientId: CLIENT.id, clientSecret: CLIENT.secret, scopes: [], clientAuthentication: "ClientSecretBasic" },
 });
 const request = () => ({ url: receiver.url(), headers: { "content-type": "application/json", "webhook-id": "msg_1" }, body: "{}", timeoutMs: 2_000 });
 

@@ -82,6 +82,7 @@ export class Credentials {
       }
       out.oauth2 = {
         key: hash(namespace, o.tokenURL, id, secret, o.scopes.join(" "), o.audience ?? "", o.clientAuthentication, policy.proxyUrl ?? ""),
+        namespace,
         tokenURL: o.tokenURL,
         clientId: id,
         clientSecret: secret,

@@ -3,7 +3,7 @@
 // keys it claims (a bulk replay's dead letters, finished deliveries annotated for replay); the
 // delivery reconciler takes the rest. Whichever ran, a request slot held for the key and not
 // taken goes to the next waiter.
-import type { Reconciler, Result } from "../runtime/controller.js";
+import type { ReconcileContext, Reconciler, Result } from "../runtime/controller.js";
 import type { EndpointRegistry } from "./endpoints.js";
 
 export interface DeliveryKeysDeps {
@@ -17,10 +17,10 @@ export interface DeliveryKeysDeps {
 export class DeliveryKeys implements Reconciler {
   constructor(private readonly d: DeliveryKeysDeps) {}
 
-  async reconcile(key: string, signal: AbortSignal): Promise<Result | void> {
+  async reconcile(key: string, signal: AbortSignal, ctx: ReconcileContext): Promise<Result | void> {
     try {
-      if (!this.d.hasUnwritten(key) && this.d.replay.claims(key)) return await this.d.replay.reconcile(key, signal);
-      return await this.d.deliveries.reconcile(key, signal);
+      if (!this.d.hasUnwritten(key) && this.d.replay.claims(key)) return await this.d.replay.reconcile(key, signal, ctx);
+      return await this.d.deliveries.reconcile(key, signal, ctx);
     } finally {
       this.d.endpoints.settle(key);
     }

@@ -13,7 +13,7 @@ import { fromRfc3339 } from "../core/rfc3339.js";
 import type { EventSink } from "../kube/events.js";
 import type { KubeClient } from "../kube/client.js";
 import { splitKey } from "../kube/types.js";
-import type { Result } from "../runtime/controller.js";
+import type { ReconcileContext, Result } from "../runtime/controller.js";
 import type { Expectations } from "../runtime/expectations.js";
 import type { AttemptExecutor } from "./attempt.js";
 import type { Caches } from "./caches.js";
@@ -83,7 +83,7 @@ export class DeliveryReconciler {
     this.random = d.random ?? Math.random;
   }
 
-  async reconcile(key: string, signal: AbortSignal): Promise<Result | void> {
+  async reconcile(key: string, signal: AbortSignal, ctx?: ReconcileContext): Promise<Result | void> {
     if (this.d.outcomes.hasUnwritten(key)) return this.writeUnwritten(key);
     let obj = this.d.caches.delivery(key);
     if (!obj) {
@@ -110,11 +110,11 @@ export class DeliveryReconciler {
       await this.finish(key, obj, discard(obj.status, obj.metadata.generation, this.now(), "InvalidSpec", parsed.message), undefined);
       return;
     }
-    return this.planAndAct(key, obj, parsed.spec, signal);
+    return this.planAndAct(key, obj, parsed.spec, signal, ctx?.log ?? this.d.log);
   }
 
   /** plan() from the delivery, its subscription's policy, its signing keys and credentials and its endpoint; then act. */
-  private async planAndAct(key: string, obj: DeliveryObject, spec: DeliverySpec, signal: AbortSignal): Promise<Result | void> {
+  private async planAndAct(key: string, obj: DeliveryObject, spec: DeliverySpec, signal: AbortSignal, log: Logger): Promise<Result | void> {
     const { namespace } = splitKey(key);
     const subKey = subscriptionKey(namespace, spec.subscriptionRef.name);
     const subObj = this.d.caches.subscription(subKey);
@@ -142,7 +142,7 @@ export class DeliveryReconciler {
       endpoint: endpoint ? this.d.endpoints.view(endpoint, key) : undefined,
       ...(order ? { order } : {}),
     });
-    if (this.d.log.isLevelEnabled("debug")) this.d.log.debug({ delivery: key, action: action.type, ...("why" in action ? { why: action.why } : {}), ...("at" in action ? { inMs: action.at - now } : {}) }, "planned");
+    if (log.isLevelEnabled("debug")) log.debug({ delivery: key, action: action.type, ...("why" in action ? { why: action.why } : {}), ...("at" in action ? { inMs: action.at - now } : {}) }, "planned");
     if (action.type !== "Attempt" && action.type !== "Park") this.d.endpoints.kick(endpoint, policy?.maxInFlight ?? 0);
     const lane = order ? { key: order.key, value: order.value } : undefined;
     return this.act(action, { key, obj, subKey, policy, endpoint, keys, creds, lane, signal, now });

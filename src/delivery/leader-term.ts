@@ -11,7 +11,7 @@ import type { LeaderRunnable } from "../runtime/manager.js";
 import { WorkQueue } from "../runtime/queue.js";
 import type { Caches } from "./caches.js";
 import type { Queues } from "./handlers.js";
-import { objectKey } from "../kube/types.js";
+import { namespaceOfKey, objectKey } from "../kube/types.js";
 
 export interface LeaderTermDeps {
   caches: Caches;
@@ -74,9 +74,12 @@ export class LeaderTerm implements LeaderRunnable, Queues {
   start(): void {
     if (this.deliveries) return;
     const { log, metrics } = this.d;
-    const deliveries = new Controller<string>({ name: "delivery", queue: new WorkQueue<string>(), reconciler: this.d.deliveryKeys, workers: this.d.deliveryWorkers, log, metrics });
-    const subscriptions = new Controller<string>({ name: "subscription", queue: new WorkQueue<string>(), reconciler: this.d.subscriptions, workers: 4, log, metrics });
-    const replays = this.d.replays ? new Controller<string>({ name: "replay", queue: new WorkQueue<string>(), reconciler: this.d.replays, workers: 2, log, metrics }) : undefined;
+    // The queues serve namespaces in turns, and share their workers between them: one
+    // namespace's flood of keys, or its slow reconciles, do not hold up another's.
+    const queue = (workers: number) => new WorkQueue<string>({ tenantOf: namespaceOfKey, workers });
+    const deliveries = new Controller<string>({ name: "delivery", queue: queue(this.d.deliveryWorkers), reconciler: this.d.deliveryKeys, workers: this.d.deliveryWorkers, log, metrics });
+    const subscriptions = new Controller<string>({ name: "subscription", queue: queue(4), reconciler: this.d.subscriptions, workers: 4, log, metrics });
+    const replays = this.d.replays ? new Controller<string>({ name: "replay", queue: queue(2), reconciler: this.d.replays, workers: 2, log, metrics }) : undefined;
     this.deliveries = deliveries;
     this.subscriptions = subscriptions;
     this.replays = replays;

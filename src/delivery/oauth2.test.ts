@@ -2,11 +2,13 @@
 // through a real Sender: the form, both client authentication methods, caching until shortly
 // before expiry, one request for concurrent callers, replacement after a 401, and errors that
 // name the endpoint's status and OAuth2 error code, never the client secret.
+import { setFlagsFromString } from "node:v8";
+import { runInNewContext } from "node:vm";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { TokenServer } from "../../test/helpers/token-server.js";
 import { BLOCKED_ADDRESS_CODE, classify } from "../core/classify.js";
 import { parseCidrList } from "../core/netguard.js";
-import { OAuth2Client, TOKEN_ENDPOINT_CODE, type OAuth2Grant } from "./oauth2.js";
+import { MAX_TOKEN_LIFETIME_MS, OAuth2Client, TOKEN_ENDPOINT_CODE, type OAuth2Grant } from "./oauth2.js";
 import { Sender } from "./sender.js";
 
 const CLIENT = { id: "hookline:client id", secret: "s3cr&t+=/ value" };
@@ -16,6 +18,7 @@ let clock = Date.now();
 const client = () => new OAuth2Client(sender, { userAgent: "hookline/test", now: () => clock });
 const grant = (extra: Partial<OAuth2Grant> = {}): OAuth2Grant => ({
   key: `k-${Math.random()}`,
+  namespace: "shop",
   tokenURL: server.url(),
   clientId: CLIENT.id,
   clientSecret: CLIENT.secret,
@@ -105,6 +108,80 @@ describe("OAuth2Client: caching", () => {
     // Replacing a token someone already replaced returns the newer one without a request.
     expect(await c.token(g, { ...opts, replacing: first.token })).toEqual(replaced[0]);
     expect(server.requests.length - before).toBe(1);
+  });
+});
+
+describe("OAuth2Client: the cache is bounded in lifetime, per namespace and in all", () => {
+  const requestsFor = async (c: OAuth2Client, grants: OAuth2Grant[]) => {
+    const before = server.requests.length;
+    for (const g of grants) expect(await c.token(g, opts)).toMatchObject({ kind: "ok" });
+    return server.requests.length - before;
+  };
+
+  it("expires_in is trusted up to 24 h: a token said to last ten years is fetched again after a day", async () => {
+    server.expiresIn = 10 * 365 * 24 * 3600;
+    const c = client();
+    const g = grant();
+    expect(await requestsFor(c, [g])).toBe(1);
+    clock += 24 * 3600_000 - 61_000; // refreshed 60 s before the clamped expiry
+    expect(await requestsFor(c, [g])).toBe(0);
+    clock += 2_000;
+    expect(await requestsFor(c, [g])).toBe(1);
+    expect(MAX_TOKEN_LIFETIME_MS).toBe(24 * 3600_000);
+  });
+
+  it("a namespace keeps at most maxTokensPerNamespace tokens; the one used longest ago goes first", async () => {
+    const c = new OAuth2Client(sender, { userAgent: "t", now: () => clock, maxTokensPerNamespace: 3 });
+    const [g1, g2, g3, g4] = Array.from({ length: 4 }, () => grant());
+    expect(await requestsFor(c, [g1!, g2!, g3!])).toBe(3);
+    expect(await requestsFor(c, [g1!])).toBe(0); // g1 used again: g2 is now the oldest
+    expect(await requestsFor(c, [g4!])).toBe(1);
+    expect(c.cached).toEqual({ tokens: 3, namespaces: 1 });
+    expect(await requestsFor(c, [g1!, g3!, g4!])).toBe(0);
+    expect(await requestsFor(c, [g2!])).toBe(1);
+  });
+
+  it("one namespace flooding with grants cannot evict another's tokens: above maxTokens the fullest namespace gives one up", async () => {
+    const evicted: string[] = [];
+    const c = new OAuth2Client(sender, { userAgent: "t", now: () => clock, maxTokens: 10, maxTokensPerNamespace: 8, onEvict: (reason) => evicted.push(reason) });
+    const quiet = [grant({ namespace: "quiet" }), grant({ namespace: "quiet" })];
+    expect(await requestsFor(c, quiet)).toBe(2);
+    const flood = Array.from({ length: 100 }, () => grant({ namespace: "flood" }));
+    expect(await requestsFor(c, flood)).toBe(100);
+    expect(c.cached).toEqual({ tokens: 10, namespaces: 2 });
+    // The quiet namespace keeps its service: no new token request.
+    expect(await requestsFor(c, quiet)).toBe(0);
+    // The flooder's oldest were the ones dropped.
+    expect(await requestsFor(c, [flood[0]!])).toBe(1);
+    expect(evicted.length).toBeGreaterThan(90);
+    expect(new Set(evicted)).toEqual(new Set(["namespace"]));
+    // Many namespaces each under its own cap: the total cap takes from the fullest one.
+    const wide = Array.from({ length: 5 }, (_, i) => grant({ namespace: `wide-${i}` }));
+    expect(await requestsFor(c, wide)).toBe(5);
+    expect(c.cached.tokens).toBe(10);
+    expect(await requestsFor(c, quiet)).toBe(0);
+    expect(evicted).toContain("total");
+  });
+
+  it("10 000 grants of 8 KiB tokens that say they last ten years hold memory for the cap only", { timeout: 120_000 }, async () => {
+    setFlagsFromString("--expose-gc");
+    const gc = runInNewContext("gc") as () => void;
+    const token = "t".repeat(8_000);
+    server.raw = { status: 200, body: JSON.stringify({ access_token: token, token_type: "Bearer", expires_in: 10 * 365 * 24 * 3600 }) };
+    const c = new OAuth2Client(sender, { userAgent: "t", now: () => clock, maxTokens: 500, maxTokensPerNamespace: 100 });
+    gc();
+    const before = process.memoryUsage().heapUsed;
+    const batch = 100;
+    for (let i = 0; i < 10_000; i += batch) {
+      const grants = Array.from({ length: batch }, (_, j) => ({ ...grant({ namespace: `ns-${(i + j) % 50}` }), key: `mem-${i + j}` }));
+      const got = await Promise.all(grants.map((g) => c.token(g, opts)));
+      expect(got.every((t) => t.kind === "ok")).toBe(true);
+    }
+    gc();
+    const grown = process.memoryUsage().heapUsed - before;
+    // 500 tokens of 8 000 one-byte characters are 4 MB; without a bound the 10 000 were 80 MB.
+    expect(grown).toBeLessThan(16 * 1024 * 1024);
+    expect(c.cached.tokens).toBe(500);
   });
 });
 

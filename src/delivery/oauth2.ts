@@ -4,14 +4,23 @@
 // URL, client credentials, scopes, audience and proxy: a rotated client secret is a new grant)
 // until shortly before it expires; concurrent attempts share one token request. Errors name
 // the token endpoint's status and OAuth2 error code, never the client secret or the token.
+//
+// The cache is bounded, since grants are made by tenants and lifetimes by token endpoints: an
+// `expires_in` is believed up to MAX_TOKEN_LIFETIME_MS, and at most `maxTokensPerNamespace`
+// tokens are kept per namespace and `maxTokens` in all (tenant-lru.ts: the least recently used
+// go first, and the total cap takes from the namespace holding the most). A token evicted is
+// fetched again when next needed: more token requests, never a failed delivery.
 import { TOKEN_ENDPOINT_CODE } from "../core/classify.js";
 import { RESPONSE_TOO_LARGE, type Sender } from "./sender.js";
+import { TenantLru, type EvictionReason } from "./tenant-lru.js";
 
 export { TOKEN_ENDPOINT_CODE };
 
 export interface OAuth2Grant {
   /** A hash of everything that decides the token; never the values themselves. */
   key: string;
+  /** The subscription's namespace: the cache's bounds are per namespace. */
+  namespace: string;
   tokenURL: string;
   clientId: string;
   clientSecret: string;
@@ -29,8 +38,19 @@ export interface OAuth2ClientOptions {
   maxResponseBytes?: number;
   /** Without expires_in, a token is used for this long (or until a 401). Default 1 h. */
   defaultLifetimeMs?: number;
+  /** Tokens kept at most, in all. Default 4096. */
+  maxTokens?: number;
+  /** Tokens kept at most per namespace. Default 256. */
+  maxTokensPerNamespace?: number;
+  /** A token was dropped to stay within a bound (for a metric). */
+  onEvict?: (reason: EvictionReason) => void;
   now?: () => number;
 }
+
+/** Longest an access token is used, whatever its expires_in says. */
+export const MAX_TOKEN_LIFETIME_MS = 24 * 3_600_000;
+export const DEFAULT_MAX_TOKENS = 4096;
+export const DEFAULT_MAX_TOKENS_PER_NAMESPACE = 256;
 
 /** Longest access token accepted (it travels in a header). */
 const MAX_TOKEN_LENGTH = 8192;
@@ -45,7 +65,7 @@ interface Cached {
 }
 
 export class OAuth2Client {
-  private readonly tokens = new Map<string, Cached>();
+  private readonly tokens: TenantLru<Cached>;
   private readonly inFlight = new Map<string, Promise<TokenResult>>();
   private readonly now: () => number;
   /** Token requests sent, for tests and metrics. */
@@ -56,6 +76,17 @@ export class OAuth2Client {
     private readonly opts: OAuth2ClientOptions,
   ) {
     this.now = opts.now ?? Date.now;
+    const onEvict = opts.onEvict;
+    this.tokens = new TenantLru({
+      max: opts.maxTokens ?? DEFAULT_MAX_TOKENS,
+      maxPerNamespace: opts.maxTokensPerNamespace ?? DEFAULT_MAX_TOKENS_PER_NAMESPACE,
+      ...(onEvict ? { onEvict: (reason: EvictionReason) => onEvict(reason) } : {}),
+    });
+  }
+
+  /** Tokens held now, and in how many namespaces. */
+  get cached(): { tokens: number; namespaces: number } {
+    return { tokens: this.tokens.size, namespaces: this.tokens.namespaces };
   }
 
   /**
@@ -64,9 +95,9 @@ export class OAuth2Client {
    * not returned again; if another caller already replaced it, that newer token is.
    */
   async token(grant: OAuth2Grant, o: { timeoutMs: number; signal?: AbortSignal; replacing?: string }): Promise<TokenResult> {
-    const cached = this.tokens.get(grant.key);
+    const cached = this.tokens.get(grant.namespace, grant.key);
     if (cached && cached.token !== o.replacing && this.now() < cached.refreshAt) return { kind: "ok", token: cached.token };
-    if (cached && cached.token === o.replacing) this.tokens.delete(grant.key);
+    if (cached && cached.token === o.replacing) this.tokens.delete(grant.namespace, grant.key);
     let p = this.inFlight.get(grant.key);
     if (!p) {
       p = this.fetch(grant, o.timeoutMs, o.signal).finally(() => this.inFlight.delete(grant.key));
@@ -108,17 +139,18 @@ export class OAuth2Client {
     const { token, body } = answer;
     const expiresIn = Number(body.expires_in);
     const now = this.now();
-    const lifetimeMs = body.expires_in !== undefined && Number.isFinite(expiresIn) && expiresIn > 0 ? expiresIn * 1000 : (this.opts.defaultLifetimeMs ?? 3_600_000);
+    const said = body.expires_in !== undefined && Number.isFinite(expiresIn) && expiresIn > 0 ? expiresIn * 1000 : (this.opts.defaultLifetimeMs ?? 3_600_000);
+    const lifetimeMs = Math.min(said, MAX_TOKEN_LIFETIME_MS);
     // Refreshed before it expires: a request started just before the expiry still carries a valid token.
     const skewMs = Math.min(60_000, lifetimeMs / 10);
     this.prune(now);
-    this.tokens.set(grant.key, { token, refreshAt: now + lifetimeMs - skewMs, expiresAt: now + lifetimeMs });
+    this.tokens.set(grant.namespace, grant.key, { token, refreshAt: now + lifetimeMs - skewMs, expiresAt: now + lifetimeMs });
     return { kind: "ok", token };
   }
 
   /** Forgets tokens long expired (rotated client secrets, deleted subscriptions). */
   private prune(now: number): void {
-    for (const [k, t] of this.tokens) if (now > t.expiresAt + 3_600_000) this.tokens.delete(k);
+    this.tokens.prune((t) => now > t.expiresAt + 3_600_000);
   }
 }
 

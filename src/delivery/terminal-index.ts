@@ -14,8 +14,9 @@ import type { KubeClient } from "../kube/client.js";
 import type { EventSink } from "../kube/events.js";
 import { Reflector, type RawItem } from "../kube/reflector.js";
 import { collectionPath, objectKey, type ObjectMeta } from "../kube/types.js";
-import type { Metrics } from "../observability/metrics.js";
+import { SHARED_LIMITS, type Metrics } from "../observability/metrics.js";
 import { TERMINAL_DELIVERIES_SELECTOR, type Caches } from "./caches.js";
+import { evictionPlan, fairShares } from "./fair-share.js";
 import { FinishedDeletes, type DeleteReason } from "./finished-deletes.js";
 import { DELIVERIES, subscriptionKey, subscriptionRef } from "./objects.js";
 import { Retention } from "./retention.js";
@@ -84,11 +85,16 @@ export class TerminalIndex {
   /** Succeeded and Discarded: seen as they pass, kept only while their retention is near. */
   private readonly finishedReflectors: Reflector<TerminalRecord>[] = [];
   private readonly deadLetters = new Map<string, Map<string, TerminalRecord>>();
+  /** The subscriptions holding dead letters, by namespace, and how many each namespace holds (the fair shares' input). */
+  private readonly subsByNamespace = new Map<string, Set<string>>();
+  private readonly deadLettersPerNamespace = new Map<string, number>();
   /** Succeeded/Discarded deliveries annotated for replay (to be refused). */
   private readonly replayAsked = new Set<string>();
   private readonly evicting = new Set<string>();
   /** Dead letters deleted to make room whose watch DELETED event has not come yet (epoch ms of the delete). */
   private readonly leaving = new Map<string, number>();
+  /** The WEBHOOK_DLQ_MAX_ENTRIES pass running (enforceDlqCap), the next one chained after it. */
+  private capPass: Promise<void> = Promise.resolve();
   /** Dead letters about to be stored (makeRoom made room for them), until the index sees them. */
   private readonly reserved = new Map<string, { subKey: string; at: number }>();
   private readonly now: () => number;
@@ -108,8 +114,8 @@ export class TerminalIndex {
       metrics: d.metrics,
       log: d.log,
       isLeader: d.isLeader,
-      deadLetterCount: () => this.deadLetterReflectors.reduce((n, r) => n + r.store.size, 0),
-      oldestDeadLetters: (n, skip) => this.oldestDeadLetters(n, skip),
+      deadLettersByNamespace: () => this.deadLettersPerNamespace,
+      oldestDeadLetters: (namespace, n, skip) => this.oldestDeadLetters(n, skip, namespace),
       deleteDelivery: (rec) => this.deletes.delete(rec, "budget"),
       requestSweep: () => this.sweeper.soon(),
       now: this.now,
@@ -228,10 +234,12 @@ export class TerminalIndex {
 
   /**
    * Makes room for one more dead letter before it is stored (the DLQ specification's eviction
-   * order): when its subscription holds deadLetter.maxEntries, or the watched namespaces hold
-   * WEBHOOK_DLQ_MAX_ENTRIES, the oldest dead letters are deleted first, each with a
-   * DeadLetterDropped Event on its subscription. Leader only; a delivery already a dead letter
-   * needs no room.
+   * order): when its subscription holds deadLetter.maxEntries, its oldest dead letters are
+   * deleted first; when the watched namespaces hold WEBHOOK_DLQ_MAX_ENTRIES, the oldest dead
+   * letters of the namespaces over their fair share of it (fair-share.ts: the new one counts in
+   * its own namespace), so a namespace within its share never loses one for another's. Each
+   * gets a DeadLetterDropped Event on its subscription. Leader only; a delivery already a dead
+   * letter needs no room.
    */
   async makeRoom(deliveryKey: string, subKey: string): Promise<void> {
     if (!this.d.isLeader() || this.get(deliveryKey)) return;
@@ -243,12 +251,48 @@ export class TerminalIndex {
       const own = (this.deadLetters.get(subKey)?.size ?? 0) + this.reservedFor(subKey) - this.leavingOf(subKey);
       await this.evictOldest(own - perSub, this.deadLettersOf(subKey), (rec) => `the subscription holds deadLetter.maxEntries=${perSub} dead letters and ${rec.metadata.name} was the oldest`);
     }
+    await this.enforceDlqCap();
+  }
+
+  /**
+   * WEBHOOK_DLQ_MAX_ENTRIES: deletes the oldest dead letters of the namespaces over their fair
+   * share until the watched namespaces hold no more. Before a CR-mode dead letter is stored
+   * (makeRoom), and after any new one is indexed (stream mode's are created without makeRoom).
+   * One pass at a time: two passes counting the same excess would delete twice as many.
+   */
+  private enforceDlqCap(): Promise<void> {
+    const pass = this.capPass.then(() => this.enforceDlqCapNow());
+    this.capPass = pass.catch(() => undefined);
+    return pass;
+  }
+
+  private async enforceDlqCapNow(): Promise<void> {
+    if (!this.d.isLeader()) return;
+    this.expireRoom();
     const max = this.d.dlqMaxEntries ?? INT_VARS.dlqMaxEntries.default;
-    const all = this.deadLetterReflectors.reduce((n, r) => n + r.store.size, 0) + this.reserved.size - this.leaving.size;
-    if (all > max) {
-      const oldest = this.oldestDeadLetters(all - max + 8, new Set(this.leaving.keys())).map((r) => objectKey(r.metadata));
-      await this.evictOldest(all - max, oldest, (rec) => `the watched namespaces hold WEBHOOK_DLQ_MAX_ENTRIES=${max} dead letters and ${rec.metadata.name} was the oldest`);
+    const held = this.deadLettersHeld();
+    let all = 0;
+    for (const n of held.values()) all += n;
+    if (all <= max) return;
+    const shares = fairShares(held, max);
+    for (const [ns, over] of evictionPlan(held, max)) {
+      const oldest = this.oldestDeadLetters(over + 8, new Set(this.leaving.keys()), ns).map((r) => objectKey(r.metadata));
+      const why = (rec: TerminalRecord) =>
+        `the watched namespaces hold WEBHOOK_DLQ_MAX_ENTRIES=${max} dead letters; namespace ${ns} held ${held.get(ns)}, over its fair share of ${shares.get(ns)} (shared by ${shares.size} namespaces), and ${rec.metadata.name} was its oldest`;
+      await this.evictOldest(over, oldest, why, "dlq_max_entries");
     }
+  }
+
+  /** Dead letters by namespace as makeRoom counts them: indexed, plus reserved, less those leaving. */
+  private deadLettersHeld(): Map<string, number> {
+    const held = new Map(this.deadLettersPerNamespace);
+    const add = (key: string, n: number) => {
+      const ns = key.slice(0, key.indexOf("/"));
+      held.set(ns, (held.get(ns) ?? 0) + n);
+    };
+    for (const r of this.reserved.values()) add(r.subKey, 1);
+    for (const key of this.leaving.keys()) add(key, -1);
+    return held;
   }
 
   private reservedFor(subKey: string): number {
@@ -271,7 +315,7 @@ export class TerminalIndex {
   }
 
   /** Deletes the first `n` of `keys` (oldest first) that can be deleted, skipping those already leaving. */
-  private async evictOldest(n: number, keys: string[], why: (rec: TerminalRecord) => string): Promise<void> {
+  private async evictOldest(n: number, keys: string[], why: (rec: TerminalRecord) => string, limit?: (typeof SHARED_LIMITS)[number]): Promise<void> {
     for (const key of keys) {
       if (n <= 0) return;
       const rec = this.get(key);
@@ -284,12 +328,13 @@ export class TerminalIndex {
         n++;
         continue;
       }
-      this.dropped(rec, why(rec));
+      this.dropped(rec, why(rec), limit);
     }
   }
 
-  private dropped(rec: TerminalRecord, why: string): void {
+  private dropped(rec: TerminalRecord, why: string, limit?: (typeof SHARED_LIMITS)[number]): void {
     this.d.metrics.dlqOperations.inc({ operation: "drop_overflow" });
+    if (limit) this.d.metrics.storage.namespaceEvictions.inc({ namespace: rec.metadata.namespace ?? "", phase: "DeadLettered", limit });
     const sub = this.d.caches.subscription(subscriptionKey(rec.metadata.namespace ?? "", rec.subscription));
     if (!sub) return;
     this.d.events.record({ ...subscriptionRef(sub), resourceVersion: undefined }, "Warning", "DeadLetterDropped", `dead letter ${rec.metadata.name} deleted to make room for a new one: ${why}`);
@@ -317,10 +362,12 @@ export class TerminalIndex {
     this.budget.changed();
   }
 
-  /** The `n` oldest dead letters across subscriptions, `skip` left out. */
-  private oldestDeadLetters(n: number, skip: ReadonlySet<string>): TerminalRecord[] {
+  /** The `n` oldest dead letters of a namespace, `skip` left out. */
+  private oldestDeadLetters(n: number, skip: ReadonlySet<string>, namespace: string): TerminalRecord[] {
     const all: TerminalRecord[] = [];
-    for (const r of this.deadLetterReflectors) for (const [key, rec] of r.store) if (!skip.has(key) && !this.evicting.has(key)) all.push(rec);
+    for (const subKey of this.subsByNamespace.get(namespace) ?? []) {
+      for (const [key, rec] of this.deadLetters.get(subKey) ?? []) if (!skip.has(key) && !this.evicting.has(key)) all.push(rec);
+    }
     all.sort((a, b) => a.finishedAt - b.finishedAt || a.metadata.name.localeCompare(b.metadata.name));
     return all.slice(0, n);
   }
@@ -333,11 +380,13 @@ export class TerminalIndex {
     if (!m) this.deadLetters.set(subKey, (m = new Map<string, TerminalRecord>()));
     const isNew = !m.has(key);
     m.set(key, rec);
+    if (isNew) this.counted(rec.metadata.namespace ?? "", subKey, 1);
     this.reserved.delete(key);
     this.d.onDeadLetter?.(rec, true);
     if (isNew) {
       this.d.onDeadLettersChanged(subKey);
       void this.enforceCapacity(subKey);
+      void this.enforceDlqCap();
       this.budget.changed();
     }
     this.retention.schedule(rec);
@@ -375,7 +424,27 @@ export class TerminalIndex {
     const m = this.deadLetters.get(subKey);
     if (m?.delete(key)) {
       if (m.size === 0) this.deadLetters.delete(subKey);
+      this.counted(rec.metadata.namespace ?? "", subKey, -1);
       this.d.onDeadLettersChanged(subKey);
+    }
+  }
+
+  /** Keeps the per-namespace counts and subscriptions in step with a dead letter indexed (+1) or gone (-1). */
+  private counted(ns: string, subKey: string, delta: 1 | -1): void {
+    const n = (this.deadLettersPerNamespace.get(ns) ?? 0) + delta;
+    if (delta > 0) {
+      let subs = this.subsByNamespace.get(ns);
+      if (!subs) {
+        this.subsByNamespace.set(ns, (subs = new Set()));
+        // Born at 0, so an alert sees the first eviction as an increase.
+        for (const limit of SHARED_LIMITS) this.d.metrics.storage.namespaceEvictions.inc({ namespace: ns, phase: "DeadLettered", limit }, 0);
+      }
+      subs.add(subKey);
+    } else if (!this.deadLetters.has(subKey)) this.subsByNamespace.get(ns)?.delete(subKey);
+    if (n > 0) this.deadLettersPerNamespace.set(ns, n);
+    else {
+      this.deadLettersPerNamespace.delete(ns);
+      this.subsByNamespace.delete(ns);
     }
   }
 

@@ -33,6 +33,12 @@ export function splitKey(key: string): { namespace: string; name: string } {
   return slash < 0 ? { namespace: "", name: key } : { namespace: key.slice(0, slash), name: key.slice(slash + 1) };
 }
 
+/** The namespace of a "namespace/name" key ("" for a cluster-scoped one): a queue's tenant. */
+export function namespaceOfKey(key: string): string {
+  const slash = key.indexOf("/");
+  return slash < 0 ? "" : key.slice(0, slash);
+}
+
 export interface ObjectRef {
   apiVersion: string;
   kind: string;

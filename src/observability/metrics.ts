@@ -38,6 +38,7 @@ export class Metrics implements RequestObserver {
   readonly apiRequestDuration: Histogram<"verb">;
   readonly queueDepth: Gauge<"controller">;
   readonly reconciles: Counter<"controller" | "result">;
+  readonly reconcileDuration: Histogram<"controller">;
   readonly endpointHealth: Gauge<"namespace" | "subscription">;
   readonly deliveriesFinished: Counter<"namespace" | "subscription" | "phase" | "reason">;
   readonly deliveryLatency: Histogram<"namespace" | "subscription">;
@@ -49,6 +50,10 @@ export class Metrics implements RequestObserver {
   readonly buildInfo: Gauge<"version" | "node_version">;
   /** Stream mode: events of a subscription not acknowledged yet (its consumer's lag). Leader only. */
   readonly streamPending: Gauge<"namespace" | "subscription">;
+  /** Stream mode: final outcomes that could not be recorded as a WebhookDelivery (the message is kept and tried again). */
+  readonly streamDeadLetterFailures: Counter<"namespace" | "subscription" | "reason">;
+  /** Stream mode: messages terminated because they do not belong to their subject (reason subject or msg_id). */
+  readonly streamRejected: Counter<"namespace" | "reason">;
   /**
    * Set while this process leads. Breaker state, dead letters and endpoint health per
    * subscription are maintained by the leader only: a replica that does not lead neither sets
@@ -61,6 +66,8 @@ export class Metrics implements RequestObserver {
   readonly publishDoor = publishDoorMetrics(this.registry);
   /** Stream mode's bounds: memory held per replica, each namespace's quota and age (docs/stream-mode.md#limits). */
   readonly streamLimits = streamLimitMetrics(this.registry, () => this.leading);
+  /** The OAuth2 token cache (spec.oauth2) and its bounds, in their own block below. */
+  readonly oauth2 = oauth2Metrics(this.registry);
 
   constructor(opts: { defaultMetrics?: boolean } = {}) {
     const registers = [this.registry];
@@ -121,6 +128,13 @@ export class Metrics implements RequestObserver {
     });
     this.queueDepth = new Gauge({ name: "hookline_workqueue_depth", help: "Keys ready to reconcile, per controller.", labelNames: ["controller"], registers });
     this.reconciles = new Counter({ name: "hookline_reconcile_total", help: "Reconciles by controller and result.", labelNames: ["controller", "result"], registers });
+    this.reconcileDuration = new Histogram({
+      name: "hookline_reconcile_duration_seconds",
+      help: "How long one reconcile took, per controller (a delivery's includes its attempt: buckets reach past the longest attempt timeout, 120 s).",
+      labelNames: ["controller"],
+      buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 150],
+      registers,
+    });
     this.endpointHealth = new Gauge({
       name: "webhook_endpoint_health",
       help: "Endpoint health per subscription: 0 Healthy, 1 Degraded, 2 Disabled.",
@@ -154,6 +168,18 @@ export class Metrics implements RequestObserver {
       name: "webhook_stream_pending_messages",
       help: "Stream mode: events a subscription's JetStream consumer holds that are not acknowledged yet (not yet fetched, in flight, or waiting for a retry). Exported by the leader.",
       labelNames: ["namespace", "subscription"],
+      registers,
+    });
+    this.streamDeadLetterFailures = new Counter({
+      name: "webhook_stream_dead_letter_failures_total",
+      help: "Stream mode: dead letters (and discards) that could not be created as a WebhookDelivery, by reason: forbidden (the operator may not create webhookdeliveries: RBAC), quota (a ResourceQuota), refused (another 4xx), error (unreachable, 5xx). The message stays in the stream and is tried again.",
+      labelNames: ["namespace", "subscription", "reason"],
+      registers,
+    });
+    this.streamRejected = new Counter({
+      name: "webhook_stream_messages_rejected_total",
+      help: "Stream mode: messages terminated without delivery because they do not belong to their subject, by the subject's namespace and reason: subject (the event names another namespace or type) or msg_id (its Nats-Msg-Id is not <namespace>/<event id> of its event). Only that namespace's publishers, or the operator, may publish there.",
+      labelNames: ["namespace", "reason"],
       registers,
     });
     this.buildInfo = new Gauge({ name: "hookline_build_info", help: "Always 1; the labels say which Hookline and Node.js run.", labelNames: ["version", "node_version"], registers });
@@ -220,8 +246,9 @@ export class Metrics implements RequestObserver {
     if (verb !== "watch") this.apiRequestDuration.observe({ verb }, seconds);
   }
 
-  reconciled(controller: string, result: string, _seconds: number): void {
+  reconciled(controller: string, result: string, seconds: number): void {
     this.reconciles.inc({ controller, result });
+    this.reconcileDuration.observe({ controller }, seconds);
   }
 
   /** Forget the series of a deleted subscription (bounded label sets). */
@@ -260,7 +287,17 @@ export interface StorageMetrics {
   stored: Gauge<"phase">;
   /** Where `stored` reads its counts from (set by the terminal index). */
   setStoredSource(source: () => Partial<Record<StoredPhase, number>>): void;
+  /** Finished deliveries stored per namespace and phase (the fair shares' input); the leader answers it. */
+  namespaceStored: Gauge<"namespace" | "phase">;
+  /** Where `namespaceStored` reads its counts from. */
+  setNamespaceSource(source: () => ReadonlyMap<string, Readonly<Record<FinishedPhase, number>>>): void;
+  /** Finished deliveries deleted because their namespace was over its fair share of a cluster-wide limit. */
+  namespaceEvictions: Counter<"namespace" | "phase" | "limit">;
 }
+
+export type FinishedPhase = (typeof FINISHED_PHASES)[number];
+/** The cluster-wide limits shared fairly between namespaces (the `limit` label). */
+export const SHARED_LIMITS = ["max_finished_deliveries", "dlq_max_entries"] as const;
 
 function storageMetrics(registry: Registry, leading: () => boolean): StorageMetrics {
   const registers = [registry];
@@ -285,7 +322,25 @@ function storageMetrics(registry: Registry, leading: () => boolean): StorageMetr
       for (const phase of STORED_PHASES) this.set({ phase }, counts[phase] ?? 0);
     },
   });
-  return { evicted, budget, stored, setStoredSource: (s) => (source = s) };
+  let namespaceSource: (() => ReadonlyMap<string, Readonly<Record<FinishedPhase, number>>>) | undefined;
+  const namespaceStored = new Gauge({
+    name: "webhook_namespace_finished_deliveries",
+    help: "Finished deliveries stored per namespace and phase (Succeeded and Discarded as of the last sweep plus the watch since): what the namespace's fair share of WEBHOOK_MAX_FINISHED_DELIVERIES and WEBHOOK_DLQ_MAX_ENTRIES is measured against. Exported by the leader only.",
+    labelNames: ["namespace", "phase"],
+    registers,
+    collect() {
+      this.reset();
+      if (!leading() || !namespaceSource) return;
+      for (const [namespace, counts] of namespaceSource()) for (const phase of FINISHED_PHASES) this.set({ namespace, phase }, counts[phase] ?? 0);
+    },
+  });
+  const namespaceEvictions = new Counter({
+    name: "webhook_namespace_evictions_total",
+    help: "Finished deliveries deleted because their namespace held more than its fair share of a cluster-wide limit (limit: max_finished_deliveries, dlq_max_entries), by namespace and phase.",
+    labelNames: ["namespace", "phase", "limit"],
+    registers,
+  });
+  return { evicted, budget, stored, setStoredSource: (s) => (source = s), namespaceStored, setNamespaceSource: (s) => (namespaceSource = s), namespaceEvictions };
 }
 
 /** Why the publish door refused a caller's credentials: the reason the caller is not told. */
@@ -297,6 +352,8 @@ export interface PublishDoorMetrics {
   authFailures: Counter<"reason">;
   /** hookline_publish_auth_throttled_total: answered 429, too many failed authentications from the address. */
   authThrottled: Counter;
+  /** hookline_publish_authz_throttled_total: answered 429 without a SubjectAccessReview, too many refused authorizations for the caller. */
+  authzThrottled: Counter;
 }
 
 function publishDoorMetrics(registry: Registry): PublishDoorMetrics {
@@ -313,7 +370,47 @@ function publishDoorMetrics(registry: Registry): PublishDoorMetrics {
     help: "Publish door requests refused 429 without a TokenReview: their client address had used up its allowance of failed authentications (PUBLISH_AUTH_FAILURE_BURST, PUBLISH_AUTH_FAILURE_PER_MINUTE).",
     registers,
   });
-  return { authFailures, authThrottled };
+  const authzThrottled = new Counter({
+    name: "hookline_publish_authz_throttled_total",
+    help: "Publish door requests refused 429 without a SubjectAccessReview: their caller (an authenticated identity) had used up its allowance of refused authorizations (10 at once, then 10 a minute), e.g. a token without rights trying namespace after namespace.",
+    registers,
+  });
+  return { authFailures, authThrottled, authzThrottled };
+}
+
+// ---------------------------------------------------------------------------------------------
+// The OAuth2 token cache (src/delivery/oauth2.ts): bounded per namespace and in all.
+
+export const OAUTH2_EVICTION_REASONS = ["namespace", "total"] as const;
+
+export interface OAuth2Metrics {
+  /** hookline_oauth2_tokens_cached: access tokens held now. */
+  tokens: Gauge;
+  /** hookline_oauth2_token_evictions_total{reason}: tokens dropped to stay within a bound. */
+  evictions: Counter<"reason">;
+  /** Where the gauge reads the number of tokens held. */
+  setTokensSource(source: () => number): void;
+}
+
+function oauth2Metrics(registry: Registry): OAuth2Metrics {
+  const registers = [registry];
+  let source: (() => number) | undefined;
+  const tokens = new Gauge({
+    name: "hookline_oauth2_tokens_cached",
+    help: "OAuth2 access tokens held for spec.oauth2 grants (at most 256 per namespace and 4096 in all; each used at most 24 h whatever its expires_in).",
+    registers,
+    collect() {
+      this.set(source ? source() : 0);
+    },
+  });
+  const evictions = new Counter({
+    name: "hookline_oauth2_token_evictions_total",
+    help: "OAuth2 access tokens dropped from the cache before they expired, to stay within a bound: reason namespace (the namespace held 256 grants' tokens; its least recently used went) or total (4096 in all; the least recently used of the namespace holding the most went). A dropped token is fetched again when next needed.",
+    labelNames: ["reason"],
+    registers,
+  });
+  for (const reason of OAUTH2_EVICTION_REASONS) evictions.inc({ reason }, 0);
+  return { tokens, evictions, setTokensSource: (s) => (source = s) };
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -5,6 +5,10 @@
 // the rest are answered 429 without asking. A token already known to be valid is never held
 // back: a service sharing its address with an attacker keeps publishing with it.
 //
+// The door uses a second limiter of this kind for refused authorizations, keyed by the caller's
+// identity instead of its address (server.ts): a valid token without rights gets `burst`
+// SubjectAccessReviews, then `perMinute`.
+//
 // An address is an IPv4 address, or an IPv6 /64 (one host usually holds a whole /64, and could
 // otherwise try from a new address each time). At most `maxClients` addresses are tracked; the
 // one unused longest is forgotten first.

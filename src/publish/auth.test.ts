@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { TtlCache, tokenDigest } from "./auth.js";
+import { identityKey, TtlCache, tokenDigest } from "./auth.js";
 
 describe("TtlCache", () => {
   it("shares one load between concurrent and repeated calls within the TTL", async () => {
@@ -36,5 +36,20 @@ describe("tokenDigest", () => {
     const d = tokenDigest("secret-token");
     expect(d).toMatch(/^[0-9a-f]{64}$/);
     expect(d).not.toContain("secret");
+  });
+});
+
+describe("identityKey", () => {
+  const sa = { username: "system:serviceaccount:shop:publisher", uid: "u-1", groups: ["system:serviceaccounts", "system:serviceaccounts:shop"] };
+
+  it("is the same for every token of one identity, and differs when anything a review is asked about differs", () => {
+    expect(identityKey({ ...sa })).toBe(identityKey(sa));
+    const others = [{ ...sa, username: "system:serviceaccount:shop:other" }, { ...sa, uid: "u-2" }, { ...sa, groups: ["system:serviceaccounts"] }, { ...sa, extra: { "authentication.kubernetes.io/pod-name": ["p"] } }];
+    for (const o of others) expect(identityKey(o)).not.toBe(identityKey(sa));
+  });
+
+  it("cannot be forged by moving characters between fields", () => {
+    expect(identityKey({ username: "a/b", groups: [] })).not.toBe(identityKey({ username: "a", groups: ["b"] }));
+    expect(identityKey({ username: "a", uid: "b", groups: [] })).not.toBe(identityKey({ username: "ab", groups: [] }));
   });
 });

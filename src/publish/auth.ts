@@ -1,11 +1,13 @@
 // Who is calling the publish endpoint, and may they create deliveries in this namespace? The
 // caller's bearer token is checked with a TokenReview for the door's audiences (`hookline` by
 // default: a ServiceAccount token projected for Hookline, not the caller's API credential) and
-// the caller with a SubjectAccessReview for `create webhookdeliveries.hookline.dev`, both
-// answered by the API server with its own authenticators and authorizers (RBAC, webhooks...).
+// the caller with a SubjectAccessReview for `create webhookdeliveries.hookline.dev` (and, when a
+// delivery of the event exists, for `get`: the caller is told only what it could read itself),
+// both answered by the API server with its own authenticators and authorizers (RBAC, webhooks...).
 // Answers are kept briefly (default 10 s, bounded) and concurrent identical questions share one
-// request, so a burst from one service costs two API calls. Tokens are kept only as SHA-256
-// digests and never logged.
+// request, so a burst from one service costs two API calls. Access answers are kept per identity
+// (user, uid, groups, extra), namespace and verb: every token of one ServiceAccount shares them.
+// Tokens are kept only as SHA-256 digests and never logged.
 import { createHash } from "node:crypto";
 import { DELIVERY, GROUP } from "../api/names.js";
 import type { KubeClient } from "../kube/client.js";
@@ -99,6 +101,14 @@ export function tokenDigest(token: string): string {
   return createHash("sha256").update(token).digest("hex");
 }
 
+/** Everything a SubjectAccessReview is asked about the caller, as one key: equal keys get equal answers. */
+export function identityKey(caller: Caller): string {
+  return createHash("sha256").update(JSON.stringify([caller.username, caller.uid ?? "", caller.groups, caller.extra ?? {}])).digest("hex");
+}
+
+/** The verbs the door asks about: `create` to publish, `get` to be told how an existing delivery differs. */
+export type AccessVerb = "create" | "get";
+
 export class Reviewer {
   private readonly tokens: TtlCache<Authentication>;
   private readonly access: TtlCache<Authorization>;
@@ -146,9 +156,14 @@ export class Reviewer {
     });
   }
 
-  /** SubjectAccessReview: may `caller` create webhookdeliveries in `namespace`? */
-  authorize(token: string, caller: Caller, namespace: string): Promise<Authorization> {
-    return this.access.get(`${tokenDigest(token)}/${namespace}`, async () => {
+  /** Whether the answer for (caller, namespace, verb) is held: asking again costs no API call. */
+  knowsAccess(caller: Caller, namespace: string, verb: AccessVerb = "create"): boolean {
+    return this.access.has(accessKey(caller, namespace, verb));
+  }
+
+  /** SubjectAccessReview: may `caller` `verb` webhookdeliveries in `namespace`? */
+  authorize(caller: Caller, namespace: string, verb: AccessVerb = "create"): Promise<Authorization> {
+    return this.access.get(accessKey(caller, namespace, verb), async () => {
       const review = await this.client.request<{ status?: SubjectAccessReviewStatus }>({
         method: "POST",
         path: collectionPath(CORE.subjectAccessReviews),
@@ -160,13 +175,15 @@ export class Reviewer {
             ...(caller.uid ? { uid: caller.uid } : {}),
             groups: caller.groups,
             ...(caller.extra ? { extra: caller.extra } : {}),
-            resourceAttributes: { namespace, verb: "create", group: GROUP, resource: DELIVERY.plural },
+            resourceAttributes: { namespace, verb, group: GROUP, resource: DELIVERY.plural },
           },
         },
       });
       const s = review.status ?? {};
       if (s.allowed && !s.denied) return { allowed: true };
-      return { allowed: false, reason: `${caller.username} may not create ${DELIVERY.plural}.${GROUP} in namespace "${namespace}"${s.reason ? ` (${s.reason})` : ""}` };
+      return { allowed: false, reason: `${caller.username} may not ${verb} ${DELIVERY.plural}.${GROUP} in namespace "${namespace}"${s.reason ? ` (${s.reason})` : ""}` };
     });
   }
 }
+
+const accessKey = (caller: Caller, namespace: string, verb: AccessVerb) => `${identityKey(caller)}/${namespace}/${verb}`;

@@ -71,6 +71,14 @@ export interface FanoutOptions {
    * same event again with another trace context finds the deliveries `existing`.
    */
   traceContext?: TraceContext;
+  /**
+   * Whether the caller may read deliveries of the namespace (the HTTP door asks a
+   * SubjectAccessReview for `get`: `client` is the operator's, not the caller's). When it says
+   * no, an existing delivery of the event's name is not compared and counts as the same event,
+   * as it does for a caller whose own `get` is refused: the answer tells the caller nothing it
+   * could not read itself. Asked once per publish, only when a delivery already exists.
+   */
+  mayReadExisting?: () => Promise<boolean>;
 }
 
 /** The pending deliveries of one subscription, by the CRD's selectable fields. */
@@ -181,7 +189,8 @@ async function listSubscriptions(client: KubeClient, namespace: string, signal?:
 
 /**
  * On AlreadyExists: the delivery is ours only if it carries the same event. A caller allowed to
- * create but not to get deliveries cannot tell; its publish counts as the same event.
+ * create but not to get deliveries cannot tell (here, or by FanoutOptions.mayReadExisting); its
+ * publish counts as the same event.
  */
 async function checkExisting(client: KubeClient, event: ValidEvent, subscription: string, name: string, signal?: AbortSignal): Promise<void> {
   type Existing = { spec?: { subscriptionRef?: { name?: string }; eventType?: string; eventId?: string; payload?: unknown } };
@@ -219,6 +228,8 @@ export async function publish(client: KubeClient, input: { namespace: string; ty
   const failures: PublishFailure[] = [];
   const full: FullSubscription[] = [];
   let conflict: IdempotencyConflictError | undefined;
+  let readable: Promise<boolean> | undefined;
+  const mayRead = () => (opts.mayReadExisting ? (readable ??= opts.mayReadExisting()) : Promise.resolve(true));
 
   /** spec.maxPending: whether the subscription's backlog is full (then it is recorded in `full`). */
   const backlogFull = async (subscription: string, name: string): Promise<boolean> => {
@@ -250,7 +261,7 @@ export async function publish(client: KubeClient, input: { namespace: string; ty
       }
       if (err instanceof ApiError && err.isAlreadyExists) {
         try {
-          await checkExisting(client, event, subscription, name, opts.signal);
+          if (await mayRead()) await checkExisting(client, event, subscription, name, opts.signal);
           deliveries.push({ subscription, name, result: "existing" });
         } catch (checkErr) {
           if (checkErr instanceof IdempotencyConflictError) conflict ??= checkErr;

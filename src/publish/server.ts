@@ -5,7 +5,9 @@
 // `create webhookdeliveries.hookline.dev` in that namespace); only then are the deliveries
 // created, with the operator's identity. Unauthenticated callers get one generic answer (which
 // check failed goes to the log and a metric label), and an address that keeps failing gets 429
-// before any TokenReview (auth-failures.ts). Optionally HTTPS, with a certificate reloaded from
+// before any TokenReview (auth-failures.ts); so does a caller refused too often, before any
+// SubjectAccessReview (the same limiter, per identity). A caller that may not `get` deliveries is
+// not told how an existing delivery of its event id differs (fanout.ts mayReadExisting). Optionally HTTPS, with a certificate reloaded from
 // its files (tls.ts). Matching reads the operator's subscription cache. Bodies are streamed
 // against a limit, never buffered past it. Tokens and payloads are never logged. The W3C
 // traceparent/tracestate headers are the event's trace context (spec.traceContext). See
@@ -15,13 +17,13 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import { createServer as createHttpsServer, type Server as HttpsServer } from "node:https";
 import type { Logger } from "pino";
-import { MAX_PAYLOAD_BYTES } from "../api/names.js";
+import { DELIVERY, GROUP, MAX_PAYLOAD_BYTES } from "../api/names.js";
 import { ApiError, type KubeClient } from "../kube/client.js";
 import { StreamQuotaExceededError, StreamUnavailableError } from "../stream/jetstream.js";
 import type { TraceContext } from "../stream/message.js";
 import type { PublishDoorMetrics } from "../observability/metrics.js";
 import { objectPath, CORE } from "../kube/types.js";
-import { DEFAULT_AUDIENCE, Reviewer, TtlCache, type AuthFailure, type Caller, type ReviewerOptions } from "./auth.js";
+import { DEFAULT_AUDIENCE, identityKey, Reviewer, TtlCache, type AuthFailure, type Authorization, type Caller, type ReviewerOptions } from "./auth.js";
 import { AuthFailureLimiter, clientKey, type AuthFailureLimit } from "./auth-failures.js";
 import { BacklogFullError, IdempotencyConflictError, PayloadTooLargeError, PublishFailedError, PublishInputError } from "./errors.js";
 import { publish, type SubscriptionLike } from "./fanout.js";
@@ -43,6 +45,8 @@ export interface PublishServerOptions {
   reviews?: ReviewerOptions;
   /** Failed authentications allowed per client address (default: 10 at once, then 10 a minute). */
   authFailures?: AuthFailureLimit;
+  /** SubjectAccessReviews answered "no" allowed per caller identity (default: 10 at once, then 10 a minute). */
+  authzDenials?: AuthFailureLimit;
   /** Counters of refused credentials; absent in tests that do not read them. */
   metrics?: PublishDoorMetrics;
   /** Serve HTTPS with this certificate, reloaded when its files change; absent: plain HTTP. */
@@ -74,9 +78,11 @@ const ENVELOPE_BYTES = 16 * 1024;
 const DISCARD_LIMIT_BYTES = 4 * 1024 * 1024;
 const BODY_FIELDS = new Set(["type", "id", "data"]);
 const NAMESPACE = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
+const DELIVERY_RESOURCE = `${DELIVERY.plural}.${GROUP}`;
 /** Room for the longest W3C tracestate (16 447 characters) beside a bearer token and the usual headers. */
 const MAX_HEADER_BYTES = 32 * 1024;
 const DEFAULT_AUTH_FAILURES: AuthFailureLimit = { burst: 10, perMinute: 10 };
+const DEFAULT_AUTHZ_DENIALS: AuthFailureLimit = { burst: 10, perMinute: 10 };
 /** Strict: invalid bytes throw; a leading BOM is kept (and refused by JSON.parse, as before). */
 const UTF8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
 
@@ -246,6 +252,7 @@ export function publishServer(opts: PublishServerOptions): Server | HttpsServer 
   const limit = opts.maxBodyBytes ?? MAX_PAYLOAD_BYTES + ENVELOPE_BYTES;
   const reviewer = new Reviewer(client, opts.reviews);
   const limiter = new AuthFailureLimiter(opts.authFailures ?? DEFAULT_AUTH_FAILURES, opts.now ? { now: opts.now } : {});
+  const denials = new AuthFailureLimiter(opts.authzDenials ?? DEFAULT_AUTHZ_DENIALS, opts.now ? { now: opts.now } : {});
   const audience = opts.reviews?.audiences?.[0] ?? DEFAULT_AUDIENCE;
   // One answer for every failed authentication: which check failed is for the log and the metric.
   const unauthenticated = refuse(
@@ -290,6 +297,27 @@ export function publishServer(opts: PublishServerOptions): Server | HttpsServer 
     }
     return { ok: false, reply: failed(client, authn.failure, authn.reason, !known) };
   };
+  /**
+   * The SubjectAccessReview for `create`, behind a limit per caller identity, as the TokenReview
+   * is behind one per address: an answer held costs no API call; a new question takes from the
+   * identity's allowance first, given back when the answer is yes. A caller refused everywhere
+   * (a valid token, no rights) cannot make the operator ask once per namespace name it invents.
+   */
+  const authorize = async (caller: Caller, namespace: string): Promise<Authorization | { throttled: Reply }> => {
+    const known = reviewer.knowsAccess(caller, namespace);
+    const identity = identityKey(caller);
+    if (!known) {
+      const allowance = denials.take(identity);
+      if (!allowance.ok) {
+        opts.metrics?.authzThrottled.inc();
+        log.debug({ caller: caller.username, namespace, retryAfterSeconds: allowance.retryAfterSeconds }, "publish authorization throttled");
+        return { throttled: refuse(429, `too many refused authorizations for ${caller.username}; retry in ${allowance.retryAfterSeconds} s where it may create ${DELIVERY_RESOURCE}`, {}, { "retry-after": String(allowance.retryAfterSeconds) }) };
+      }
+    }
+    const authz = await reviewer.authorize(caller, namespace);
+    if (authz.allowed && !known) denials.refund(identity);
+    return authz;
+  };
   const namespaces = new TtlCache<boolean | undefined>(opts.reviews?.ttlMs ?? 10_000, 10_000, opts.reviews?.now);
   const watched = opts.watchNamespaces?.length ? new Set(opts.watchNamespaces) : undefined;
 
@@ -306,6 +334,19 @@ export function publishServer(opts: PublishServerOptions): Server | HttpsServer 
       }
     });
 
+  /** Stream mode: one JetStream message; a namespace at its quota is a 429, NATS unavailable a 503. */
+  const intoStream = async (stream: StreamPublisher, input: Parameters<typeof publishToStream>[1], traceContext: TraceContext | undefined, caller: string): Promise<Reply> => {
+    try {
+      const result = await publishToStream(stream, input, traceContext ? { traceContext } : {});
+      log.info({ namespace: result.namespace, type: result.type, id: result.id, caller, stream: result.stream, seq: result.seq, duplicate: result.result === "duplicate" }, "event published");
+      return { status: 202, body: result as unknown as Record<string, unknown> };
+    } catch (err) {
+      const reply = err instanceof StreamQuotaExceededError ? quotaReply(err, opts.streamQuota) : publishErrorReply(err);
+      if (!reply) throw err;
+      return reply;
+    }
+  };
+
   const handle = async (req: IncomingMessage): Promise<Reply & { caller?: string }> => {
     const route = routeOf(req);
     if ("status" in route) return route;
@@ -320,7 +361,8 @@ export function publishServer(opts: PublishServerOptions): Server | HttpsServer 
     const authn = await authenticate(req);
     if (!authn.ok) return authn.reply;
     const caller = authn.caller.username;
-    const authz = await reviewer.authorize(authn.token, authn.caller, namespace);
+    const authz = await authorize(authn.caller, namespace);
+    if ("throttled" in authz) return { ...authz.throttled, caller };
     if (!authz.allowed) return { ...refuse(403, `forbidden: ${authz.reason}`), caller };
 
     const exists = await namespaceExists(namespace);
@@ -334,23 +376,15 @@ export function publishServer(opts: PublishServerOptions): Server | HttpsServer 
     const trace = traceContextOf(req);
     if (!trace.ok) return { ...trace.reply, caller };
     const traceContext = trace.trace;
-    if (opts.stream) {
-      try {
-        const result = await publishToStream(opts.stream, parsed.input, traceContext ? { traceContext } : {});
-        log.info({ namespace, type: result.type, id: result.id, caller, stream: result.stream, seq: result.seq, duplicate: result.result === "duplicate" }, "event published");
-        return { status: 202, body: result as unknown as Record<string, unknown>, caller };
-      } catch (err) {
-        const reply = err instanceof StreamQuotaExceededError ? quotaReply(err, opts.streamQuota) : publishErrorReply(err);
-        if (!reply) throw err;
-        return { ...reply, caller };
-      }
-    }
+    if (opts.stream) return { ...(await intoStream(opts.stream, parsed.input, traceContext, caller)), caller };
     try {
       const pendingOf = opts.pendingOf;
       const result = await publish(client, parsed.input, {
         ...(opts.subscriptions ? { subscriptions: opts.subscriptions } : {}),
         ...(pendingOf ? { pendingCount: (ns: string, sub: string) => pendingOf(ns, sub) } : {}),
         ...(traceContext ? { traceContext } : {}),
+        // The deliveries are read with the operator's rights: how an existing one differs is told only to a caller that may read it.
+        mayReadExisting: () => reviewer.authorize(authn.caller, namespace, "get").then((a) => a.allowed),
       });
       const created = result.deliveries.filter((d) => d.result === "created").length;
       log.info({ namespace, type: result.type, id: result.id, caller, created, existing: result.deliveries.length - created }, "event published");

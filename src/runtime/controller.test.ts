@@ -46,8 +46,14 @@ const untilAborted = (seen: { abortedAtStart?: boolean }): Step => (signal) =>
     signal.addEventListener("abort", () => resolve({}), { once: true });
   });
 
+/** A logger whose children write through the parent's spies with their bindings merged in (as pino does). */
 function fakeLog() {
-  return { warn: vi.fn(), error: vi.fn(), info: vi.fn(), debug: vi.fn() };
+  const spies = { warn: vi.fn(), error: vi.fn(), info: vi.fn(), debug: vi.fn() };
+  const make = (bindings: Record<string, unknown>): Record<string, unknown> => ({
+    ...Object.fromEntries(Object.entries(spies).map(([level, spy]) => [level, (o: Record<string, unknown>, msg?: string) => spy({ ...bindings, ...o }, msg)])),
+    child: (more: Record<string, unknown>) => make({ ...bindings, ...more }),
+  });
+  return Object.assign(make({}), spies);
 }
 
 describe("Controller", () => {
@@ -73,7 +79,7 @@ describe("Controller", () => {
     vi.useRealTimers();
   });
 
-  function start(reconciler: FakeReconciler, workers = 1): Controller<string> {
+  function start(reconciler: Reconciler<string>, workers = 1): Controller<string> {
     controller = new Controller<string>({ name: "test", queue, reconciler, workers, log: log as unknown as Logger, metrics });
     controller.start();
     return controller;
@@ -135,6 +141,38 @@ describe("Controller", () => {
     expect(queue.failuresOf("a")).toBe(5);
     expect(log.warn).toHaveBeenCalledWith(expect.objectContaining({ controller: "test", key: "a", err: "boom", retryInMs: 100 }), expect.any(String));
     expect(outcomes().every((o) => o === "error")).toBe(true);
+  });
+
+  it("each reconcile has its own id and a logger bound to {controller, key, reconcileID}; the failure line carries the id", async () => {
+    const seen: Array<{ id: string; lines: number }> = [];
+    const r: Reconciler<string> = {
+      reconcile: (_key, _signal, ctx) => {
+        ctx.log.info({ step: "planned" }, "planned");
+        seen.push({ id: ctx.id, lines: log.info.mock.calls.length });
+        if (seen.length === 2) throw new Error("boom");
+        return Promise.resolve({});
+      },
+    };
+    start(r);
+    queue.add("a");
+    queue.add("b");
+    await vi.advanceTimersByTimeAsync(0);
+    expect(seen).toHaveLength(2);
+    expect(new Set(seen.map((x) => x.id)).size).toBe(2);
+    for (const x of seen) expect(x.id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/);
+    expect(log.info.mock.calls.map((c) => c[0])).toEqual([
+      { controller: "test", key: "a", reconcileID: seen[0]!.id, step: "planned" },
+      { controller: "test", key: "b", reconcileID: seen[1]!.id, step: "planned" },
+    ]);
+    expect(log.warn).toHaveBeenCalledWith(expect.objectContaining({ controller: "test", key: "b", reconcileID: seen[1]!.id, err: "boom" }), "reconcile failed, retrying");
+  });
+
+  it("reports each reconcile's duration with its result", async () => {
+    start(new FakeReconciler([sleep(250)]));
+    queue.add("a");
+    await vi.advanceTimersByTimeAsync(300);
+    expect(metrics.reconciled).toHaveBeenCalledWith("test", "success", expect.any(Number));
+    expect(metrics.reconciled.mock.calls[0]![2]).toBeGreaterThanOrEqual(0.25);
   });
 
   it("backoff is per key: a failing key does not slow another", async () => {

@@ -4,6 +4,9 @@
 //   return { requeueAfter: ms }  run again later (waiting costs no API write)
 //   throw TerminalError          give up on this key; log it
 //   throw anything else          retry with per-key exponential backoff
+// Each reconcile has an id (controller-runtime's reconcileID) and a child logger that carries it
+// with the controller and the key, so every line one reconcile writes can be found together.
+import { randomUUID } from "node:crypto";
 import type { Logger } from "pino";
 import type { WorkQueue } from "./queue.js";
 import { sharedAbortController } from "./shared-abort.js";
@@ -12,8 +15,16 @@ export interface Result {
   requeueAfter?: number;
 }
 
+/** What a reconcile is given besides its key and signal. */
+export interface ReconcileContext {
+  /** This reconcile's id: the same on every line it logs. */
+  id: string;
+  /** The controller's logger with {controller, key, reconcileID} bound. */
+  log: Logger;
+}
+
 export interface Reconciler<K = string> {
-  reconcile(key: K, signal: AbortSignal): Promise<Result | void>;
+  reconcile(key: K, signal: AbortSignal, ctx: ReconcileContext): Promise<Result | void>;
 }
 
 export class TerminalError extends Error {
@@ -87,8 +98,10 @@ export class Controller<K = string> {
       this.active++;
       const started = performance.now();
       let outcome: "success" | "requeue" | "error" | "terminal" = "success";
+      const id = randomUUID();
+      const rlog = log.child({ controller: name, key: String(key), reconcileID: id });
       try {
-        const result = await reconciler.reconcile(key, this.abort.signal);
+        const result = await reconciler.reconcile(key, this.abort.signal, { id, log: rlog });
         queue.forget(key);
         if (result?.requeueAfter !== undefined) {
           outcome = "requeue";
@@ -98,11 +111,11 @@ export class Controller<K = string> {
         if (err instanceof TerminalError) {
           outcome = "terminal";
           queue.forget(key);
-          log.error({ controller: name, key, err: err.message }, "reconcile failed for good");
+          rlog.error({ err: err.message }, "reconcile failed for good");
         } else {
           outcome = "error";
           const retryInMs = queue.addRateLimited(key);
-          log.warn({ controller: name, key, err: err instanceof Error ? err.message : String(err), retryInMs }, "reconcile failed, retrying");
+          rlog.warn({ err: err instanceof Error ? err.message : String(err), retryInMs }, "reconcile failed, retrying");
         }
       } finally {
         this.active--;

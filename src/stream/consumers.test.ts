@@ -58,6 +58,10 @@ describe("consumerConfig", () => {
     });
     expect(consumerConfig(sub, { ...policy, eventTypes: undefined }).filter_subjects).toEqual(["hookline.shop.>"]);
   });
+
+  it("names the installation that made it in its metadata", () => {
+    expect(consumerConfig(sub, policy, "hookline/hookline").metadata).toEqual({ "hookline.dev/namespace": "shop", "hookline.dev/subscription": "acme", "hookline.dev/uid": sub.uid, "hookline.dev/installation": "hookline/hookline" });
+  });
 });
 
 describe("orphanedConsumers", () => {
@@ -67,6 +71,14 @@ describe("orphanedConsumers", () => {
     const live = [{ namespace: "shop", name: "acme", uid: "u1" }, { namespace: "shop", name: "acme-again", uid: "new" }];
     expect(orphanedConsumers(all, live).map((o) => o.name)).toEqual(["gone", "acme-again", "x"]);
     expect(orphanedConsumers(all, live, ["shop"]).map((o) => o.name)).toEqual(["gone", "acme-again"]);
+  });
+
+  it("leaves the consumers another installation made, whatever their subscriptions", () => {
+    const mine = { ...c("shop", "gone", "u2"), installation: "hookline/hookline" };
+    const theirs = { ...c("shop", "theirs", "u9"), installation: "other/hookline" };
+    // Made before installations claimed consumers: on this installation's stream, so its own.
+    const unclaimed = c("shop", "old", "u8");
+    expect(orphanedConsumers([mine, theirs, unclaimed], [], undefined, "hookline/hookline").map((o) => o.name)).toEqual(["gone", "old"]);
   });
 });
 

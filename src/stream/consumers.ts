@@ -6,16 +6,21 @@
 // consumer name whatever the subscription's name (dots are not allowed), and new when a
 // subscription is deleted and created again under the same name (a fresh consumer, no old
 // position). Its metadata records the subscription, so the consumers of deleted subscriptions
-// can be found and removed (orphanedConsumers). Created and updated with the subscription:
+// can be found and removed (orphanedConsumers), and the installation that made it
+// (HOOKLINE_INSTALLATION), so that one installation never removes another's. Created and updated
+// with the subscription:
 //   filter_subjects   the subscription's eventTypes (subjects.ts)
 //   max_ack_pending   spec.maxInFlight: at most that many messages out without an answer
 //   ack_wait          the attempt timeout plus a margin: redelivered only when nobody answers
 //   ack explicit, deliver new (a new subscription gets events published from now on, as a new
 //   subscription gets no deliveries for earlier events in CR mode), redeliveries unlimited
 //   (retries are the executor's: a negative acknowledgement with a delay).
+// An event type removed from eventTypes stays in the filter until its waiting events are through
+// (type-removal.ts): they are dead-lettered, not dropped.
 import { createHash } from "node:crypto";
 import { AckPolicy, DeliverPolicy, JetStreamApiError, ReplayPolicy, type ConsumerConfig, type ConsumerInfo, type JetStreamManager } from "@nats-io/jetstream";
 import { filterSubjects } from "./subjects.js";
+import { drainFilters, newlyRemoved, nextDraining, readDraining, REMOVED_SUBJECTS_METADATA, writeDraining } from "./type-removal.js";
 
 /** The subscription a consumer belongs to. */
 export interface SubscriptionIdentity {
@@ -36,6 +41,7 @@ export const CONSUMER_METADATA = {
   namespace: "hookline.dev/namespace",
   subscription: "hookline.dev/subscription",
   uid: "hookline.dev/uid",
+  installation: "hookline.dev/installation",
 } as const;
 
 /**
@@ -99,8 +105,8 @@ export function consumerName(sub: SubscriptionIdentity): string {
   return `${readable(sub.namespace, 20)}_${readable(sub.name, 25)}_${hash}`;
 }
 
-/** The consumer's configuration for a subscription. Pure; throws SubjectError / ConsumerSpecError naming the field. */
-export function consumerConfig(sub: SubscriptionIdentity, policy: ConsumerPolicy): Partial<ConsumerConfig> & { durable_name: string } {
+/** The consumer's configuration for a subscription (made by `installation`). Pure; throws SubjectError / ConsumerSpecError naming the field. */
+export function consumerConfig(sub: SubscriptionIdentity, policy: ConsumerPolicy, installation?: string): Partial<ConsumerConfig> & { durable_name: string } {
   check(sub, policy);
   return {
     durable_name: consumerName(sub),
@@ -112,7 +118,12 @@ export function consumerConfig(sub: SubscriptionIdentity, policy: ConsumerPolicy
     max_ack_pending: policy.maxInFlight,
     ack_wait: ackWaitMs(policy.timeoutMs) * NANOS_PER_MS,
     max_deliver: -1,
-    metadata: { [CONSUMER_METADATA.namespace]: sub.namespace, [CONSUMER_METADATA.subscription]: sub.name, [CONSUMER_METADATA.uid]: sub.uid },
+    metadata: {
+      [CONSUMER_METADATA.namespace]: sub.namespace,
+      [CONSUMER_METADATA.subscription]: sub.name,
+      [CONSUMER_METADATA.uid]: sub.uid,
+      ...(installation !== undefined ? { [CONSUMER_METADATA.installation]: installation } : {}),
+    },
   };
 }
 
@@ -131,11 +142,13 @@ function differences(have: Partial<ConsumerConfig>, wanted: Partial<ConsumerConf
 /**
  * Creates the subscription's consumer, or updates it (filter, maxInFlight, ack wait) when the
  * subscription changed. An update keeps the consumer's position and its messages out for
- * acknowledgement: nothing delivered and unacknowledged is lost. A consumer of the same name
- * that Hookline did not make (other ack or deliver policy) is refused, not changed.
+ * acknowledgement: nothing delivered and unacknowledged is lost; a filter subject removed keeps
+ * draining until its waiting messages are answered (type-removal.ts), so call it again while
+ * `draining` says so. A consumer of the same name that Hookline did not make (other ack or
+ * deliver policy) is refused, not changed.
  */
-export async function ensureConsumer(jsm: JetStreamManager, stream: string, sub: SubscriptionIdentity, policy: ConsumerPolicy): Promise<{ name: string; action: "created" | "updated" | "unchanged"; info: ConsumerInfo }> {
-  const wanted = consumerConfig(sub, policy);
+export async function ensureConsumer(jsm: JetStreamManager, stream: string, sub: SubscriptionIdentity, policy: ConsumerPolicy, installation?: string): Promise<{ name: string; action: "created" | "updated" | "unchanged"; info: ConsumerInfo }> {
+  const wanted = consumerConfig(sub, policy, installation);
   const name = wanted.durable_name;
   for (let attempt = 0; ; attempt++) {
     let info: ConsumerInfo | undefined;
@@ -157,12 +170,27 @@ export async function ensureConsumer(jsm: JetStreamManager, stream: string, sub:
     if (fixed.length > 0) {
       throw new Error(`consumer ${name} on stream ${stream} exists with other ${fixed.join(", ")} than Hookline sets: it was not made by Hookline; delete it (nats consumer rm ${stream} ${name})`);
     }
+    await withDraining(jsm, stream, info, wanted);
     const changed = differences(info.config, wanted);
     if (changed.length === 0) return { name, action: "unchanged", info };
     const delta = Object.fromEntries(MUTABLE.map((k) => [k, wanted[k]]));
     // One filter form only: the server refuses filter_subject and filter_subjects together.
     return { name, action: "updated", info: await jsm.consumers.update(stream, name, { ...delta, filter_subject: undefined }) };
   }
+}
+
+/** Widens `wanted` (filter, metadata) with the removed subjects whose waiting messages are not through yet. */
+async function withDraining(jsm: JetStreamManager, stream: string, info: ConsumerInfo, wanted: Partial<ConsumerConfig>): Promise<void> {
+  const have = info.config.filter_subjects ?? (info.config.filter_subject ? [info.config.filter_subject] : []);
+  const want = wanted.filter_subjects ?? [];
+  const draining = readDraining(info.config.metadata);
+  // The stream's last sequence bounds what was published before the removal: read only when something was removed.
+  const lastSeq = newlyRemoved(have, want, draining).length > 0 ? (await jsm.streams.info(stream)).state.last_seq : 0;
+  const next = nextDraining({ have, wanted: want, draining, lastSeq, ackFloor: info.ack_floor.stream_seq, pending: info.num_pending, ackPending: info.num_ack_pending });
+  const value = writeDraining(next);
+  if (value === undefined) return;
+  wanted.filter_subjects = drainFilters(want, next);
+  wanted.metadata = { ...wanted.metadata, [REMOVED_SUBJECTS_METADATA]: value };
 }
 
 /** Deletes a consumer; false when it did not exist. Its unacknowledged messages are released (interest retention drops those nobody else wants). */
@@ -183,6 +211,10 @@ export interface HooklineConsumer extends SubscriptionIdentity {
   pending: number;
   /** Messages delivered and not yet acknowledged. */
   ackPending: number;
+  /** Event types removed from the subscription still drain through it (type-removal.ts): look again until they are through. */
+  draining?: boolean;
+  /** The installation that made it; undefined for one made before installations claimed consumers. */
+  installation?: string;
 }
 
 /** Hookline's consumers on the stream (recognized by their metadata; others are left out). */
@@ -202,18 +234,27 @@ export async function listConsumers(jsm: JetStreamManager, stream: string): Prom
       filterSubjects: ci.config.filter_subjects ?? (ci.config.filter_subject ? [ci.config.filter_subject] : []),
       pending: ci.num_pending,
       ackPending: ci.num_ack_pending,
+      draining: md[REMOVED_SUBJECTS_METADATA] !== undefined,
+      ...(md[CONSUMER_METADATA.installation] !== undefined ? { installation: md[CONSUMER_METADATA.installation] } : {}),
     });
   }
   return out.sort((a, b) => (a.consumer < b.consumer ? -1 : a.consumer > b.consumer ? 1 : 0));
 }
 
 /**
+ * Whether `installation` made the consumer: its metadata says so, or says nothing (made before
+ * installations claimed consumers, on a stream this installation claims: its own).
+ */
+export const madeBy = (c: HooklineConsumer, installation: string | undefined): boolean => installation === undefined || c.installation === undefined || c.installation === installation;
+
+/**
  * The consumers whose subscription no longer exists (by namespace, name and uid): delete them.
  * Pass every live subscription of the namespaces this operator serves; with `namespaces`, only
- * consumers of those are considered (another operator may own the rest). Pure.
+ * consumers of those are considered (another operator may own the rest); with `installation`,
+ * only the consumers it made (madeBy). Pure.
  */
-export function orphanedConsumers(consumers: readonly HooklineConsumer[], live: Iterable<SubscriptionIdentity>, namespaces?: readonly string[]): HooklineConsumer[] {
+export function orphanedConsumers(consumers: readonly HooklineConsumer[], live: Iterable<SubscriptionIdentity>, namespaces?: readonly string[], installation?: string): HooklineConsumer[] {
   const keep = new Set([...live].map((s) => JSON.stringify([s.namespace, s.name, s.uid])));
   const served = namespaces?.length ? new Set(namespaces) : undefined;
-  return consumers.filter((c) => (!served || served.has(c.namespace)) && !keep.has(JSON.stringify([c.namespace, c.name, c.uid])));
+  return consumers.filter((c) => madeBy(c, installation) && (!served || served.has(c.namespace)) && !keep.has(JSON.stringify([c.namespace, c.name, c.uid])));
 }

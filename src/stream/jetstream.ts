@@ -5,15 +5,17 @@
 // whose message names where the URL came from (HOOKLINE_NATS_URL, --nats); a namespace over its
 // quota is another, StreamQuotaExceededError.
 //
-// The streams (layout.ts, docs/adr/0010-one-stream-per-namespace.md): one per namespace,
+// The streams (layout.ts, docs/adr/0013-one-stream-per-namespace.md): one per namespace,
 // HOOKLINE_<namespace> on hookline.<namespace>.>, interest retention (a message is kept until
 // every consumer whose filter matches it acknowledged it, and dropped at once when none does),
 // discard new with the namespace's quota (a full namespace refuses a publish instead of losing
 // stored events), a duplicate window keyed by Nats-Msg-Id, max_msg_size above the largest event.
-// The operator makes them; a publisher never does.
-import { connect, errors as natsErrors, headers as natsHeaders, RequestError, type NatsConnection, type NodeConnectionOptions } from "@nats-io/transport-node";
+// The operator makes them, each claimed by its installation (HOOKLINE_INSTALLATION in the
+// stream's metadata: another installation refuses it); a publisher never does.
+import { readFileSync } from "node:fs";
+import { connect, errors as natsErrors, headers as natsHeaders, RequestError, usernamePasswordAuthenticator, type NatsConnection, type NodeConnectionOptions } from "@nats-io/transport-node";
 import { JetStreamApiError, jetstream, jetstreamManager, type JetStreamClient, type JetStreamManager, type StreamInfo } from "@nats-io/jetstream";
-import { DEFAULT_LAYOUT, legacyStreamPlan, namespaceOfStream, namespaceStreamConfig, namespaceStreamName, streamDifferences, type LayoutSettings } from "./layout.js";
+import { DEFAULT_LAYOUT, legacyStreamPlan, namespaceOfStream, namespaceStreamConfig, namespaceStreamName, OWNER_METADATA, streamDifferences, streamOwner, streamOwnerProblem, type LayoutSettings } from "./layout.js";
 import { MSG_ID_HEADER, type OutgoingMessage } from "./message.js";
 import { ALL_SUBJECTS, parseEventSubject } from "./subjects.js";
 import { parseNatsUrl, redactNatsUrl } from "./url.js";
@@ -23,6 +25,9 @@ export const STREAM_NAME = DEFAULT_LAYOUT.name;
 
 /** What Hookline decides about the streams (layout.ts); defaults in DEFAULT_STREAM_SETTINGS. */
 export type StreamSettings = LayoutSettings;
+
+/** The streams' metadata key naming the installation that uses them: another installation refuses them. */
+export { OWNER_METADATA };
 
 export const DEFAULT_STREAM_SETTINGS: StreamSettings = DEFAULT_LAYOUT;
 
@@ -88,6 +93,8 @@ export interface NamespaceStream {
   consumers: number;
   /** When its oldest message was stored (epoch ms); absent when it holds none. */
   oldestAt?: number;
+  /** The installation that claimed it (HOOKLINE_INSTALLATION); absent when none did. */
+  owner?: string;
 }
 
 /** What JetStream answered for one published message. */
@@ -126,6 +133,21 @@ export interface ConnectStreamOptions {
   onEvent?: (event: StreamConnectionEvent) => void;
   /** The streams ensureStream makes (the operator); defaults in DEFAULT_STREAM_SETTINGS. */
   stream?: Partial<StreamSettings>;
+  /** Credentials besides the URL's (stream/auth.ts NatsClientAuth): a user and the file holding its password, read at each connection attempt. */
+  credentials?: { user: string; passwordFile: string };
+  /** TLS files (CA of the server's certificate; this client's certificate and key): any of them requires TLS, as tls:// does. */
+  tls?: { caFile?: string; certFile?: string; keyFile?: string };
+  /** Replies (JetStream's answers, pulled messages) come on this subject prefix; default _INBOX. */
+  inboxPrefix?: string;
+}
+
+/** The password of a password file: its content without a final newline. Read at each connection attempt, so a rotated Secret is used at the next one. */
+function passwordFrom(file: string): string {
+  try {
+    return readFileSync(file, "utf8").replace(/\r?\n$/, "");
+  } catch (err) {
+    throw new Error(`cannot read the NATS password file ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+  }
 }
 
 /** Reconnect delays: 250 ms doubling to 5 s, plus up to 20 % jitter. */
@@ -138,6 +160,12 @@ function describe(err: unknown): string {
   if (!(err instanceof Error)) return String(err);
   const cause = err.cause instanceof Error && err.cause.message !== err.message ? ` (${err.cause.message})` : "";
   return `${err.message}${cause}`;
+}
+
+/** A Permissions Violation of the NATS server: this user may not publish to (or subscribe to) that subject. */
+function isPermissionViolation(err: unknown): boolean {
+  for (let e: unknown = err; e instanceof Error; e = e.cause) if (e instanceof natsErrors.PermissionViolationError) return true;
+  return false;
 }
 
 const isNoResponders = (err: unknown): boolean => err instanceof Error && (err instanceof RequestError ? err.isNoResponders() : err.cause instanceof RequestError && err.cause.isNoResponders());
@@ -178,9 +206,11 @@ export class StreamConnection {
       timeout: opts.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
       maxReconnectAttempts: -1,
       reconnectDelayHandler: () => backoffMs(reconnects.attempt++),
-      ...(parsed.tls ? { tls: {} } : {}),
+      ...(parsed.tls || opts.tls ? { tls: { ...opts.tls } } : {}),
       ...(parsed.user !== undefined ? { user: parsed.user, pass: parsed.pass } : {}),
       ...(parsed.token !== undefined ? { token: parsed.token } : {}),
+      ...(opts.credentials ? { authenticator: usernamePasswordAuthenticator(opts.credentials.user, () => passwordFrom(opts.credentials!.passwordFile)) } : {}),
+      ...(opts.inboxPrefix ? { inboxPrefix: opts.inboxPrefix } : {}),
     };
     for (let attempt = 0; ; attempt++) {
       if (opts.signal?.aborted) throw new StreamUnavailableError(`connecting to NATS at ${where} was cancelled`, "closed");
@@ -225,6 +255,21 @@ export class StreamConnection {
     emit({ type: "closed" });
   }
 
+  /**
+   * Whether the server this connection is on refuses a client without credentials: its INFO
+   * says it requires authentication (users, tokens, nkeys, accounts) or a verified TLS client
+   * certificate. Otherwise anyone who reaches it gets in, whatever this client sent.
+   */
+  serverAuthenticates(): boolean {
+    const info = this.nc.info;
+    return info?.auth_required === true || info?.tls_verify === true;
+  }
+
+  /** The prefix of this connection's inboxes (replies, pulled messages): ConnectStreamOptions.inboxPrefix, or NATS's default. */
+  get inboxPrefix(): string {
+    return this.opts.inboxPrefix ?? "_INBOX";
+  }
+
   /** Whether the connection is up now (false while reconnecting and after close). */
   isConnected(): boolean {
     return this.connected && !this.nc.isClosed();
@@ -244,13 +289,18 @@ export class StreamConnection {
    * prefix, on hookline.>) takes every namespace's subjects. Empty, it is deleted (nothing is
    * lost), after its subjects were moved aside so that no publish lands in it meanwhile; holding
    * events, it is refused with StreamUnavailableError "legacy-stream", neither deleted nor
-   * changed: its events are delivered by the version that wrote them (layout.ts).
+   * changed: its events are delivered by the version that wrote them (layout.ts). A stream of
+   * another installation (HOOKLINE_INSTALLATION), the old one or a namespace's, is refused
+   * ("refused", the operator not ready) and left as it is: the account holds two installations.
    */
   async prepare(): Promise<{ legacy: "none" | "removed" }> {
     const jsm = await this.jetstreamManager();
     const name = this.settings.name;
     const info = await this.run(`reading stream ${name}`, () => streamInfo(jsm, name));
     const plan = legacyStreamPlan(info);
+    // Another installation's streams on this account: the mistake is said at once (not ready), and none of them is touched.
+    if (plan !== "none") this.checkOwner(name, streamOwner(info!));
+    for (const ns of await this.namespaceStreams()) this.checkOwner(ns.stream, ns.owner);
     if (plan === "none") return { legacy: "none" };
     if (plan === "remove") {
       // Moved aside first, then read again: a publish that came between the two reads is seen,
@@ -295,6 +345,7 @@ export class StreamConnection {
       }
     }
     const have = info.config;
+    this.checkOwner(wanted.name, streamOwner(info));
     if (have.retention !== wanted.retention || have.storage !== wanted.storage) {
       throw new StreamUnavailableError(
         `stream ${wanted.name} on NATS at ${this.where} has retention ${have.retention} and storage ${have.storage}; Hookline needs retention ${wanted.retention} and storage ${wanted.storage}. ` +
@@ -311,6 +362,12 @@ export class StreamConnection {
       throw this.noRoom(err, wanted.name) ?? this.unavailable(err, `updating stream ${wanted.name} (${changed.join(", ")})`);
     }
     return { action: "updated", info };
+  }
+
+  /** Throws StreamUnavailableError "refused" when another installation claimed the stream (HOOKLINE_INSTALLATION). */
+  private checkOwner(stream: string, owner: string | undefined): void {
+    const problem = streamOwnerProblem(owner, this.settings.owner);
+    if (problem) throw new StreamUnavailableError(`stream ${stream} on NATS at ${this.where} ${problem}`, "refused");
   }
 
   /**
@@ -338,7 +395,16 @@ export class StreamConnection {
         const namespace = namespaceOfStream(this.settings.name, si);
         if (namespace === undefined) continue;
         const firstAt = si.state.messages > 0 ? Date.parse(si.state.first_ts) : NaN;
-        out.push({ namespace, stream: si.config.name, messages: si.state.messages, bytes: si.state.bytes, consumers: si.state.consumer_count, ...(Number.isFinite(firstAt) ? { oldestAt: firstAt } : {}) });
+        const owner = streamOwner(si);
+        out.push({
+          namespace,
+          stream: si.config.name,
+          messages: si.state.messages,
+          bytes: si.state.bytes,
+          consumers: si.state.consumer_count,
+          ...(Number.isFinite(firstAt) ? { oldestAt: firstAt } : {}),
+          ...(owner !== undefined ? { owner } : {}),
+        });
       }
       return out.sort((a, b) => (a.namespace < b.namespace ? -1 : a.namespace > b.namespace ? 1 : 0));
     });
@@ -410,6 +476,7 @@ export class StreamConnection {
       );
     }
     if (isNoResponders(err)) return new StreamUnavailableError(`NATS at ${this.where} has no JetStream (start nats-server with --jetstream) while ${what}`, "no-jetstream", { cause: err });
+    if (isPermissionViolation(err)) return new StreamUnavailableError(`NATS at ${this.where} refused ${what}: ${detail}: the NATS user of ${this.opts.source} may not do it (docs/stream-mode.md says what each user may do)`, "refused", { cause: err });
     if (err instanceof natsErrors.ClosedConnectionError || err instanceof natsErrors.DrainingConnectionError) return new StreamUnavailableError(`the connection to NATS at ${this.where} is closed`, "closed", { cause: err });
     if (err instanceof JetStreamApiError) return new StreamUnavailableError(`JetStream at ${this.where} refused ${what}: ${detail} (JetStream error ${err.code})`, "refused", { cause: err });
     return new StreamUnavailableError(`${what} on NATS at ${this.where} failed: ${detail}`, "refused", { cause: err });

@@ -2,7 +2,7 @@
 // becomes of the one stream of earlier versions.
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { backstopAgeMs, DEFAULT_LAYOUT, legacyStreamPlan, namespaceOfStream, namespaceStreamConfig, namespaceStreamName, streamDifferences } from "./layout.js";
+import { backstopAgeMs, DEFAULT_LAYOUT, legacyStreamPlan, namespaceOfStream, namespaceStreamConfig, namespaceStreamName, ownedBy, streamDifferences, streamOwner, streamOwnerProblem } from "./layout.js";
 import { MAX_MESSAGE_BYTES } from "./message.js";
 import { SubjectError } from "./subjects.js";
 
@@ -64,6 +64,36 @@ describe("namespaceStreamConfig", () => {
     const wanted = namespaceStreamConfig({ ...DEFAULT_LAYOUT, namespaceMaxMessages: 5, maxAgeMs: DAY }, "shop");
     expect(streamDifferences(have, wanted)).toEqual(["max_age", "max_msgs"]);
     expect(streamDifferences({ ...have, metadata: {} }, have)).toEqual(["metadata"]);
+  });
+});
+
+describe("the installation's claim", () => {
+  const claimed = namespaceStreamConfig({ ...DEFAULT_LAYOUT, owner: "hookline/hookline" }, "shop");
+
+  it("is in the stream's metadata beside its namespace; none without an installation", () => {
+    expect(claimed.metadata).toEqual({ "hookline.dev/namespace": "shop", "hookline.dev/installation": "hookline/hookline" });
+    expect(namespaceStreamConfig(DEFAULT_LAYOUT, "shop").metadata).toEqual({ "hookline.dev/namespace": "shop" });
+    expect(streamOwner({ config: claimed })).toBe("hookline/hookline");
+  });
+
+  it("a stream nobody claimed is claimed by the next update; one already claimed is not changed for it", () => {
+    const unclaimed = namespaceStreamConfig(DEFAULT_LAYOUT, "shop");
+    expect(streamDifferences(unclaimed, claimed)).toEqual(["metadata"]);
+    expect(streamDifferences(claimed, claimed)).toEqual([]);
+    // An installation-less operator (a library) claims nothing and leaves a claim as it is.
+    expect(streamDifferences(claimed, unclaimed)).toEqual([]);
+  });
+
+  it("another installation's stream is refused, saying whose and what to do; an unclaimed one is used only without an installation", () => {
+    expect(streamOwnerProblem("team-a", "team-a")).toBeUndefined();
+    expect(streamOwnerProblem(undefined, "team-a")).toBeUndefined();
+    expect(streamOwnerProblem("team-a", undefined)).toBeUndefined();
+    const problem = streamOwnerProblem("team-a", "team-b");
+    expect(problem).toContain('belongs to another Hookline installation, "team-a" (this one is "team-b", HOOKLINE_INSTALLATION)');
+    expect(problem).toContain("Give each installation its own NATS account");
+    expect(problem).toContain("set HOOKLINE_INSTALLATION=team-a");
+    // What a sweep may count or delete: only its own (or anything when no installation is configured).
+    expect([ownedBy("team-a", "team-a"), ownedBy("team-b", "team-a"), ownedBy(undefined, "team-a"), ownedBy("team-b", undefined)]).toEqual([true, false, false, true]);
   });
 });
 

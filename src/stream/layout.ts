@@ -1,9 +1,10 @@
-// Where stream mode's events are stored: one JetStream stream per namespace (docs/adr/0010),
-// so that JetStream itself enforces each namespace's quota, whoever publishes (the doors, or a
-// producer writing to NATS directly). Pure: names, configurations and what to make of a stream
-// found on the server.
+// Where stream mode's events are stored: one JetStream stream per namespace
+// (docs/adr/0013-one-stream-per-namespace.md), so that JetStream itself enforces each
+// namespace's quota, whoever publishes (the doors, or a producer writing to NATS directly).
+// Pure: names, configurations and what to make of a stream found on the server.
 //
-//   stream     <prefix>_<namespace> (HOOKLINE_shop), metadata hookline.dev/namespace
+//   stream     <prefix>_<namespace> (HOOKLINE_shop), metadata hookline.dev/namespace and
+//              hookline.dev/installation (the installation that claims it: HOOKLINE_INSTALLATION)
 //   subjects   hookline.<namespace>.>  (subjects.ts: the contract, unchanged)
 //   limits     max_msgs, max_bytes: the namespace's quota, discard new (a full namespace refuses
 //              its publishes; nothing stored is dropped); max_age: a backstop above the age at
@@ -19,6 +20,9 @@ import { ALL_SUBJECTS, namespaceFilter, SubjectError } from "./subjects.js";
 
 /** Metadata key of a namespace's stream: the namespace it holds. */
 export const STREAM_NAMESPACE_METADATA = "hookline.dev/namespace";
+
+/** Metadata key of a stream: the installation that claims it (HOOKLINE_INSTALLATION). Another installation refuses the stream and never deletes it. */
+export const OWNER_METADATA = "hookline.dev/installation";
 
 const NANOS_PER_MS = 1_000_000;
 const DAY_MS = 86_400_000;
@@ -38,6 +42,8 @@ export interface LayoutSettings {
   namespaceMaxMessages: number;
   /** Bytes one namespace's stream holds at most. */
   namespaceMaxBytes: number;
+  /** The installation that claims the streams (HOOKLINE_INSTALLATION; metadata OWNER_METADATA); undefined: no claim made or checked. */
+  owner?: string;
 }
 
 /** Hookline's defaults (the operator's come from its environment, src/config/config.ts). */
@@ -81,18 +87,43 @@ export function namespaceStreamConfig(settings: LayoutSettings, namespace: strin
     max_msgs: settings.namespaceMaxMessages,
     max_bytes: settings.namespaceMaxBytes,
     num_replicas: settings.replicas,
-    metadata: { [STREAM_NAMESPACE_METADATA]: namespace },
+    metadata: { [STREAM_NAMESPACE_METADATA]: namespace, ...(settings.owner !== undefined ? { [OWNER_METADATA]: settings.owner } : {}) },
   };
 }
 
 /** Fields of a namespace's stream the operator keeps as configured (an update changes them). */
 export const MUTABLE_STREAM_FIELDS = ["subjects", "duplicate_window", "max_msg_size", "max_age", "max_msgs", "max_bytes", "discard", "num_replicas"] as const;
 
-/** Which mutable fields of `have` differ from `wanted`. Pure. */
+/**
+ * Which mutable fields of `have` differ from `wanted`; "metadata" also when `wanted` claims a
+ * stream that no installation claimed yet (made by hand, or before installations claimed
+ * streams). One claimed by another installation is refused before this (streamOwnerProblem). Pure.
+ */
 export function streamDifferences(have: Partial<StreamConfig>, wanted: Partial<StreamConfig>): string[] {
   const changed: string[] = MUTABLE_STREAM_FIELDS.filter((k) => JSON.stringify(have[k]) !== JSON.stringify(wanted[k]));
-  if (have.metadata?.[STREAM_NAMESPACE_METADATA] !== wanted.metadata?.[STREAM_NAMESPACE_METADATA]) changed.push("metadata");
+  const claim = wanted.metadata?.[OWNER_METADATA] !== undefined && have.metadata?.[OWNER_METADATA] === undefined;
+  if (have.metadata?.[STREAM_NAMESPACE_METADATA] !== wanted.metadata?.[STREAM_NAMESPACE_METADATA] || claim) changed.push("metadata");
   return changed;
+}
+
+/** The installation a stream's metadata names; undefined when none claimed it. */
+export const streamOwner = (stream: { config: Pick<StreamConfig, "metadata"> }): string | undefined => stream.config.metadata?.[OWNER_METADATA];
+
+/**
+ * Whether `installation` may use a stream claimed by `owner`: it claimed it, or nobody claimed
+ * anything (no installation configured). A stream no installation claimed is claimed by the
+ * next ensureStream, not used before. Pure.
+ */
+export const ownedBy = (owner: string | undefined, installation: string | undefined): boolean => installation === undefined || owner === installation;
+
+/** Another installation claimed the stream: it must not be used, changed or deleted; undefined when it may. Pure. */
+export function streamOwnerProblem(owner: string | undefined, installation: string | undefined): string | undefined {
+  if (installation === undefined || owner === undefined || owner === installation) return undefined;
+  return (
+    `belongs to another Hookline installation, ${JSON.stringify(owner)} (this one is ${JSON.stringify(installation)}, HOOKLINE_INSTALLATION): ` +
+    `two installations on one NATS account would take each other's events and delete each other's consumers and streams. Give each installation its own NATS account (docs/stream-mode.md); ` +
+    `if ${JSON.stringify(owner)} is this installation under an earlier name, set HOOKLINE_INSTALLATION=${owner}`
+  );
 }
 
 /** The namespace a stream holds, when it is one of Hookline's namespace streams of `prefix`. */

@@ -13,10 +13,11 @@
 // published, whatever their characters. It accepts only what the encoder writes.
 //
 // The Nats-Msg-Id holds the namespace because the stream holds every namespace: one tenant's
-// event id must never suppress another's as a duplicate. An id that is not visible ASCII (a
-// space, a control character, non-ASCII: all allowed by the CRD) cannot be a header value as it
-// is, so it is replaced by `sha256:` and the hex SHA-256 of its JSON form; an id that itself
-// starts with `sha256:` is replaced too, so the two forms never meet.
+// event id must never suppress another's as a duplicate. An id that is not visible ASCII (an
+// inner space, which the doors take; control characters and non-ASCII, which they refuse since
+// such an id cannot be the webhook-id header, but a message published before may hold) is not
+// used as it is, so it is replaced by `sha256:` and the hex SHA-256 of its JSON form; an id that
+// itself starts with `sha256:` is replaced too, so the two forms never meet.
 import { createHash } from "node:crypto";
 import { MAX_PAYLOAD_BYTES, MAX_PAYLOAD_DEPTH } from "../api/names.js";
 import { jsonDepth } from "../core/json-depth.js";
@@ -92,7 +93,12 @@ const VISIBLE_ASCII = /^[\x21-\x7e]+$/;
 /** The Nats-Msg-Id of event `id` in `namespace`: `<namespace>/<id>`, or `<namespace>/sha256:<hex>` for an id that cannot be a header value. */
 export function messageId(namespace: string, id: string): string {
   if (VISIBLE_ASCII.test(id) && !id.startsWith(HASHED)) return `${namespace}/${id}`;
-  return `${namespace}/${HASHED}${createHash("sha256").update(JSON.stringify(id)).digest("hex")}`;
+  return `${namespace}/${hashedId(id)}`;
+}
+
+/** `sha256:` and the hex SHA-256 of the id's JSON form: an id any header (and spec.eventId) can carry. */
+export function hashedId(id: string): string {
+  return `${HASHED}${createHash("sha256").update(JSON.stringify(id)).digest("hex")}`;
 }
 
 /**

@@ -91,7 +91,7 @@ function patternFilter(namespace: string, pattern: string, field: string): strin
 }
 
 /** Whether every subject `narrow` matches is matched by `wide` too (both literal or ending in ">"). */
-function covers(wide: string, narrow: string): boolean {
+export function covers(wide: string, narrow: string): boolean {
   if (wide === narrow) return true;
   if (!wide.endsWith(".>")) return false;
   // `p.>` covers `p.q` and `p.q.>`: narrow starts with the prefix and has a token after it.
@@ -108,9 +108,13 @@ function covers(wide: string, narrow: string): boolean {
 export function filterSubjects(namespace: string, eventTypes: readonly string[] | undefined): string[] {
   checkNamespace(namespace);
   if (!eventTypes || eventTypes.length === 0) return [namespaceFilter(namespace)];
-  const filters = [...new Set(eventTypes.map((p, i) => patternFilter(namespace, p, `eventTypes[${i}]`)))];
-  const kept = filters.filter((f) => !filters.some((other) => other !== f && covers(other, f)));
-  return kept.sort();
+  return withoutCovered(eventTypes.map((p, i) => patternFilter(namespace, p, `eventTypes[${i}]`)));
+}
+
+/** The filters (Hookline's: literal or ending in ">") less those another covers, without duplicates, sorted. */
+export function withoutCovered(filters: readonly string[]): string[] {
+  const unique = [...new Set(filters)];
+  return unique.filter((f) => !unique.some((other) => other !== f && covers(other, f))).sort();
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -35,3 +35,28 @@ describe("parseNatsUrl", () => {
     }
   });
 });
+
+describe("redactNatsUrl", () => {
+  it.each([
+    // Characters a URL does not allow raw in a password: they must not end the redaction.
+    ["nats://hookline:pa/ss@nats:4222", "nats://hookline:***@nats:4222"],
+    ["nats://hookline:pa,ss@nats:4222", "nats://hookline:***@nats:4222"],
+    ["nats://hookline:p@ss@nats:4222", "nats://hookline:***@nats:4222"],
+    ["nats://hookline:p:a:ss@nats:4222", "nats://hookline:***@nats:4222"],
+    ["nats://hookline:pa ss@nats:4222", "nats://hookline:***@nats:4222"],
+    ["nats://hookline:пароль-密码-🔑@nats:4222", "nats://hookline:***@nats:4222"],
+    ["nats://hookline:a/b,c@d:e@a:1, tls://hookline:a/b,c@d:e@b:2", "nats://hookline:***@a:1, tls://hookline:***@b:2"],
+    ["nats://to/k,en@nats:4222", "nats://***@nats:4222"],
+    // Percent-encoded, as a valid URL writes them.
+    ["nats://hookline:pa%2Fss%2C%40@nats:4222", "nats://hookline:***@nats:4222"],
+    // Not URLs at all (shown in the error that says so): still nothing after the user.
+    ["hookline:secret@nats:4222", "hookline:***@nats:4222"],
+    ["nats://hookline:secret", "nats://hookline:***"],
+    ["nats://[::1]:secret", "nats://[::1]:***"],
+    // Nothing secret: unchanged.
+    ["nats://nats.nats.svc:4222,nats://[::1]:4223/", "nats://nats.nats.svc:4222,nats://[::1]:4223/"],
+    ["nats:4222", "nats:4222"],
+  ])("%s", (text, shown) => {
+    expect(redactNatsUrl(text)).toBe(shown);
+  });
+});

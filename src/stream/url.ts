@@ -22,12 +22,35 @@ export interface NatsServers {
 
 const DEFAULT_PORT = 4222;
 
-/** The URL(s) with any password or token replaced by "***", for messages and logs. */
+// A comma followed by a scheme starts the next URL of a list; any other comma may be inside a
+// password written raw (as may "/", "@", ":" and spaces), so it does not end the one before.
+const NEXT_URL = /,(?=\s*[a-z][a-z0-9+.-]*:\/\/)/i;
+const SCHEME = /^(\s*[a-z][a-z0-9+.-]*:\/\/)?/i;
+const PORT = /^\d*\/?\s*$/;
+
+/**
+ * The URL(s) with any password or token replaced by "***", for messages and logs. Written for
+ * text that may not parse (it is shown in the error that says so): the user information of a
+ * URL runs to its last "@" (a host has none), whatever characters the password holds; and in a
+ * URL without "@", what follows a colon that is not a port is taken for a password.
+ */
 export function redactNatsUrl(text: string): string {
-  return text.replace(/(\/\/)([^@/,\s]*)@/g, (_m, slashes: string, userinfo: string) => {
-    const colon = userinfo.indexOf(":");
-    return `${slashes}${colon >= 0 ? `${userinfo.slice(0, colon)}:***` : "***"}@`;
-  });
+  return text
+    .split(NEXT_URL)
+    .map((one) => {
+      const scheme = SCHEME.exec(one)![0];
+      const rest = one.slice(scheme.length);
+      const at = rest.lastIndexOf("@");
+      if (at >= 0) {
+        const colon = rest.indexOf(":");
+        return `${scheme}${colon >= 0 && colon < at ? `${rest.slice(0, colon)}:***` : "***"}${rest.slice(at)}`;
+      }
+      // An IPv6 host's colons are inside its brackets.
+      const colon = rest.indexOf(":", rest.startsWith("[") ? Math.max(0, rest.indexOf("]")) : 0);
+      if (colon < 0 || PORT.test(rest.slice(colon + 1))) return one;
+      return `${scheme}${rest.slice(0, colon)}:***`;
+    })
+    .join(",");
 }
 
 function parseOne(entry: string): { server: string; tls: boolean; user?: string; pass?: string; token?: string } {

@@ -5,6 +5,7 @@
 // checks the refusal; test/integration/crd-mutation.test.ts deletes each case's rule from a
 // private copy of the CRD and checks that the same write is then accepted, so every rule in
 // this table is shown to be the thing doing the refusing.
+import { EVENT_ID_MESSAGE } from "../../src/api/delivery.js";
 import { DURATION_PATTERN } from "../../src/api/duration.js";
 import { TRACEPARENT_MESSAGE } from "../../src/api/trace-context.js";
 import { kubectl, kubectlOk } from "./cluster.js";
@@ -592,6 +593,25 @@ export const INVALID_SPEC_CASES: InvalidSpecCase[] = [
     message: "eventId is immutable: create a new WebhookDelivery instead",
     enforcedBy: { path: at("spec"), rule: "has(self.eventId) == has(oldSelf.eventId)" },
   },
+  // spec.eventId is sent as the webhook-id header: only what a header value carries unchanged.
+  ...(
+    [
+      ["a line break (header injection)", "evt-1\r\nX-Injected: 1"],
+      ["a control character", "evt\u00001"],
+      ["non-ASCII", "évènement-1"],
+      ["an emoji", "evt-\u{1F600}"],
+      ["a leading space", " evt-1"],
+      ["a trailing space", "evt-1 "],
+      ["a tab", "evt\t1"],
+    ] as const
+  ).map(([what, eventId]): InvalidSpecCase => ({
+    name: `delivery eventId with ${what}`,
+    kind: "delivery",
+    spec: del({ eventId }),
+    field: "spec.eventId",
+    message: EVENT_ID_MESSAGE,
+    enforcedBy: { path: at("spec.eventId"), rule: "self.matches(" },
+  })),
   {
     name: "delivery payload changed",
     kind: "delivery",

@@ -82,7 +82,7 @@ export interface BlockRun {
  * Runs every command of a shell block; each must exit 0. A watch runs until the last row of the
  * console block shown after it appears (the row's first and fourth columns: name and phase).
  */
-export async function runBlock(session: ShellSession, cwd: string, block: Block, shown: Block | undefined, opts: { timeoutMs?: number } = {}): Promise<BlockRun> {
+export async function runBlock(session: ShellSession, cwd: string, block: Block, shown: Block | undefined, opts: { timeoutMs?: number; context?: () => string } = {}): Promise<BlockRun> {
   let output = "";
   let watch: string | undefined;
   for (const command of shellCommands(block.text)) {
@@ -95,7 +95,7 @@ export async function runBlock(session: ShellSession, cwd: string, block: Block,
       continue;
     }
     const r = await session.run(command, { timeoutMs: opts.timeoutMs ?? 120_000 });
-    expect(r.code, `README line ${block.line}: ${command}\noutput: ${r.output}`).toBe(0);
+    expect(r.code, `README line ${block.line}: ${command}\noutput: ${r.output}${opts.context ? `\n${opts.context()}` : ""}`).toBe(0);
     const own = r.output
       .split("\n")
       .filter((l) => !isReceiverLine(l))

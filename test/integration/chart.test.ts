@@ -148,6 +148,13 @@ describe("helm chart", () => {
     expect(lease.metadata.namespace).toBe(ns);
     expect(rules(lease)).toEqual(["coordination.k8s.io/leases:create", "coordination.k8s.io/leases:get@hl-hookline-leader", "coordination.k8s.io/leases:update@hl-hookline-leader"]);
     expect(find(objects, "ClusterRoleBinding").subjects).toEqual([{ kind: "ServiceAccount", name: "hl-hookline", namespace: ns }]);
+    // Stream mode creates its dead letters: create on webhookdeliveries with a NATS URL in either
+    // form, without the publish door (rbac.test.ts runs the operator with it).
+    for (const stream of [{ natsUrl: "nats://nats.nats.svc:4222" }, { natsUrlSecret: { name: "hookline-nats", key: "url" } }]) {
+      const streamed = await render({ release: "hl", namespace: ns, setJson: { stream }, showOnly: ["templates/rbac.yaml"] });
+      expect(rules(find(streamed.objects, "ClusterRole")), JSON.stringify(stream)).toContain("hookline.dev/webhookdeliveries:create");
+    }
+    expect(rules(find(objects, "ClusterRole"))).not.toContain("hookline.dev/webhookdeliveries:create");
   });
 
   it("user roles: aggregated into the default view, edit and admin roles on the real API server", async () => {
@@ -210,14 +217,14 @@ describe("helm chart", () => {
     expect(find(objects, "Role", "hl-hookline-leader-election").rules[1].resourceNames).toEqual(["hookline-team-leader"]);
   });
 
-  it("monitoring: ServiceMonitor keeps the metrics' namespace label; PrometheusRule has the ten alerts with runbooks", async () => {
+  it("monitoring: ServiceMonitor keeps the metrics' namespace label; PrometheusRule has the eleven alerts with runbooks", async () => {
     const { objects } = await render(variant("monitoring-values.yaml", "hl"));
     const sm = find(objects, "ServiceMonitor");
     expect(sm.spec.endpoints[0]).toMatchObject({ port: "metrics", honorLabels: true, interval: "15s" });
     expect(sm.spec.selector.matchLabels).toEqual({ ...find(objects, "Deployment").spec.selector.matchLabels, "app.kubernetes.io/component": "metrics" });
     expect(find(objects, "Service").metadata.labels!["app.kubernetes.io/component"]).toBe("metrics");
     const rules = find(objects, "PrometheusRule").spec.groups[0].rules as Array<{ alert: string; expr: string; annotations: Record<string, string>; for?: string }>;
-    expect(rules.map((r) => r.alert)).toEqual(["HooklineCircuitBreakerOpen", "HooklineBacklogAge", "HooklineOperatorStalled", "HooklineDeadLettersGrowing", "HooklineLowSuccessRatio", "HooklineNoLeader", "HooklineDrainTimeout", "HooklineStorageBudgetNearlyFull", "HooklineStreamQuotaNearlyFull", "HooklineStreamEventsAging"]);
+    expect(rules.map((r) => r.alert)).toEqual(["HooklineCircuitBreakerOpen", "HooklineBacklogAge", "HooklineOperatorStalled", "HooklineDeadLettersGrowing", "HooklineLowSuccessRatio", "HooklineNoLeader", "HooklineDrainTimeout", "HooklineStorageBudgetNearlyFull", "HooklineStreamQuotaNearlyFull", "HooklineStreamEventsAging", "HooklineDeadLettersEvicted"]);
     const ops = readFileSync(`${ROOT}docs/operations.md`, "utf8");
     for (const r of rules) {
       expect(r.annotations.summary, r.alert).toBeTruthy();
@@ -300,6 +307,59 @@ describe("helm chart", () => {
     const plain = await render({ ...variant(undefined, "hl"), setJson: { stream: { natsUrl: "nats://nats.nats.svc:4222" } } });
     expect(env(find(plain.objects, "Deployment")).HOOKLINE_NATS_URL).toMatchObject({ value: "nats://nats.nats.svc:4222" });
     expect(env(find((await render(variant(undefined, "hl"))).objects, "Deployment"))).not.toHaveProperty("HOOKLINE_NATS_URL");
+  });
+
+  it("stream mode with NATS authentication: the user from a Secret, its password and the NATS CA as mounted files, the files where the variables say; the operator accepts what is rendered", async () => {
+    const { objects } = await render(variant("stream-auth-values.yaml", "hl"));
+    const deploy = find(objects, "Deployment");
+    const e = env(deploy);
+    expect(e.HOOKLINE_NATS_URL).toMatchObject({ value: "tls://nats.nats.svc:4222" });
+    expect(e.HOOKLINE_NATS_USER).toEqual({ name: "HOOKLINE_NATS_USER", valueFrom: { secretKeyRef: { name: "hookline-nats-user", key: "user" } } });
+    expect(e.HOOKLINE_NATS_PASSWORD_FILE!.value).toBe("/etc/hookline/nats-credentials/password");
+    expect(e.HOOKLINE_NATS_TLS_CA_FILE!.value).toBe("/etc/hookline/nats-tls/ca.crt");
+    for (const name of ["HOOKLINE_NATS_TLS_CERT_FILE", "HOOKLINE_NATS_TLS_KEY_FILE", "HOOKLINE_NATS_ALLOW_INSECURE", "HOOKLINE_INSTALLATION"]) expect(e, name).not.toHaveProperty(name);
+    const pod = deploy.spec.template.spec;
+    expect(pod.containers[0].volumeMounts).toEqual(
+      expect.arrayContaining([
+        { name: "nats-credentials", mountPath: "/etc/hookline/nats-credentials", readOnly: true },
+        { name: "nats-tls", mountPath: "/etc/hookline/nats-tls", readOnly: true },
+      ]),
+    );
+    expect(pod.volumes).toEqual(
+      expect.arrayContaining([
+        { name: "nats-credentials", secret: { secretName: "hookline-nats-user", items: [{ key: "password", path: "password" }] } },
+        { name: "nats-tls", secret: { secretName: "hookline-nats-ca", items: [{ key: "ca.crt", path: "ca.crt" }] } },
+      ]),
+    );
+    // What the chart renders, the operator accepts: its own configuration parser reads it.
+    const { loadConfig } = await import("../../src/config/config.js");
+    const values = Object.fromEntries(Object.entries(e).flatMap(([k, v]) => (v.value !== undefined ? [[k, v.value]] : [])));
+    const config = loadConfig({ ...values, HOOKLINE_NATS_USER: "hookline-operator" });
+    expect(config.natsAuth).toEqual({ allowInsecure: false, credentials: { user: "hookline-operator", passwordFile: "/etc/hookline/nats-credentials/password" }, tls: { caFile: "/etc/hookline/nats-tls/ca.crt" } });
+    expect(config.installation).toBe(`${ns}/hl-hookline-leader`);
+
+    // A client certificate, an installation name, and (for a throwaway NATS) allowInsecure.
+    const more = await render({ ...variant("stream-auth-values.yaml", "hl"), setJson: { "stream.natsTls.clientCertificate": true, "stream.installation": "eu-west/prod", "stream.allowInsecure": true } });
+    const m = env(find(more.objects, "Deployment"));
+    expect(m.HOOKLINE_NATS_TLS_CERT_FILE!.value).toBe("/etc/hookline/nats-tls/tls.crt");
+    expect(m.HOOKLINE_NATS_TLS_KEY_FILE!.value).toBe("/etc/hookline/nats-tls/tls.key");
+    expect(m.HOOKLINE_NATS_ALLOW_INSECURE!.value).toBe("true");
+    expect(m.HOOKLINE_INSTALLATION!.value).toBe("eu-west/prod");
+    expect(find(more.objects, "Deployment").spec.template.spec.volumes.find((v: { name: string }) => v.name === "nats-tls").secret.items).toEqual([
+      { key: "ca.crt", path: "ca.crt" },
+      { key: "tls.crt", path: "tls.crt" },
+      { key: "tls.key", path: "tls.key" },
+    ]);
+
+    // Without a NATS URL nothing of it is rendered (the operator would refuse the variables).
+    const off = find((await render({ ...variant(undefined, "hl"), setJson: { stream: { natsCredentialsSecret: { name: "hookline-nats-user" }, natsTls: { secretName: "hookline-nats-ca" }, allowInsecure: true } } })).objects, "Deployment");
+    expect(Object.keys(env(off)).filter((k) => k.startsWith("HOOKLINE_NATS"))).toEqual([]);
+    expect((off.spec.template.spec.volumes ?? []).map((v: { name: string }) => v.name)).not.toContain("nats-credentials");
+
+    for (const bad of ['stream.installation="a b"', 'stream.natsCredentialsSecret.userKey=""', 'stream.natsTls.clientCertificate="yes"', "stream.allowInsecure=1"]) {
+      const r = await helm(["template", "hl", CHART, "--set-json", bad]);
+      expect(r.code, bad).not.toBe(0);
+    }
   });
 
   // Each bad value, and the words helm's error must contain.

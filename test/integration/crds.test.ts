@@ -208,7 +208,7 @@ describe("CRDs through the real API server and kubectl", () => {
     expect(del).toContain("DESCRIPTION: One event for one subscription. Immutable after create.");
     expect(del).toContain("subscriptionRef <Object> -required- The subscription this event is delivered to.");
     expect(del).toContain("eventType <string> -required- Type of the event, e.g. order.paid.");
-    expect(del).toContain("eventId <string> Id of the event, sent as the webhook id on every attempt and replay. Default: metadata.uid.");
+    expect(del).toContain("eventId <string> Id of the event, sent as the webhook id (the webhook-id header) on every attempt and replay: printable ASCII, spaces only between other characters, at most 256 characters. Default: metadata.uid.");
     expect(del).toContain("payload <Object> The event data: any JSON value");
 
     const top = await explain("whsub");
@@ -368,6 +368,18 @@ describe("CRDs through the real API server and kubectl", () => {
       ] as const) {
         await kubectlOk(["create", "-f", "-"], { input: JSON.stringify(delivery(ns, name, "acme", { traceContext })) });
         expect((await getObj("whdel", ns, name))!.spec.traceContext, name).toEqual(traceContext);
+      }
+    });
+
+    it("accepts event ids a header carries unchanged: printable ASCII up to 256 characters, inner spaces included", async () => {
+      const printable = Array.from({ length: 0x7e - 0x21 + 1 }, (_, i) => String.fromCharCode(0x21 + i)).join("");
+      for (const [name, eventId] of [
+        ["id-every-printable", printable],
+        ["id-inner-spaces", "order 1001 paid"],
+        ["id-longest", "i".repeat(256)],
+      ] as const) {
+        await kubectlOk(["create", "-f", "-"], { input: JSON.stringify(delivery(ns, name, "acme", { eventId })) });
+        expect((await getObj("whdel", ns, name))!.spec.eventId, name).toBe(eventId);
       }
     });
 

@@ -133,7 +133,7 @@ describe("PromQL passes promtool", () => {
       await writeFile(file, stringify(find(objects, "PrometheusRule").spec));
       const r = await promtool(["check", "rules", file]);
       expect(r.code, r.stdout + r.stderr).toBe(0);
-      expect(r.stdout).toContain("SUCCESS: 10 rules found");
+      expect(r.stdout).toContain("SUCCESS: 11 rules found");
     }
   });
 
@@ -159,6 +159,11 @@ describe("PromQL passes promtool", () => {
             { series: `hookline_leader{${j},namespace="hookline",instance="a"}`, values: "1 1 0 0 0 0 0 0 0 0 0" },
             // One pod's last scrape saw its drain time out at 2m, then the pod was gone.
             { series: `webhook_drain_total{${j},namespace="hookline",instance="b",result="timeout"}`, values: "_ _ 1 stale" },
+            // shop went over its fair share from 5m to 15m and lost dead letters; quiet never did
+            // (its series born at 0); trimmed lost only Succeeded ones, which nobody replays.
+            { series: `webhook_namespace_evictions_total{${j},namespace="shop",instance="a",phase="DeadLettered",limit="max_finished_deliveries"}`, values: "0x5 0+3x10 30x40" },
+            { series: `webhook_namespace_evictions_total{${j},namespace="quiet",instance="a",phase="DeadLettered",limit="dlq_max_entries"}`, values: "0x60" },
+            { series: `webhook_namespace_evictions_total{${j},namespace="trimmed",instance="a",phase="Succeeded",limit="max_finished_deliveries"}`, values: "0+5x60" },
           ],
           alert_rule_test: [
             { eval_time: "5m", alertname: "HooklineCircuitBreakerOpen", exp_alerts: [] },
@@ -168,6 +173,10 @@ describe("PromQL passes promtool", () => {
             { eval_time: "8m", alertname: "HooklineNoLeader", exp_alerts: [{ exp_labels: { severity: "critical" } }] },
             { eval_time: "1m", alertname: "HooklineDrainTimeout", exp_alerts: [] },
             { eval_time: "10m", alertname: "HooklineDrainTimeout", exp_alerts: [{ exp_labels: { severity: "warning", namespace: "hookline" } }] },
+            { eval_time: "4m", alertname: "HooklineDeadLettersEvicted", exp_alerts: [] },
+            { eval_time: "8m", alertname: "HooklineDeadLettersEvicted", exp_alerts: [{ exp_labels: { severity: "warning", namespace: "shop" } }] },
+            // 30 minutes (the window) after the last eviction, it stops.
+            { eval_time: "50m", alertname: "HooklineDeadLettersEvicted", exp_alerts: [] },
           ],
         },
         {

@@ -30,10 +30,11 @@ async function operatorProcess(ns: string, env: Record<string, string>): Promise
 }
 
 /** Sends SIGTERM once `inFlight` requests have reached the receiver; the exit code and how long the exit took. */
-async function sigtermWith(op: OperatorProcess, r: Receiver, inFlight: number): Promise<{ code: number | null; tookMs: number }> {
+async function sigtermWith(op: OperatorProcess, r: Receiver, inFlight: number, onSent?: () => void): Promise<{ code: number | null; tookMs: number }> {
   await r.waitForRequests(inFlight);
   const sent = Date.now();
   op.kill("SIGTERM");
+  onSent?.();
   const exit = await op.exited;
   return { code: exit.code, tookMs: exit.at - sent };
 }
@@ -41,12 +42,19 @@ async function sigtermWith(op: OperatorProcess, r: Receiver, inFlight: number): 
 describe("drain on SIGTERM", () => {
   it("lets 20 in-flight deliveries finish (receiver answers after 2 s, drain timeout 5 s): all Succeeded, exit 0", async () => {
     const ns = await setup("drain-ok");
-    const r = await Receiver.start(() => ({ status: 200, delayMs: 2_000 }));
+    // Each answer comes 2 s after the SIGTERM, so all 20 are in flight when it arrives however
+    // slowly the 20 requests came in (a loaded machine spread them over more than 2 s).
+    let signalled!: () => void;
+    const sigtermSent = new Promise<void>((resolve) => (signalled = resolve));
+    const r = await Receiver.start(async () => {
+      await sigtermSent;
+      return { status: 200, delayMs: 2_000 };
+    });
     cleanups.push(() => r.close());
     const op = await operatorProcess(ns, { WEBHOOK_DRAIN_TIMEOUT_MS: "5000" });
     const names = Array.from({ length: 20 }, (_, i) => `d${i}`);
     await apply([subscription(ns, "slow", { url: r.url(), maxInFlight: 20 }), ...names.map((n) => delivery(ns, n, "slow"))]);
-    const exit = await sigtermWith(op, r, 20);
+    const exit = await sigtermWith(op, r, 20, signalled);
     expect(exit.code).toBe(0);
     expect(exit.tookMs).toBeLessThan(5_000 + 2_000);
     const all = await listObjs("whdel", ns);

@@ -187,5 +187,8 @@ describe("kubectl hookline", () => {
     expect(r.stdout).toContain("name: evt-9.acme\n");
     await waitFor(async () => (await getObj("whdel", ns, "evt-9.acme"))?.status?.phase === "Succeeded", { description: "evt-9 delivered" });
     expect((await plugin(["publish", "-t", "order.paid", "-d", "not json"], { kubeconfig })).code).toBe(2);
+    const badId = await plugin(["publish", "-t", "order.paid", "--id", "evt 1\n", "-d", "{}"], { kubeconfig });
+    expect(badId.code).toBe(2);
+    expect(badId.stderr).toMatch(/--id: id must be printable ASCII/);
   });
 });

@@ -18,7 +18,7 @@ import { publishServer } from "../../src/publish/server.js";
 import { listen, closeServer } from "../../src/observability/http-servers.js";
 import { Metrics } from "../../src/observability/metrics.js";
 import { createNamespace, deleteNamespace, kubectlOk, waitFor } from "../helpers/cluster.js";
-import { apply, listObjs, publisherToken, secret, serviceAccountToken, subscription, TEST_SECRET } from "../helpers/kube.js";
+import { apply, delivery, listObjs, publisherToken, secret, serviceAccountToken, subscription, TEST_SECRET } from "../helpers/kube.js";
 import { startOperator, type TestOperator } from "../helpers/operator.js";
 import { Receiver } from "../helpers/receiver.js";
 import { TestCa, type Pem } from "../helpers/pki.js";
@@ -155,6 +155,13 @@ describe("publish over HTTP", () => {
     const badId = await publish({ type: "order.paid", id: 42, data: {} });
     expect(badId.status).toBe(400);
     expect(badId.body).toMatchObject({ field: "id", error: "id must be a string" });
+    // The id is sent as the webhook-id header: what a header value cannot carry is refused here,
+    // not found out by every attempt failing.
+    for (const id of ["evt-1\r\nX-Injected: 1", "évènement", " evt-1", "evt\u00001"]) {
+      const unsendable = await publish({ type: "order.paid", id, data: {} });
+      expect(unsendable.status, JSON.stringify(id)).toBe(400);
+      expect(unsendable.body).toEqual({ field: "id", error: "id must be printable ASCII with no leading or trailing space: it is sent as the webhook-id header" });
+    }
 
     const noData = await publish({ type: "order.paid" });
     expect(noData.status).toBe(400);
@@ -249,15 +256,50 @@ describe("publish over HTTP", () => {
     const again = await publish({ type: "order.paid", id: "evt-http-1", data: { order: 1001, marker: PAYLOAD_MARKER } });
     expect(again.status).toBe(202);
     expect(again.body.deliveries!.map((d) => d.result)).toEqual(["existing", "existing"]);
-    // The same id for another event: a conflict, nothing created.
-    const conflict = await publish({ type: "order.paid", id: "evt-http-1", data: { order: 9999 } });
-    expect(conflict.status).toBe(409);
-    expect(conflict.body).toMatchObject({ field: "id" });
     // Without an id: one is generated and returned.
     const generated = await publish({ type: "invoice.paid", data: null });
     expect(generated.status).toBe(202);
     expect(generated.body.deliveries).toEqual([{ subscription: "invoices", name: `${generated.body.id}.invoices`, result: "created" }]);
     expect(await deliveries()).toHaveLength(3);
+  });
+
+  it("an id reused for another event: 409 to a caller who may read deliveries; a caller with only create gets `existing` and learns nothing of the other event", async () => {
+    // Another producer's event, which the publisher may not read: its type and data are not the publisher's business.
+    const secretData = { card: "4111-secret-7c1d" };
+    await apply({ ...(delivery(ns, "evt-theirs.orders", "orders", { eventType: "order.refunded", eventId: "evt-theirs", payload: secretData }) as object) });
+    // A reader: create and get.
+    await apply([
+      { apiVersion: "v1", kind: "ServiceAccount", metadata: { name: "reader", namespace: ns } },
+      { apiVersion: "rbac.authorization.k8s.io/v1", kind: "Role", metadata: { name: "reader", namespace: ns }, rules: [{ apiGroups: ["hookline.dev"], resources: ["webhookdeliveries"], verbs: ["create", "get"] }] },
+      { apiVersion: "rbac.authorization.k8s.io/v1", kind: "RoleBinding", metadata: { name: "reader", namespace: ns }, roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "Role", name: "reader" }, subjects: [{ kind: "ServiceAccount", name: "reader", namespace: ns }] },
+    ]);
+    const readerToken = await serviceAccountToken(ns, "reader");
+    const theirs = () => listObjs("whdel", ns).then((items) => items.filter((d) => (d.spec as { eventId?: string }).eventId === "evt-theirs"));
+
+    // The publisher (create only) tries the id with a type and with data: each answer is the one a
+    // retry of the same event gets, so it cannot tell a match from a mismatch (no oracle of the
+    // other event's type, subscription or data); nothing of theirs is changed.
+    const guesses = [{ type: "order.paid", data: {} }, { type: "order.refunded", data: secretData }, { type: "order.refunded", data: { card: "0000" } }];
+    const answers: Answer[] = [];
+    for (const guess of guesses) {
+      const r = await publish({ ...guess, id: "evt-theirs" });
+      expect(r.status, JSON.stringify(guess)).toBe(202);
+      expect(r.body.deliveries!.find((d) => d.subscription === "orders")).toEqual({ subscription: "orders", name: "evt-theirs.orders", result: "existing" });
+      answers.push(r);
+    }
+    // The right data and wrong data get the very same answer.
+    expect(answers[2]!.body).toEqual(answers[1]!.body);
+    const stored = (await theirs()).find((d) => d.metadata.name === "evt-theirs.orders")!;
+    expect(stored.spec).toMatchObject({ eventType: "order.refunded", payload: secretData });
+
+    // The reader may read the delivery anyway: it is told the id was used for another event.
+    const conflict = await publish({ type: "order.refunded", id: "evt-theirs", data: { card: "0000" } }, readerToken);
+    expect(conflict.status).toBe(409);
+    expect(conflict.body).toMatchObject({ field: "id", delivery: "evt-theirs.orders" });
+    expect(conflict.body.error).toMatch(/was already published with a different data/);
+    const same = await publish({ type: "order.refunded", id: "evt-theirs", data: secretData }, readerToken);
+    expect(same.status).toBe(202);
+    expect(same.body.deliveries).toEqual([{ subscription: "orders", name: "evt-theirs.orders", result: "existing" }]);
   });
 
   it("reviews a token once for a burst of requests", async () => {
@@ -271,6 +313,37 @@ describe("publish over HTTP", () => {
     const burst = await Promise.all(Array.from({ length: 10 }, (_, i) => publish({ type: "refund.issued", id: `evt-burst-${i}`, data: {} }, token)));
     expect(burst.map((r) => r.status)).toEqual(Array(10).fill(202));
     expect((await reviews()) - before).toBe(2); // one TokenReview + one SubjectAccessReview
+  });
+
+  it("a caller with a valid token and no rights costs at most 10 SubjectAccessReviews (then 10 a minute) however many namespaces it tries, answered 429 past them, while a rightful caller publishes", async () => {
+    await apply({ apiVersion: "v1", kind: "ServiceAccount", metadata: { name: "drifter", namespace: ns } });
+    const drifter = await serviceAccountToken(ns, "drifter");
+    const sars = async () => (await op.apiRequests("subjectaccessreviews")).create ?? 0;
+    const throttled = () => op.metric("hookline_publish_authz_throttled_total");
+    const before = { sars: await sars(), throttled: await throttled() };
+    const started = Date.now();
+    const answers: Answer[] = [];
+    const published: Answer[] = [];
+    // 60 namespace names, most of which do not exist: each would be a new question to the API server.
+    for (let batch = 0; batch < 6; batch++) {
+      const tries = Array.from({ length: 10 }, (_, i) => publish({ type: "order.paid", data: {} }, drifter, `nowhere-${batch}-${i}`));
+      const rightful = publish({ type: "invoice.paid", id: `evt-meanwhile-${batch}`, data: {} });
+      answers.push(...(await Promise.all(tries)));
+      published.push(await rightful);
+    }
+    // The allowance: 10 at once, and one more per 6 s that passed.
+    const allowance = 10 + Math.floor((Date.now() - started) / 6_000);
+    expect(published.map((r) => r.status)).toEqual(Array(6).fill(202));
+    const forbidden = answers.filter((r) => r.status === 403).length;
+    const refused = answers.filter((r) => r.status === 429);
+    expect(forbidden).toBeGreaterThanOrEqual(10);
+    expect(forbidden).toBeLessThanOrEqual(allowance);
+    expect(forbidden + refused.length).toBe(60);
+    expect(Number(refused[0]!.headers.get("retry-after"))).toBeGreaterThanOrEqual(1);
+    expect(refused[0]!.body.error).toMatch(new RegExp(`^too many refused authorizations for system:serviceaccount:${ns}:drifter; retry in \\d+ s`));
+    // One question per 403 (every name differs), and at most one for the publisher (its answer may have expired meanwhile).
+    expect((await sars()) - before.sars).toBeLessThanOrEqual(forbidden + 1);
+    expect((await throttled()) - before.throttled).toBe(refused.length);
   });
 
   it("answers 503 while the operator is not ready", async () => {

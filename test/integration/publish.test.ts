@@ -168,6 +168,12 @@ describe("publish: fan-out and idempotency", () => {
     await expect(libraryPublish({ namespace: ns, type: "order paid", data: 1 }, { kubeconfig })).rejects.toMatchObject({ name: "PublishInputError", field: "type" });
     await expect(libraryPublish({ namespace: ns, type: "order.paid", data: "x".repeat(300 * 1024) }, { kubeconfig })).rejects.toBeInstanceOf(PayloadTooLargeError);
     await expect(libraryPublish({ namespace: ns, type: "order.paid", id: "", data: 1 }, { kubeconfig })).rejects.toBeInstanceOf(PublishInputError);
+    // An id that cannot be the webhook-id header would have failed every attempt (and ended Poison).
+    await expect(libraryPublish({ namespace: ns, type: "order.paid", id: "evt-1\r\nX-Injected: 1", data: 1 }, { kubeconfig })).rejects.toMatchObject({
+      name: "PublishInputError",
+      field: "id",
+      message: "id must be printable ASCII with no leading or trailing space: it is sent as the webhook-id header",
+    });
     expect(await deliveriesIn(ns)).toHaveLength(before);
   });
 });
@@ -250,6 +256,8 @@ describe("publish: the library, the CLI and the HTTP door agree", () => {
       [["-n", ns, "-t", "order.paid", "-d", "{}", "--bogus"], /Unknown option '--bogus'/],
       [["-n", ns, "-t", "order.paid", "-d", "@-"], /--data: data is \d+ bytes serialized as JSON; the limit is 262144 bytes/, JSON.stringify("x".repeat(300 * 1024))],
       [["-n", ns, "-t", "order.paid", "-d", "@-"], /stdin is not valid JSON/, "{"],
+      [["-n", ns, "-t", "order.paid", "--id", "évènement", "-d", "{}"], /--id: id must be printable ASCII with no leading or trailing space: it is sent as the webhook-id header/],
+      [["-n", ns, "-t", "order.paid", "--id", "evt-1\r\nX-Injected: 1", "-d", "{}"], /--id: id must be printable ASCII/],
     ];
     const runs = await Promise.all(cases.map(([args, , stdin]) => cli(args, stdin)));
     cases.forEach(([args, message], i) => {

@@ -4,7 +4,8 @@
 // a dead letter, a single replay, a bulk replay, leader election on the chart's Lease name and
 // Events, without one 401/403. Then each of several verbs is taken out of the role, and the
 // path that needs it fails the way an operator would see it (403s on that resource and the
-// user-visible effect).
+// user-visible effect). In stream mode without the publish door, the same for the dead letters
+// the operator creates from JetStream messages (a real nats-server).
 import { randomBytes } from "node:crypto";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -12,9 +13,13 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { createNamespace, deleteNamespace, kubectl, kubectlOk, waitFor } from "../helpers/cluster.js";
 import { find, render, type K8sObject } from "../helpers/helm.js";
-import { apply, delivery, events, getObj, secret, subscription } from "../helpers/kube.js";
+import { deliveryName } from "../../src/publish/naming.js";
+import type { StreamConnection } from "../../src/stream/jetstream.js";
+import { apply, delivery, events, getObj, secret, subscription, waitForPhase } from "../helpers/kube.js";
+import { connectStream, startNats, type TestNats } from "../helpers/nats.js";
 import { startOperator, type TestOperator } from "../helpers/operator.js";
 import { Receiver } from "../helpers/receiver.js";
+import { publishEvent, waitForConsumer } from "../helpers/stream.js";
 
 interface Rule {
   apiGroups: string[];
@@ -48,6 +53,32 @@ function without(rules: Rule[], resource: string, verb: string): Rule[] {
   return out;
 }
 
+/**
+ * A kubeconfig file in `dir` for the chart's ServiceAccount (rendered in `objects`): the admin
+ * kubeconfig's cluster entry (server and CA, in whatever form) with the ServiceAccount's token
+ * as the only credential.
+ */
+async function serviceAccountKubeconfig(objects: K8sObject[], ns: string, dir: string): Promise<string> {
+  const sa = find(objects, "ServiceAccount").metadata.name;
+  const token = (await kubectlOk(["create", "token", sa, "-n", ns, "--duration=1h"])).trim();
+  const admin = JSON.parse(await kubectlOk(["config", "view", "--raw", "--minify", "-o", "json"])) as { clusters: Array<{ name: string; cluster: Record<string, unknown> }> };
+  const cluster = admin.clusters[0]!;
+  expect(cluster.cluster.server).toBe(inject("server"));
+  const kubeconfig = join(dir, "kubeconfig");
+  await writeFile(
+    kubeconfig,
+    JSON.stringify({
+      apiVersion: "v1",
+      kind: "Config",
+      clusters: [{ name: "test", cluster: cluster.cluster }],
+      users: [{ name: sa, user: { token } }],
+      contexts: [{ name: "sa", context: { cluster: "test", user: sa, namespace: ns } }],
+      "current-context": "sa",
+    }),
+  );
+  return kubeconfig;
+}
+
 describe("RBAC of the chart, exercised by the operator", () => {
   let ns: string;
   let release: string;
@@ -68,26 +99,8 @@ describe("RBAC of the chart, exercised by the operator", () => {
     leaseRole = find(objects, "Role");
     leaseName = `${release}-hookline-leader`;
     await apply(objects);
-    const sa = find(objects, "ServiceAccount").metadata.name;
-    const token = (await kubectlOk(["create", "token", sa, "-n", ns, "--duration=1h"])).trim();
-    // The cluster entry (server and CA, in whatever form) of the admin kubeconfig, with the
-    // ServiceAccount's token as the only credential.
-    const admin = JSON.parse(await kubectlOk(["config", "view", "--raw", "--minify", "-o", "json"])) as { clusters: Array<{ name: string; cluster: Record<string, unknown> }> };
-    const cluster = admin.clusters[0]!;
-    expect(cluster.cluster.server).toBe(inject("server"));
     dir = await mkdtemp(join(tmpdir(), "hookline-rbac-"));
-    kubeconfig = join(dir, "kubeconfig");
-    await writeFile(
-      kubeconfig,
-      JSON.stringify({
-        apiVersion: "v1",
-        kind: "Config",
-        clusters: [{ name: "test", cluster: cluster.cluster }],
-        users: [{ name: sa, user: { token } }],
-        contexts: [{ name: "sa", context: { cluster: "test", user: sa, namespace: ns } }],
-        "current-context": "sa",
-      }),
-    );
+    kubeconfig = await serviceAccountKubeconfig(objects, ns, dir);
     // The identity really is restricted: it may get a Secret but not list them, and may update
     // only its own Lease.
     const canI = async (...args: string[]) => (await kubectl(["auth", "can-i", ...args, "-n", ns], { kubeconfig })).stdout.trim();
@@ -270,5 +283,70 @@ describe("RBAC of the chart, exercised by the operator", () => {
       await stopOperator();
       await restore();
     }
+  });
+});
+
+describe("RBAC of the chart in stream mode without the publish door", () => {
+  let ns: string;
+  let clusterRole: K8sObject;
+  let dir: string;
+  let kubeconfig: string;
+  let nats: TestNats;
+  let conn: StreamConnection;
+  let failing: Receiver;
+  let op: TestOperator | undefined;
+
+  beforeAll(async () => {
+    ns = await createNamespace("rbac-stream");
+    nats = await startNats("rbac");
+    conn = await connectStream(nats.url);
+    // The chart as a stream-mode install renders it: a NATS URL, publish.enabled left false.
+    const { objects } = await render({ release: `rbacs-${randomBytes(3).toString("hex")}`, namespace: ns, setJson: { "stream.natsUrl": nats.url }, showOnly: ["templates/serviceaccount.yaml", "templates/rbac.yaml"] });
+    clusterRole = find(objects, "ClusterRole");
+    await apply(objects);
+    dir = await mkdtemp(join(tmpdir(), "hookline-rbac-stream-"));
+    kubeconfig = await serviceAccountKubeconfig(objects, ns, dir);
+    failing = await Receiver.start(() => 500);
+    await apply([secret(ns, "signing"), subscription(ns, "failing", { url: failing.url(), secretRef: { name: "signing" }, retry: { maxAttempts: 1 }, circuitBreaker: { failureThreshold: 100 } })]);
+    op = await startOperator({ namespaces: [ns], kubeconfig, env: { HOOKLINE_NATS_URL: nats.url }, statusIntervalMs: 500 });
+    await waitForConsumer(await conn.jetstreamManager(), ns, "failing");
+  });
+  afterAll(async () => {
+    await op?.stop();
+    await failing?.close();
+    await conn?.close();
+    await nats?.close();
+    if (clusterRole) await kubectlOk(["delete", "clusterrole,clusterrolebinding", clusterRole.metadata.name, "--ignore-not-found"]);
+    if (ns) await deleteNamespace(ns);
+    if (dir) await rm(dir, { recursive: true, force: true });
+  });
+
+  it("is sufficient: a message that fails becomes a dead letter, with no 401/403", async () => {
+    await publishEvent(conn, ns, "order.paid", "evt-rbac-1", { order: 1 });
+    const [dead] = await waitForPhase(ns, deliveryName("evt-rbac-1", "failing"), "DeadLettered", 20_000);
+    expect(dead!.status!.deadLetter.reason).toBe("Exhausted");
+    const denied = (await requestsByCode(op!)).filter((r) => r.code === "401" || r.code === "403");
+    expect(denied, JSON.stringify(denied)).toEqual([]);
+  });
+
+  it("without create on webhookdeliveries, says so loudly (Event, metric, error log naming the permission), keeps the message, and records it once the right is back", async () => {
+    const restore = await apply({ ...clusterRole, rules: without(clusterRole.rules as Rule[], "webhookdeliveries", "create") }).then(() => () => apply(clusterRole));
+    try {
+      await publishEvent(conn, ns, "order.paid", "evt-rbac-2", { order: 2 });
+      await waitFor(async () => (await forbidden(op!, "webhookdeliveries")) > 0, { description: "a 403 on create webhookdeliveries", timeoutMs: 20_000 });
+      const ev = await waitFor(async () => (await events(ns, "failing")).find((e) => e.reason === "DeadLetterNotRecorded"), { description: "a DeadLetterNotRecorded Event on the subscription" });
+      expect(ev.type).toBe("Warning");
+      expect(ev.message).toContain("create");
+      expect(ev.message).toContain("webhookdeliveries");
+      expect(await op!.metric("webhook_stream_dead_letter_failures_total", { namespace: ns, subscription: "failing", reason: "forbidden" })).toBeGreaterThan(0);
+      const line = op!.logs.map((l) => JSON.parse(l) as { level: string; msg: string; permission?: string }).find((l) => l.level === "error" && l.permission !== undefined);
+      expect(line?.permission).toBe("create webhookdeliveries.hookline.dev");
+      expect(await getObj("whdel", ns, deliveryName("evt-rbac-2", "failing"))).toBeUndefined();
+    } finally {
+      await restore();
+    }
+    // Nothing lost: the message was kept, and becomes its dead letter.
+    await waitForPhase(ns, deliveryName("evt-rbac-2", "failing"), "DeadLettered", 30_000);
+    expect(failing.requests.filter((r) => JSON.parse(r.body).id === "evt-rbac-2")).toHaveLength(1);
   });
 });

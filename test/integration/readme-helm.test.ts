@@ -125,6 +125,11 @@ class PlayedKubelet {
     this.pods.push(entry);
   }
 
+  /** The played pods' last log lines, for a failure message. */
+  logs(lines = 40): string {
+    return this.pods.map((p) => `--- pod ${p.name} ---\n${p.log.trimEnd().split("\n").slice(-lines).join("\n")}`).join("\n");
+  }
+
   async stop(): Promise<void> {
     clearInterval(this.timer);
     await Promise.all(
@@ -196,7 +201,7 @@ describe("README: Install on a cluster (Helm), and the chart's NOTES.txt, as wri
     // The image block: no Docker engine here (dockerfile.test.ts checks the image's layout).
     expect(sh[0]!.text).toMatch(/^docker build -t REGISTRY\/hookline:\S+ \. && docker push REGISTRY\/hookline:\S+$/);
     expect(sh[1]!.text).toContain("RECEIVER");
-    const run = await runBlock(session, ROOT, substitute(sh[1]!), undefined, { timeoutMs: 180_000 });
+    const run = await runBlock(session, ROOT, substitute(sh[1]!), undefined, { timeoutMs: 180_000, context: () => kubelet.logs() });
     installOutput = run.output;
     expect(installOutput).toMatch(/STATUS: deployed/);
     // The played pods: one leads.
@@ -221,7 +226,7 @@ describe("README: Install on a cluster (Helm), and the chart's NOTES.txt, as wri
     const before = receiver.requests.length;
     for (const command of commands) {
       const r = await session.run(command, { timeoutMs: 120_000 });
-      expect(r.code, `NOTES: ${command}\n${r.output}`).toBe(0);
+      expect(r.code, `NOTES: ${command}\n${r.output}\n${kubelet.logs()}`).toBe(0);
     }
     await waitFor(() => receiver.requests.length > before, { description: "the NOTES' delivery at RECEIVER" });
     const last = receiver.requests.at(-1)!;

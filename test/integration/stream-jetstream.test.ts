@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { matchesEventType } from "../../src/core/policy.js";
 import { pull, type Received } from "../../src/delivery/stream/pull.js";
 import { consumerName, deleteConsumer, ensureConsumer, listConsumers, orphanedConsumers, type ConsumerPolicy } from "../../src/stream/consumers.js";
+import { DEFAULT_LAYOUT, namespaceStreamConfig } from "../../src/stream/layout.js";
 import { STREAM_NAME, StreamQuotaExceededError, StreamUnavailableError, type StreamConnection, type StreamConnectionEvent } from "../../src/stream/jetstream.js";
 import { decodeMessage, encodeMessage, type StreamEvent } from "../../src/stream/message.js";
 import { freePorts } from "../../src/cluster/ports.js";
@@ -134,13 +135,15 @@ describe("stream mode's JetStream layer (real nats-server)", () => {
 
   it("the one stream of earlier versions: refused, untouched, while it holds an event; removed once empty (nothing lost)", async () => {
     const legacyNats = await startNats("legacy");
+    // The earlier version's stream, consumer and event (made by the admin: today's operator user is not that version's).
+    const earlier = await connectStream(legacyNats.adminUrl);
     const c = await connectStream(legacyNats.url);
     try {
-      const m = await c.jetstreamManager();
+      const m = await earlier.jetstreamManager();
       await m.streams.add({ name: STREAM_NAME, subjects: ["hookline.>"], retention: RetentionPolicy.Interest, storage: StorageType.File });
       const old = "shop_acme_0123456789abcdef";
       await m.consumers.add(STREAM_NAME, { durable_name: old, ack_policy: AckPolicy.Explicit, filter_subject: "hookline.shop.>" });
-      await c.js.publish("hookline.shop.order.paid", encodeMessage({ id: "old", type: "order.paid", namespace: "shop", timestamp: T0, data: {} }).body);
+      await earlier.js.publish("hookline.shop.order.paid", encodeMessage({ id: "old", type: "order.paid", namespace: "shop", timestamp: T0, data: {} }).body);
       const refused = await c.prepare().catch((e: unknown) => e);
       expect(refused).toBeInstanceOf(StreamUnavailableError);
       expect(refused).toMatchObject({ reason: "legacy-stream" });
@@ -151,7 +154,7 @@ describe("stream mode's JetStream layer (real nats-server)", () => {
       expect((await m.consumers.info(STREAM_NAME, old)).num_pending).toBe(1);
       // Its event delivered (by the version that wrote it): then it goes, and the namespaces' streams can be made.
       const got: JsMsg[] = [];
-      for await (const x of await (await c.js.consumers.get(STREAM_NAME, old)).fetch({ max_messages: 1, expires: 2_000 })) got.push(x);
+      for await (const x of await (await earlier.js.consumers.get(STREAM_NAME, old)).fetch({ max_messages: 1, expires: 2_000 })) got.push(x);
       await got[0]!.ackAck();
       await waitFor(async () => (await m.streams.info(STREAM_NAME)).state.messages === 0, { description: "the old stream emptied" });
       expect(await c.prepare()).toEqual({ legacy: "removed" });
@@ -160,16 +163,58 @@ describe("stream mode's JetStream layer (real nats-server)", () => {
       expect(await c.prepare()).toEqual({ legacy: "none" });
     } finally {
       await c.close();
+      await earlier.close();
       await legacyNats.close();
     }
   });
 
+  it("another installation's streams are refused and left as they are: the old single stream even when empty, a namespace's stream at start and when ensured", async () => {
+    const claimNats = await startNats("claims");
+    const admin = await connectStream(claimNats.adminUrl);
+    const teamA = await connectStream(claimNats.url, { stream: { owner: "team-a" } });
+    const teamB = await connectStream(claimNats.url, { stream: { owner: "team-b" } });
+    try {
+      const m = await admin.jetstreamManager();
+      const theirs = /belongs to another Hookline installation, "team-a" \(this one is "team-b", HOOKLINE_INSTALLATION\).*Give each installation its own NATS account/;
+      // The old single stream of an installation of the earlier version, empty: team-b neither deletes nor retires it.
+      await m.streams.add({ name: STREAM_NAME, subjects: ["hookline.>"], retention: RetentionPolicy.Interest, storage: StorageType.File, metadata: { "hookline.dev/installation": "team-a" } });
+      const legacy = await teamB.prepare().catch((e: unknown) => e);
+      expect(legacy).toMatchObject({ reason: "refused" });
+      expect((legacy as Error).message).toMatch(new RegExp(`^stream ${STREAM_NAME} on NATS at .*${theirs.source}`));
+      expect((await m.streams.info(STREAM_NAME)).config.subjects).toEqual(["hookline.>"]);
+      await m.streams.delete(STREAM_NAME);
+
+      // team-a's namespace stream: claimed in its metadata; team-b refuses it at start and when asked to make it, and changes nothing.
+      expect((await teamA.ensureStream("shop")).action).toBe("created");
+      const before = (await m.streams.info(streamOf("shop"))).config;
+      expect(before.metadata).toMatchObject({ "hookline.dev/namespace": "shop", "hookline.dev/installation": "team-a" });
+      for (const attempt of [() => teamB.prepare(), () => teamB.ensureStream("shop")]) {
+        const err = await attempt().catch((e: unknown) => e);
+        expect(err).toMatchObject({ reason: "refused" });
+        expect((err as Error).message).toMatch(new RegExp(`^stream HOOKLINE_shop on NATS at .*${theirs.source}`));
+      }
+      expect((await m.streams.info(streamOf("shop"))).config).toEqual(before);
+      expect((await teamB.namespaceStreams()).map((s) => [s.stream, s.owner])).toEqual([["HOOKLINE_shop", "team-a"]]);
+
+      // A namespace stream nobody claimed (made by hand, or before installations claimed streams) is claimed by the next ensureStream.
+      await m.streams.add({ ...namespaceStreamConfig(DEFAULT_LAYOUT, "cart") });
+      expect((await teamB.ensureStream("cart")).action).toBe("updated");
+      expect((await m.streams.info(streamOf("cart"))).config.metadata).toMatchObject({ "hookline.dev/namespace": "cart", "hookline.dev/installation": "team-b" });
+      expect((await teamB.ensureStream("cart")).action).toBe("unchanged");
+    } finally {
+      for (const c of [teamA, teamB, admin]) await c.close();
+      await claimNats.close();
+    }
+  });
+
   it("refuses a stream of its name that keeps messages by limits instead of interest", async () => {
-    await jsm.streams.add({ name: "LIMITS_x", subjects: ["limits.>"], retention: RetentionPolicy.Limits, storage: StorageType.File });
+    // Made by someone else (the admin), not the operator.
+    const admin = await connectStream(nats.adminUrl);
+    await (await admin.jetstreamManager()).streams.add({ name: "LIMITS_x", subjects: ["limits.>"], retention: RetentionPolicy.Limits, storage: StorageType.File });
+    await admin.close();
     const other = await connectStream(nats.url, { stream: { name: "LIMITS" } });
     try {
       const err = await other.ensureStream("x").catch((e: unknown) => e);
-
       expect(err).toBeInstanceOf(StreamUnavailableError);
       expect((err as Error).message).toMatch(/has retention limits .* Hookline needs retention interest/);
     } finally {
@@ -264,7 +309,7 @@ describe("stream mode's JetStream layer (real nats-server)", () => {
     for (let i = 0; i < 5; i++) await publish({ namespace: "pulls", type: "order.paid", id: `small-${i}`, data: small });
     await publish({ namespace: "pulls", type: "order.paid", id: "big", data: big });
     const got: Received[] = [];
-    const take = (batch: number, maxBytes: number) => pull(conn.nc, streamOf("pulls"), name, { batch, maxBytes, expiresMs: 1_000 }, (m) => got.push(m));
+    const take = (batch: number, maxBytes: number) => pull(conn.nc, streamOf("pulls"), name, { inboxPrefix: conn.inboxPrefix, batch, maxBytes, expiresMs: 1_000 }, (m) => got.push(m));
     // The count ends it first.
     expect(await take(2, 1_000_000)).toMatchObject({ got: 2, end: "batch" });
     // The byte limit ends it: the three small ones fit, the big one does not; all three are handed out.
@@ -282,12 +327,12 @@ describe("stream mode's JetStream layer (real nats-server)", () => {
     for (const m of got.slice(1)) m.ack();
     await waitFor(async () => (await pendingOf(name)).ackPending === 1, { description: "five acknowledged" });
     const again: Received[] = [];
-    await pull(conn.nc, streamOf("pulls"), name, { batch: 1, maxBytes: 10_000, expiresMs: 5_000 }, (m) => again.push(m));
+    await pull(conn.nc, streamOf("pulls"), name, { inboxPrefix: conn.inboxPrefix, batch: 1, maxBytes: 10_000, expiresMs: 5_000 }, (m) => again.push(m));
     expect(again.map((m) => [decodeMessage(m).id, m.deliveryCount])).toEqual([["small-0", 2]]);
     again[0]!.term();
     await waitFor(async () => (await pendingOf(name)).ackPending === 0, { description: "terminated" });
     // A consumer that does not exist: an error, not a silent empty pull.
-    await expect(pull(conn.nc, streamOf("pulls"), "nobody", { batch: 1, maxBytes: 10_000, expiresMs: 1_000 }, () => undefined)).rejects.toThrow(/JetStream answered the pull|503/);
+    await expect(pull(conn.nc, streamOf("pulls"), "nobody", { inboxPrefix: conn.inboxPrefix, batch: 1, maxBytes: 10_000, expiresMs: 1_000 }, () => undefined)).rejects.toThrow(/JetStream answered the pull|503/);
     await deleteConsumer(jsm, streamOf("pulls"), name);
   });
 

@@ -50,6 +50,8 @@ describe("publishing in stream mode (real nats-server, three doors)", () => {
   let server: Server;
   let base: string;
   let tmp: string;
+  /** What producers publish with: a NATS user that may publish the events of ns, nothing else. */
+  let publisherUrl: string;
 
   const post = async (body: unknown, headers: Record<string, string> = {}, namespace = ns) => {
     const res = await fetch(`${base}/v1/namespaces/${namespace}/events`, {
@@ -79,6 +81,7 @@ describe("publishing in stream mode (real nats-server, three doors)", () => {
     ns = await createNamespace("stream-publish");
     // As the operator makes it with the namespace's first subscription.
     await conn.ensureStream(ns);
+    publisherUrl = await nats.publisherUrl(ns);
     token = await publisherToken(ns, "publisher");
     consumer = (await ensureConsumer(jsm, streamOf(ns), { namespace: ns, name: "everything", uid: randomUUID() }, { eventTypes: undefined, maxInFlight: 100, timeoutMs: 10_000 })).name;
     const kc = new KubeConfig();
@@ -102,14 +105,14 @@ describe("publishing in stream mode (real nats-server, three doors)", () => {
     const before = await stored();
 
     // Each door's trace context travels in the message headers, normalized as in CR mode.
-    const lib = await libraryPublish({ namespace: ns, type: "order.paid", id: "evt-lib", data: HOSTILE }, { nats: nats.url, traceContext: { traceparent: "01-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01-future", tracestate: " rojo=1 , ,congo=2" } });
+    const lib = await libraryPublish({ namespace: ns, type: "order.paid", id: "evt-lib", data: HOSTILE }, { nats: publisherUrl, traceContext: { traceparent: "01-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01-future", tracestate: " rojo=1 , ,congo=2" } });
     expect(lib).toMatchObject({ id: "evt-lib", namespace: ns, type: "order.paid", mode: "stream", stream: streamOf(ns), result: "published" });
     // Returned after the acknowledgement: it is stored at that point, not later.
     expect(await stored()).toBe(before + 1);
 
     const file = join(tmp, "hostile.json");
     writeFileSync(file, JSON.stringify(HOSTILE));
-    const cli = await hookline(["publish", "--nats", nats.url, "-n", ns, "-t", "order.paid", "--id", "evt-cli", "-d", `@${file}`, "-o", "json", "--traceparent", "00-11111111111111111111111111111111-2222222222222222-00"]);
+    const cli = await hookline(["publish", "--nats", publisherUrl, "-n", ns, "-t", "order.paid", "--id", "evt-cli", "-d", `@${file}`, "-o", "json", "--traceparent", "00-11111111111111111111111111111111-2222222222222222-00"]);
     expect(cli.code, cli.stderr).toBe(0);
     expect(JSON.parse(cli.stdout)).toMatchObject({ id: "evt-cli", mode: "stream", result: "published" });
 
@@ -139,7 +142,7 @@ describe("publishing in stream mode (real nats-server, three doors)", () => {
   it("takes the largest data through every door, byte for byte", async () => {
     const expected = Buffer.from(JSON.stringify(LARGEST), "utf8");
     expect(expected.length).toBe(MAX_PAYLOAD_BYTES);
-    const publisher = await createPublisher({ nats: nats.url });
+    const publisher = await createPublisher({ nats: publisherUrl });
     try {
       await publisher.publish({ namespace: ns, type: "big.one", id: "big-lib", data: LARGEST });
     } finally {
@@ -147,7 +150,7 @@ describe("publishing in stream mode (real nats-server, three doors)", () => {
     }
     const file = join(tmp, "largest.json");
     writeFileSync(file, JSON.stringify(LARGEST));
-    const cli = await hookline(["publish", "--nats", nats.url, "-n", ns, "-t", "big.one", "--id", "big-cli", "-d", `@${file}`]);
+    const cli = await hookline(["publish", "--nats", publisherUrl, "-n", ns, "-t", "big.one", "--id", "big-cli", "-d", `@${file}`]);
     expect(cli.code, cli.stderr).toBe(0);
     expect((await post({ type: "big.one", id: "big-http", data: LARGEST })).status).toBe(202);
     for (const id of ["big-lib", "big-cli", "big-http"]) {
@@ -161,11 +164,11 @@ describe("publishing in stream mode (real nats-server, three doors)", () => {
 
   it("the same id again within the duplicate window is acknowledged as a duplicate by every door and stored once", async () => {
     const event = { namespace: ns, type: "order.paid", id: "evt-twice", data: { n: 1 } };
-    const first = await libraryPublish(event, { nats: nats.url });
+    const first = await libraryPublish(event, { nats: publisherUrl });
     expect(first.result).toBe("published");
-    const lib = await libraryPublish(event, { nats: nats.url });
+    const lib = await libraryPublish(event, { nats: publisherUrl });
     expect(lib).toMatchObject({ result: "duplicate", seq: first.seq });
-    const cli = await hookline(["publish", "--nats", nats.url, "-n", ns, "-t", "order.paid", "--id", "evt-twice", "-d", '{"n": 1}']);
+    const cli = await hookline(["publish", "--nats", publisherUrl, "-n", ns, "-t", "order.paid", "--id", "evt-twice", "-d", '{"n": 1}']);
     expect(cli.code, cli.stderr).toBe(0);
     expect(cli.stdout).toMatch(new RegExp(`evt-twice\\s+${streamOf(ns)}\\s+\\d+\\s+duplicate`));
     expect(cli.stderr).toContain("already published within the duplicate window");
@@ -184,20 +187,25 @@ describe("publishing in stream mode (real nats-server, three doors)", () => {
       ["bad type", { type: "order paid", data: 1 }, "type", 400],
       ["wildcard type", { type: "order.*", data: 1 }, "type", 400],
       ["empty id", { type: "order.paid", id: "", data: 1 }, "id", 400],
+      ["id that cannot be a header value", { type: "order.paid", id: "evt-1\r\nX-Injected: 1", data: 1 }, "id", 400],
+      ["non-ASCII id", { type: "order.paid", id: "évènement", data: 1 }, "id", 400],
       ["too deep", { type: "order.paid", data: deep }, "data", 400],
       ["too large", { type: "order.paid", data: `${LARGEST}x` }, "data", 413],
     ];
     for (const [what, body, field, status] of cases) {
-      const lib = await libraryPublish({ namespace: ns, ...body } as never, { nats: nats.url }).catch((e: unknown) => e);
+      const lib = await libraryPublish({ namespace: ns, ...body } as never, { nats: publisherUrl }).catch((e: unknown) => e);
       expect(lib, what).toBeInstanceOf(status === 413 ? PayloadTooLargeError : PublishInputError);
       expect((lib as PublishInputError).field, what).toBe(field);
       const http = await post(body);
       expect(http.status, what).toBe(status);
       expect(http.body.field, what).toBe(field);
     }
-    const cli = await hookline(["publish", "--nats", nats.url, "-n", ns, "-t", "order paid", "-d", "1"]);
+    const cli = await hookline(["publish", "--nats", publisherUrl, "-n", ns, "-t", "order paid", "-d", "1"]);
     expect(cli.code).toBe(2);
     expect(cli.stderr).toMatch(/--type: type must be a dotted name/);
+    const cliId = await hookline(["publish", "--nats", nats.url, "-n", ns, "-t", "order.paid", "--id", "évènement", "-d", "1"]);
+    expect(cliId.code).toBe(2);
+    expect(cliId.stderr).toMatch(/--id: id must be printable ASCII with no leading or trailing space: it is sent as the webhook-id header/);
     const badUrl = await hookline(["publish", "--nats", "http://127.0.0.1:4222", "-n", ns, "-t", "order.paid", "-d", "1"]);
     expect(badUrl.code).toBe(2);
     expect(badUrl.stderr).toContain("--nats: ");

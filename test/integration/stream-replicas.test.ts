@@ -39,6 +39,8 @@ async function replica(ns: string, name: string, env: Record<string, string> = {
     healthPort: healthPort!,
     env: {
       HOOKLINE_NATS_URL: nats.url,
+      // One installation across the tests, whose Leases differ (the default is the Lease's namespace/name).
+      HOOKLINE_INSTALLATION: "stream-replicas",
       LEADER_ELECT: "true",
       LEADER_ELECTION_NAMESPACE: ns,
       LEADER_ELECTION_LEASE_NAME: "hookline-test",

@@ -114,6 +114,17 @@ to null), unless their whole block is missing.
         "name": "",
         "key": "url"
       },
+      "natsCredentialsSecret": {
+        "name": "",
+        "userKey": "user",
+        "passwordKey": "password"
+      },
+      "natsTls": {
+        "secretName": "",
+        "clientCertificate": false
+      },
+      "allowInsecure": false,
+      "installation": "",
       "replicas": 1,
       "maxHeldBytes": 33554432,
       "maxAgeMs": 604800000,
@@ -275,6 +286,11 @@ to null), unless their whole block is missing.
           "enabled": true,
           "threshold": 0.5,
           "for": "10m",
+          "severity": "warning"
+        },
+        "deadLettersEvicted": {
+          "enabled": true,
+          "window": "30m",
           "severity": "warning"
         }
       }

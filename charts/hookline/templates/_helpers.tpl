@@ -144,9 +144,10 @@ that leaves less than the margin before SIGKILL.
 - apiGroups: ["hookline.dev"]
   resources: ["webhooksubscriptions/status"]
   verbs: ["patch"]
+{{- /* create: the publish door makes deliveries; stream mode makes its dead letters. */}}
 - apiGroups: ["hookline.dev"]
   resources: ["webhookdeliveries"]
-  verbs: ["get", "list", "watch", "patch", "delete"{{ if .Values.publish.enabled }}, "create"{{ end }}]
+  verbs: ["get", "list", "watch", "patch", "delete"{{ if or .Values.publish.enabled .Values.stream.natsUrl .Values.stream.natsUrlSecret.name }}, "create"{{ end }}]
 - apiGroups: ["hookline.dev"]
   resources: ["webhookdeliveries/status"]
   verbs: ["patch"]

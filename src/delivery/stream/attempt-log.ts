@@ -10,8 +10,9 @@ import { Kvm, type KV } from "@nats-io/kv";
 import { StorageType, type JetStreamClient } from "@nats-io/jetstream";
 import type { DeliveryStatus } from "../../api/delivery.js";
 import type { Final } from "../../core/outcome.js";
+import { KV_BUCKETS } from "../../stream/permissions.js";
 
-export const ATTEMPTS_BUCKET = "hookline-attempts";
+export const ATTEMPTS_BUCKET = KV_BUCKETS.attempts;
 
 /**
  * How long an entry lives: longer than any retry schedule (50 attempts at the 1 h Retry-After

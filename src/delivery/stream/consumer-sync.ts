@@ -1,12 +1,15 @@
 // What only the leader does in stream mode: one durable JetStream consumer per subscription,
-// on its namespace's stream (made first: namespace-streams.ts, src/stream/layout.ts),
-// created and updated with it (filter from eventTypes, max_ack_pending from maxInFlight, ack
-// wait from the timeout: src/stream/consumers.ts) and deleted when the subscription is; a
-// periodic sweep of the consumers whose subscription is gone (deleted while no replica led) and
-// of subscriptions whose consumer is missing (removed by hand);
-// and each consumer's lag (webhook_stream_pending_messages, and status.deliveries.pending of
-// the subscription through `pendingOf`). Keys come from the subscription cache, through a work
-// queue of this term (one worker per key, retries with backoff).
+// on its namespace's stream (made first: src/stream/layout.ts), created and updated with it
+// (filter from eventTypes, max_ack_pending from maxInFlight, ack wait from the timeout:
+// src/stream/consumers.ts) and deleted when the subscription is; a periodic sweep of the
+// consumers whose subscription is gone (deleted while no replica led) and of subscriptions whose
+// consumer is missing (removed by hand, or with its stream), which touches only the streams this
+// installation claimed and on them only the consumers it made (HOOKLINE_INSTALLATION); and each
+// consumer's lag (webhook_stream_pending_messages, and status.deliveries.pending of the
+// subscription through `pendingOf`). A consumer still draining a removed event type
+// (stream/type-removal.ts) is looked at again with each lag read, to narrow its filter once
+// through. Keys come from the subscription cache, through a work queue of this term (one worker
+// per key, retries with backoff).
 import { JetStreamApiError, type JetStreamManager } from "@nats-io/jetstream";
 import type { Logger } from "pino";
 import { objectKey, splitKey } from "../../kube/types.js";
@@ -14,8 +17,9 @@ import type { Metrics } from "../../observability/metrics.js";
 import { Controller, TerminalError, type Reconciler, type Result } from "../../runtime/controller.js";
 import type { LeaderRunnable } from "../../runtime/manager.js";
 import { WorkQueue } from "../../runtime/queue.js";
-import { ConsumerSpecError, deleteConsumer, ensureConsumer, listConsumers, orphanedConsumers, type HooklineConsumer, type SubscriptionIdentity } from "../../stream/consumers.js";
+import { ConsumerSpecError, deleteConsumer, ensureConsumer, listConsumers, madeBy, orphanedConsumers, type HooklineConsumer, type SubscriptionIdentity } from "../../stream/consumers.js";
 import type { StreamConnection } from "../../stream/jetstream.js";
+import { ownedBy, streamOwner } from "../../stream/layout.js";
 import { SubjectError } from "../../stream/subjects.js";
 import type { Caches } from "../caches.js";
 import type { StreamLink } from "./link.js";
@@ -25,6 +29,8 @@ export interface ConsumerSyncDeps {
   caches: Caches;
   /** WATCH_NAMESPACES: consumers of other namespaces belong to another operator. */
   namespaces: readonly string[];
+  /** HOOKLINE_INSTALLATION: consumers are made with it, and only those made with it are deleted. */
+  installation?: string;
   metrics: Metrics;
   log: Logger;
   /** A deleted subscription's shared endpoint state goes with its consumer. */
@@ -86,13 +92,14 @@ export class ConsumerSync implements LeaderRunnable, Reconciler {
   }
 
   async reconcile(key: string, signal: AbortSignal): Promise<Result | void> {
-    const conn = await this.d.link.connected(signal);
+    // Waiting for NATS (unreachable, refused) is nothing to finish: a stop ends it at once, not after the drain's grace.
+    const conn = await this.d.link.connected(AbortSignal.any([signal, this.abort.signal]));
     const jsm = await conn.jetstreamManager();
     const stream = this.d.link.streamOf(splitKey(key).namespace);
     const sub = this.d.caches.subscription(key);
     if (!sub || sub.metadata.deletionTimestamp || !sub.metadata.uid) {
       const { namespace, name } = splitKey(key);
-      for (const c of await consumersOf(jsm, stream)) if (c.namespace === namespace && c.name === name) await this.remove(jsm, stream, c, "the subscription was deleted");
+      for (const c of await this.ownConsumersOf(jsm, stream)) if (c.namespace === namespace && c.name === name) await this.remove(jsm, stream, c, "the subscription was deleted");
       return;
     }
     // An invalid spec keeps the consumer it had: its events are held until it is fixed.
@@ -101,7 +108,7 @@ export class ConsumerSync implements LeaderRunnable, Reconciler {
     const identity: SubscriptionIdentity = { namespace: sub.metadata.namespace!, name: sub.metadata.name, uid: sub.metadata.uid };
     try {
       await this.d.link.ensureStream(identity.namespace, signal);
-      const r = await ensureConsumer(jsm, stream, identity, { eventTypes: policy.eventTypes, maxInFlight: policy.maxInFlight, timeoutMs: policy.timeoutMs });
+      const r = await ensureConsumer(jsm, stream, identity, { eventTypes: policy.eventTypes, maxInFlight: policy.maxInFlight, timeoutMs: policy.timeoutMs }, this.d.installation);
       if (r.action !== "unchanged") this.d.log.info({ subscription: key, consumer: r.name, action: r.action }, `stream consumer ${r.action}`);
     } catch (err) {
       if (err instanceof ConsumerSpecError || err instanceof SubjectError) throw new TerminalError(`subscription ${key} has no stream consumer: ${err.message}`);
@@ -119,12 +126,13 @@ export class ConsumerSync implements LeaderRunnable, Reconciler {
     try {
       const conn = await this.d.link.connected(this.abort.signal);
       const jsm = await conn.jetstreamManager();
-      const all = await allConsumers(conn, jsm);
+      // Only the streams this installation claimed (HOOKLINE_INSTALLATION), and on them only the consumers it made.
+      const all = await this.allConsumers(conn, jsm);
       const live: SubscriptionIdentity[] = [];
       for (const s of this.d.caches.subscriptions.values()) {
         if (s.metadata.uid && !s.metadata.deletionTimestamp) live.push({ namespace: s.metadata.namespace!, name: s.metadata.name, uid: s.metadata.uid });
       }
-      for (const c of orphanedConsumers(all, live, this.d.namespaces)) await this.remove(jsm, this.d.link.streamOf(c.namespace), c, "its subscription no longer exists");
+      for (const c of orphanedConsumers(all, live, this.d.namespaces, this.d.installation)) await this.remove(jsm, this.d.link.streamOf(c.namespace), c, "its subscription no longer exists");
       // A consumer removed by hand (nats consumer rm), or with its stream, is made again.
       const have = new Set(all.map((c) => `${c.namespace}/${c.name}/${c.uid}`));
       for (const s of live) if (!have.has(`${s.namespace}/${s.name}/${s.uid}`)) this.controller?.queue.add(`${s.namespace}/${s.name}`);
@@ -138,12 +146,13 @@ export class ConsumerSync implements LeaderRunnable, Reconciler {
     if (!this.d.link.isConnected()) return;
     try {
       const conn = await this.d.link.connected(this.abort.signal);
-      const all = await allConsumers(conn, await this.jsm(this.abort.signal));
+      const all = await this.allConsumers(conn, await this.jsm(this.abort.signal));
       for (const c of all) {
         const key = `${c.namespace}/${c.name}`;
         const sub = this.d.caches.subscription(key);
         if (!sub || sub.metadata.uid !== c.uid) continue;
         const pending = c.pending + c.ackPending;
+        if (c.draining) this.controller?.queue.add(key);
         this.d.metrics.setStreamPending(c.namespace, c.name, pending);
         if (this.lag.get(key) !== pending) {
           this.lag.set(key, pending);
@@ -154,23 +163,33 @@ export class ConsumerSync implements LeaderRunnable, Reconciler {
       if (!this.abort.signal.aborted) this.d.log.debug({ err: (err as Error).message }, "stream mode: consumer lag not read this time");
     }
   }
-}
 
-/** The Hookline consumers of a namespace's stream; none when the stream does not exist (yet). */
-async function consumersOf(jsm: JetStreamManager, stream: string): Promise<HooklineConsumer[]> {
-  try {
-    return await listConsumers(jsm, stream);
-  } catch (err) {
-    if (err instanceof JetStreamApiError && err.code === STREAM_NOT_FOUND) return [];
-    throw err;
+  /** This installation's consumers of a namespace's stream: none when the stream does not exist (yet) or another installation claimed it. */
+  private async ownConsumersOf(jsm: JetStreamManager, stream: string): Promise<HooklineConsumer[]> {
+    const info = await ifStreamExists(() => jsm.streams.info(stream));
+    if (!info || !ownedBy(streamOwner(info), this.d.installation)) return [];
+    return ((await ifStreamExists(() => listConsumers(jsm, stream))) ?? []).filter((c) => madeBy(c, this.d.installation));
+  }
+
+  /** This installation's consumers of every namespace stream it claimed (those that have any). */
+  private async allConsumers(conn: StreamConnection, jsm: JetStreamManager): Promise<HooklineConsumer[]> {
+    const out: HooklineConsumer[] = [];
+    for (const ns of await conn.namespaceStreams()) {
+      if (ns.consumers === 0 || !ownedBy(ns.owner, this.d.installation)) continue;
+      out.push(...((await ifStreamExists(() => listConsumers(jsm, ns.stream))) ?? []).filter((c) => madeBy(c, this.d.installation)));
+    }
+    return out;
   }
 }
 
-/** The Hookline consumers of every namespace's stream (those that have any). */
-async function allConsumers(conn: StreamConnection, jsm: JetStreamManager): Promise<HooklineConsumer[]> {
-  const out: HooklineConsumer[] = [];
-  for (const ns of await conn.namespaceStreams()) if (ns.consumers > 0) out.push(...(await consumersOf(jsm, ns.stream)));
-  return out;
-}
-
 const STREAM_NOT_FOUND = 10059;
+
+/** What `read` returns; undefined when the stream does not exist (yet, or any more). */
+async function ifStreamExists<T>(read: () => Promise<T>): Promise<T | undefined> {
+  try {
+    return await read();
+  } catch (err) {
+    if (err instanceof JetStreamApiError && err.code === STREAM_NOT_FOUND) return undefined;
+    throw err;
+  }
+}

@@ -11,15 +11,26 @@
 // same name that is not this message's (the same event id published in CR mode, or again after
 // the duplicate window) leaves it alone: the dead letter takes a second name, with a hash of the
 // message in it. Until its status is written, CR mode never attempts it (core/plan.ts).
+//
+// A message published before the doors refused event ids that cannot be a header value (a
+// control character, non-ASCII, a blank at either end) carries one that spec.eventId refuses:
+// its dead letter holds `sha256:<hex>` of the id instead (as its Nats-Msg-Id does), so it is
+// recorded once rather than refused by the API server every time the message comes back.
+//
+// A failure to create it is reported loudly (dead-letter-failures.ts) before the caller keeps
+// the message and tries again.
+import { EVENT_ID_PATTERN } from "../../api/delivery.js";
 import { ANNOTATIONS, API_VERSION, DELIVERY, FIELD_MANAGER, isTerminalPhase, LABELS } from "../../api/names.js";
 import type { Final, OutcomeResult } from "../../core/outcome.js";
 import type { TraceContext } from "../../core/trace-context.js";
 import { ApiError, type KubeClient } from "../../kube/client.js";
 import { collectionPath, objectKey } from "../../kube/types.js";
 import { deliveryName, labelValue } from "../../publish/naming.js";
+import { hashedId } from "../../stream/message.js";
 import type { OutcomeMeta } from "../finals.js";
 import { DELIVERIES, type DeliveryObject } from "../objects.js";
 import type { OutcomeWriter } from "../outcome-writer.js";
+import { DeadLetterFailures, type DeadLetterFailuresDeps } from "./dead-letter-failures.js";
 
 /** One message's final outcome, to be recorded as a WebhookDelivery. */
 export interface StreamFinal {
@@ -44,10 +55,17 @@ export interface Recorded {
   final?: Final;
 }
 
-export interface StreamDeadLettersDeps {
+export interface StreamDeadLettersDeps extends DeadLetterFailuresDeps {
   client: KubeClient;
   outcomes: OutcomeWriter<OutcomeMeta>;
 }
+
+/** The event id as spec.eventId can hold it: itself, or its hashed form when it cannot be a header value. */
+export function storableEventId(id: string): string {
+  return EVENT_ID.test(id) ? id : hashedId(id);
+}
+
+const EVENT_ID = new RegExp(EVENT_ID_PATTERN);
 
 /** The names a message's dead letter may take, the readable one first. */
 export function deadLetterNames(eventId: string, subscription: string, origin: string): [string, string] {
@@ -55,10 +73,23 @@ export function deadLetterNames(eventId: string, subscription: string, origin: s
 }
 
 export class StreamDeadLetters {
-  constructor(private readonly d: StreamDeadLettersDeps) {}
+  private readonly failures: DeadLetterFailures;
 
-  /** Creates the delivery (or finds this message's own) and writes its final status. */
+  constructor(private readonly d: StreamDeadLettersDeps) {
+    this.failures = new DeadLetterFailures(d);
+  }
+
+  /** Creates the delivery (or finds this message's own) and writes its final status; a failure is reported, then thrown. */
   async record(f: StreamFinal): Promise<Recorded> {
+    try {
+      return await this.recordOnce(f);
+    } catch (err) {
+      this.failures.report(f.namespace, f.subscription, err);
+      throw err;
+    }
+  }
+
+  private async recordOnce(f: StreamFinal): Promise<Recorded> {
     for (const name of deadLetterNames(f.eventId, f.subscription, f.origin)) {
       let obj: DeliveryObject | undefined;
       try {
@@ -94,7 +125,7 @@ export class StreamDeadLetters {
       spec: {
         subscriptionRef: { name: f.subscription },
         eventType: f.eventType,
-        eventId: f.eventId,
+        eventId: storableEventId(f.eventId),
         // A null payload is sent as `data: null`, as the publish doors do.
         ...(f.payload === undefined || f.payload === null ? {} : { payload: f.payload }),
         ...(f.traceContext ? { traceContext: f.traceContext } : {}),

@@ -3,7 +3,8 @@
 // brings fits the room the held-bytes budget reserved for it (held-bytes.ts). The client
 // library's fetch takes a count or a byte limit, not both, and ends a pull whose next message is
 // larger than its byte limit by dropping the messages it had not handed out yet; this sends
-// JetStream's pull request itself ($JS.API.CONSUMER.MSG.NEXT) and reads the answers on an inbox:
+// JetStream's pull request itself ($JS.API.CONSUMER.MSG.NEXT) and reads the answers on an inbox
+// (under the connection's own prefix: the operator's user may read no other):
 //   a message          detached (below) and handed to `onMessage`
 //   408, 404           the pull expired: no more messages now
 //   409 size > bytes   the next message is larger than `maxBytes`: ask again with more room
@@ -45,6 +46,11 @@ export interface Received {
 }
 
 export interface PullOptions {
+  /**
+   * The connection's inbox prefix: the messages arrive on an inbox under it. The operator's is its
+   * own (stream/permissions.ts OPERATOR_INBOX_PREFIX): on the shared _INBOX a publisher could read them.
+   */
+  inboxPrefix: string;
   batch: number;
   maxBytes: number;
   /** How long JetStream keeps the pull open waiting for messages (at least 1 s). */
@@ -85,7 +91,7 @@ export function pull(nc: NatsConnection, stream: string, consumer: string, opts:
     let got = 0;
     let bytes = 0;
     let done = false;
-    const inbox = createInbox();
+    const inbox = createInbox(opts.inboxPrefix);
     const end = (how: PullResult["end"] | PullError) => {
       if (done) return;
       done = true;

@@ -18,17 +18,22 @@
 // endpoint, from which the subscription rollup writes status as in CR mode. And each replica
 // says it is there (`replica.<identity>`, every few seconds): a subscription's rate limit is
 // shared between the replicas seen (core/token-bucket.ts share).
+//
+// A record names its URL only by a hash keyed with the subscription's uid (core/shared-endpoint.ts
+// endpointTarget), never the URL itself: a URL may carry a secret in its path or query. A record
+// an earlier version wrote with the URL is taken as it was and written again without it.
 import { JetStreamApiError, StorageType, type JetStreamClient } from "@nats-io/jetstream";
 import { KvWatchInclude, Kvm, type KV, type KvEntry } from "@nats-io/kv";
 import type { Logger } from "pino";
 import type { BreakerConfig, BreakerTransition } from "../../core/breaker.js";
 import * as health from "../../core/health.js";
 import type { Policy } from "../../core/policy.js";
-import { adoptRecord, claimExpiresAt, mergeFailing, toRecord, writeAgain, type SharedEndpointRecord, type SharedWrite } from "../../core/shared-endpoint.js";
+import { adoptRecord, claimExpiresAt, endpointTarget, fromLegacyRecord, mergeFailing, toRecord, writeAgain, type SharedEndpointRecord, type SharedWrite } from "../../core/shared-endpoint.js";
 import type { ProbeClaims } from "../attempt.js";
 import type { Endpoint, EndpointObserver, EndpointRegistry } from "../endpoints.js";
+import { KV_BUCKETS } from "../../stream/permissions.js";
 
-export const ENDPOINTS_BUCKET = "hookline-endpoints";
+export const ENDPOINTS_BUCKET = KV_BUCKETS.endpoints;
 const RECORD = "endpoint";
 const COUNTS = "counts";
 const REPLICA = "replica";
@@ -180,20 +185,40 @@ export class SharedEndpoints implements EndpointObserver, ProbeClaims {
     const k = this.known.get(uid);
     if (k && e.revision <= k.revision) return; // our own write, or older than what we hold
     let rec: SharedEndpointRecord;
+    let legacy: SharedEndpointRecord | undefined;
     try {
       rec = e.json<SharedEndpointRecord>();
+      legacy = fromLegacyRecord(uid, rec);
     } catch {
       return;
     }
+    if (legacy) rec = legacy;
     this.known.set(uid, { rec, revision: e.revision });
     this.apply(uid, rec, false);
+    if (legacy) void this.rewriteLegacy(uid, e.revision, legacy);
+  }
+
+  /** Writes a record an earlier version wrote with its URL again, with its target instead (the bucket keeps one revision: the URL is gone with it). */
+  private rewriteLegacy(uid: string, revision: number, rec: SharedEndpointRecord): Promise<unknown> {
+    return this.serialized(uid, async () => {
+      const kv = this.kv;
+      // Written since (by any replica): what it wrote has no URL.
+      if (!kv || this.closed || this.known.get(uid)?.revision !== revision) return;
+      try {
+        const written = await kv.put(`${RECORD}.${uid}`, JSON.stringify(rec), { previousSeq: revision });
+        this.known.set(uid, { rec, revision: written });
+        this.d.log.info({ subscription: rec.subscription }, "stream mode: rewrote a shared endpoint record an earlier version wrote, without its URL");
+      } catch (err) {
+        if (!isWrongLastSequence(err)) this.d.log.warn({ subscription: rec.subscription, err: (err as Error).message }, "stream mode: cannot rewrite a shared endpoint record an earlier version wrote; it is rewritten with the next change");
+      }
+    });
   }
 
   /** Takes `rec` into this replica's endpoint of the subscription, if it has one for that uid and URL. */
   private apply(uid: string, rec: SharedEndpointRecord, wake: boolean): void {
     const registry = this.d.endpoints();
     const ep = registry.get(rec.subscription);
-    if (!ep || ep.uid !== uid || (ep.url !== undefined && ep.url !== rec.url)) return;
+    if (!ep || ep.uid !== uid || (ep.url !== undefined && endpointTarget(uid, ep.url) !== rec.target)) return;
     const now = this.now();
     const next = adoptRecord({ breaker: ep.breaker, health: ep.health }, rec, { me: this.d.me, now, breaker: this.d.breakerConfig(ep.key), health: this.healthConfig });
     const changed = registry.adopt(ep, next, { wake });
@@ -265,7 +290,7 @@ export class SharedEndpoints implements EndpointObserver, ProbeClaims {
     const claim = this.claims.get(ep.uid);
     this.claims.delete(ep.uid);
     if (!claim || ep.url === undefined) return;
-    const current = toRecord(ep, { subscription: ep.key, url: ep.url, by: this.d.me, now: this.now() });
+    const current = toRecord(ep, { subscription: ep.key, target: endpointTarget(ep.uid, ep.url), by: this.d.me, now: this.now() });
     void this.write(ep, sameGate(claim, current) ? "release" : "verdict");
   }
 
@@ -275,7 +300,12 @@ export class SharedEndpoints implements EndpointObserver, ProbeClaims {
   private write(ep: Endpoint, kind: SharedWrite, probeUntil?: number): Promise<boolean> {
     const uid = ep.uid;
     if (!uid) return Promise.resolve(true);
-    const run = (this.chains.get(uid) ?? Promise.resolve()).then(() => this.writeNow(ep, uid, kind, probeUntil));
+    return this.serialized(uid, () => this.writeNow(ep, uid, kind, probeUntil));
+  }
+
+  /** Runs `fn` after every write of the subscription's record started before it. */
+  private serialized<T>(uid: string, fn: () => Promise<T>): Promise<T> {
+    const run = (this.chains.get(uid) ?? Promise.resolve()).then(fn);
     const tail = run.catch(() => undefined);
     this.chains.set(uid, tail);
     void tail.then(() => {
@@ -288,7 +318,8 @@ export class SharedEndpoints implements EndpointObserver, ProbeClaims {
     const kv = this.kv;
     if (!kv || ep.url === undefined || this.closed) return true;
     const key = `${RECORD}.${uid}`;
-    let rec = toRecord(ep, { subscription: ep.key, url: ep.url, by: this.d.me, now: this.now(), ...(probeUntil !== undefined ? { probeUntil } : {}) });
+    const target = endpointTarget(uid, ep.url);
+    let rec = toRecord(ep, { subscription: ep.key, target, by: this.d.me, now: this.now(), ...(probeUntil !== undefined ? { probeUntil } : {}) });
     let merged = false;
     for (let i = 0; i < MAX_WRITES; i++) {
       const revision = this.known.get(uid)?.revision ?? 0;
@@ -305,7 +336,8 @@ export class SharedEndpoints implements EndpointObserver, ProbeClaims {
       let theirs: SharedEndpointRecord | undefined;
       try {
         const latest = await kv.get(key);
-        theirs = latest?.operation === "PUT" ? latest.json<SharedEndpointRecord>() : undefined;
+        const read = latest?.operation === "PUT" ? latest.json<SharedEndpointRecord>() : undefined;
+        theirs = read && (fromLegacyRecord(uid, read) ?? read);
         this.known.set(uid, { rec: theirs, revision: latest?.revision ?? 0 });
       } catch (err) {
         return this.unreachable(ep, uid, kind, rec, err);
@@ -319,7 +351,7 @@ export class SharedEndpoints implements EndpointObserver, ProbeClaims {
       if (kind === "failing" && theirs) {
         rec = mergeFailing(rec, theirs);
         merged = true;
-      } else rec = toRecord(ep, { subscription: ep.key, url: ep.url, by: this.d.me, now: this.now() });
+      } else rec = toRecord(ep, { subscription: ep.key, target, by: this.d.me, now: this.now() });
     }
     this.d.log.warn({ subscription: ep.key, kind }, "stream mode: the endpoint state kept changing under this write; left as the others wrote it");
     return false;

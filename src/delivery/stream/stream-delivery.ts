@@ -22,7 +22,7 @@ import { FETCH_EXPIRES_MS, SubscriptionStream, type StreamWork } from "./subscri
 import { sharedAbortController } from "../../runtime/shared-abort.js";
 import { ReplyBatch } from "../../stream/replies.js";
 
-export interface StreamDeliveryDeps extends Omit<StreamWork, "js" | "nc" | "prefix" | "oldest" | "attempts" | "deadLetters" | "replies" | "signal">, StreamDeadLettersDeps {
+export interface StreamDeliveryDeps extends Omit<StreamWork, "js" | "nc" | "inboxPrefix" | "prefix" | "oldest" | "attempts" | "deadLetters" | "replies" | "signal">, StreamDeadLettersDeps {
   link: StreamLink;
   shared: SharedEndpoints;
 }
@@ -63,7 +63,7 @@ export class StreamDelivery implements LeaderRunnable {
         await this.d.shared.open(conn.js, opts);
         if (signal.aborted) return;
         const oldest = new OldestMessages(() => conn.jetstreamManager(), checkEveryMs(this.d.maxAgeMs));
-        this.work = { ...this.d, js: conn.js, nc: conn.nc, prefix: conn.settings.name, oldest, attempts, deadLetters: new StreamDeadLetters(this.d), replies: this.replies, signal: this.attemptsAbort.signal };
+        this.work = { ...this.d, js: conn.js, nc: conn.nc, inboxPrefix: conn.inboxPrefix, prefix: conn.settings.name, oldest, attempts, deadLetters: new StreamDeadLetters(this.d), replies: this.replies, signal: this.attemptsAbort.signal };
         this.sync();
         return;
       } catch (err) {

@@ -12,6 +12,7 @@
 //   exhausted, permanent, gone,    a WebhookDelivery in DeadLettered (or Discarded) with the
 //   blocked, type not subscribed,  attempt history (dead-letters.ts), then acknowledge
 //   older than the age limit (Expired)
+//   type removed, published after  acknowledge, nothing else (removed-types.ts)
 //   waiting (paused, Secret...)    negative acknowledgement at once; nothing is fetched until it clears
 //   drain                          what is not in flight goes back at once; an attempt cut by
 //                                  the drain timeout is recorded as interrupted and goes back too
@@ -21,10 +22,11 @@ import type { Logger } from "pino";
 import type { Policy } from "../../core/policy.js";
 import { applyAttempt, deadLetter, discard, type AttemptResult, type OutcomeResult } from "../../core/outcome.js";
 import { admit, plan, type Action } from "../../core/plan.js";
+import { matchesEventType } from "../../core/policy.js";
 import { fromRfc3339 } from "../../core/rfc3339.js";
 import type { EventSink } from "../../kube/events.js";
 import type { Metrics } from "../../observability/metrics.js";
-import { dataText, decodeMessage, readEventHead, StreamMessageError, type StreamMessage } from "../../stream/message.js";
+import { dataText, decodeMessage, MSG_ID_HEADER, readEventHead, StreamMessageError, type StreamMessage } from "../../stream/message.js";
 import type { AttemptExecutor } from "../attempt.js";
 import type { Caches } from "../caches.js";
 import type { Endpoint, EndpointRegistry } from "../endpoints.js";
@@ -41,12 +43,15 @@ import { checkEveryMs, expiredMessage, isExpired, type OldestMessages } from "./
 import { costBytes, LARGEST_MESSAGE_BYTES, messageCost, type HeldAccount, type HeldBudget } from "./held-bytes.js";
 import { pull, type PullResult, type Received } from "./pull.js";
 import { streamKey } from "./keys.js";
+import { RemovedTypes } from "./removed-types.js";
 
 /** What every subscription's stream shares on this replica. */
 export interface StreamWork {
   js: JetStreamClient;
   /** The connection pulls are sent on (pull.ts), and messages answered on. */
   nc: NatsConnection;
+  /** The connection's inbox prefix, under which pulled messages arrive (pull.ts). */
+  inboxPrefix: string;
   /** The streams' prefix: a subscription reads its namespace's stream, <prefix>_<namespace>. */
   prefix: string;
   /** HOOKLINE_STREAM_MAX_HELD_BYTES: what this replica's subscriptions hold, together. */
@@ -174,6 +179,7 @@ export class SubscriptionStream {
   private readonly now: () => number;
   private readonly random: () => number;
   private readonly log: Logger;
+  private readonly removed: RemovedTypes;
   readonly counts = { delivered: 0, retried: 0, deadLettered: 0, handedBack: 0, pulls: 0, pulled: 0 };
 
   constructor(
@@ -186,6 +192,7 @@ export class SubscriptionStream {
     this.now = w.now ?? Date.now;
     this.random = w.random ?? Math.random;
     this.log = w.log.child({ subscription: this.subKey, consumer: sub.consumer });
+    this.removed = new RemovedTypes(this.now);
   }
 
   start(): void {
@@ -379,7 +386,7 @@ export class SubscriptionStream {
       let expired = 0;
       let taken = 0;
       try {
-        const r = await pull(this.w.nc, this.stream, this.sub.consumer, { batch: n, maxBytes: bytes, expiresMs: FETCH_EXPIRES_MS }, (m) => {
+        const r = await pull(this.w.nc, this.stream, this.sub.consumer, { inboxPrefix: this.w.inboxPrefix, batch: n, maxBytes: bytes, expiresMs: FETCH_EXPIRES_MS }, (m) => {
           got++;
           this.counts.pulled++;
           this.outstanding--;
@@ -485,6 +492,7 @@ export class SubscriptionStream {
       event = decodeMessage(msg);
     } catch (err) {
       if (!(err instanceof StreamMessageError)) throw err;
+      if (err.field === "subject" || err.field === MSG_ID_HEADER) return this.reject(msg, err);
       invalid = err.message;
     }
     const head = event ?? readEventHead(msg);
@@ -520,6 +528,7 @@ export class SubscriptionStream {
     const own = sub && sub.metadata.uid === this.sub.uid ? sub : undefined;
     const subscription = this.w.caches.subscriptionView(own);
     const policy = subscription.kind === "ok" ? subscription.policy : undefined;
+    if (await this.answeredAsRemoved(h, policy)) return;
     const status = h.record?.status;
     const nextAttemptAt = fromRfc3339(status?.nextAttemptAt);
     const { secret, keys, creds } = await secretsFor(this.w, this.sub.namespace, policy, nextAttemptAt === undefined || nextAttemptAt <= this.now());
@@ -540,6 +549,19 @@ export class SubscriptionStream {
     } finally {
       this.w.endpoints.settle(h.key);
     }
+  }
+
+  /**
+   * A type no longer listed: published after its removal it was never this subscription's, and
+   * is acknowledged (true); published before, plan() dead-letters it (false).
+   */
+  private async answeredAsRemoved(h: Held, policy: Policy | undefined): Promise<boolean> {
+    if (!policy || !this.consumer || matchesEventType(policy.eventTypes, h.type)) return false;
+    const when = await this.removed.when(this.consumer, h.msg);
+    if (this.held.get(h.key) !== h) return true;
+    if (when === "after") this.ack(h);
+    else if (when === "unknown") this.handBack(h, RETRY_MS);
+    return when !== "before";
   }
 
   private async act(action: Action, h: Held, policy: Policy | undefined, ep: Endpoint | undefined, secrets: Secrets, now: number): Promise<void> {
@@ -705,6 +727,20 @@ export class SubscriptionStream {
     if (!this.running.has(h.key)) this.release(h.bytes);
     this.counts.handedBack++;
     this.reply(h.msg, "nak", HANDBACK_LOST, delayMs > 0 ? Math.ceil(delayMs) : undefined);
+  }
+
+  /**
+   * Published where it does not belong: its event names another namespace or type than its
+   * subject, or its Nats-Msg-Id is not its event's (`<namespace>/<id>`). Only a publisher of
+   * this subject's namespace (or the operator) can have published it, but what it claims to be
+   * cannot be trusted: terminated, not delivered and not recorded as a delivery of anyone's.
+   */
+  private reject(msg: Received, err: StreamMessageError): void {
+    this.log.warn({ seq: msg.seq, subject: msg.subject, field: err.field, err: err.message }, "stream message rejected: it does not belong to its subject; terminated, not delivered");
+    const sub = this.w.caches.subscription(this.subKey);
+    if (sub) this.w.events.record(subscriptionRef(sub), "Warning", "RejectedStreamMessage", `stream message ${this.stream}/${msg.seq} on ${msg.subject} is not delivered: ${err.message}`);
+    this.w.metrics.streamRejected.inc({ namespace: this.sub.namespace, reason: err.field === MSG_ID_HEADER ? "msg_id" : "subject" });
+    this.reply(msg, "term", "termination not sent; it comes again after its ack wait and is rejected then");
   }
 
   /** Not a Hookline event at all (no id or type to name it by): said, and terminated. */

@@ -1,0 +1,75 @@
+// TenantLru: its two bounds always hold, the entry just set is always kept, eviction is least
+// recently used within a namespace, and the total bound only ever takes from a namespace holding
+// at least as many entries as any other (so a namespace below the others is never evicted for a
+// flooder's sake).
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import { TenantLru, type EvictionReason } from "./tenant-lru.js";
+
+describe("TenantLru", () => {
+  it("evicts the least recently used entry of the namespace above its cap", () => {
+    const lru = new TenantLru<number>({ max: 100, maxPerNamespace: 2 });
+    lru.set("a", "1", 1);
+    lru.set("a", "2", 2);
+    expect(lru.get("a", "1")).toBe(1); // "2" is now the oldest
+    lru.set("a", "3", 3);
+    expect([lru.get("a", "1"), lru.get("a", "2"), lru.get("a", "3")]).toEqual([1, undefined, 3]);
+    expect(lru.size).toBe(2);
+  });
+
+  it("setting a key again replaces it without counting twice; delete and prune forget", () => {
+    const lru = new TenantLru<number>({ max: 10, maxPerNamespace: 10 });
+    lru.set("a", "k", 1);
+    lru.set("a", "k", 2);
+    expect([lru.size, lru.get("a", "k")]).toEqual([1, 2]);
+    lru.set("b", "k", 3);
+    lru.delete("a", "k");
+    expect([lru.size, lru.namespaces, lru.get("b", "k")]).toEqual([1, 1, 3]);
+    lru.prune((v) => v === 3);
+    expect([lru.size, lru.namespaces]).toEqual([0, 0]);
+  });
+
+  it("refuses bounds below 1", () => {
+    expect(() => new TenantLru({ max: 0, maxPerNamespace: 1 })).toThrow(RangeError);
+  });
+
+  it("properties: bounds hold, the entry set is kept, and the total bound takes only from a fullest namespace", () => {
+    const op = fc.record({ ns: fc.constantFrom("a", "b", "c", "d", "e"), key: fc.integer({ min: 0, max: 30 }).map(String), get: fc.boolean() });
+    fc.assert(
+      fc.property(fc.integer({ min: 1, max: 12 }), fc.integer({ min: 1, max: 6 }), fc.array(op, { maxLength: 200 }), (max, perNs, ops) => {
+        // A model: per namespace, keys in order of last use.
+        const model = new Map<string, string[]>();
+        const evictions: Array<{ reason: EvictionReason; ns: string }> = [];
+        const lru = new TenantLru<string>({ max, maxPerNamespace: perNs, onEvict: (reason, ns) => evictions.push({ reason, ns }) });
+        for (const o of ops) {
+          const ks = model.get(o.ns) ?? [];
+          if (o.get) {
+            const got = lru.get(o.ns, o.key);
+            expect(got !== undefined).toBe(ks.includes(o.key));
+            if (got !== undefined) model.set(o.ns, [...ks.filter((k) => k !== o.key), o.key]);
+            continue;
+          }
+          model.set(o.ns, [...ks.filter((k) => k !== o.key), o.key]);
+          evictions.length = 0;
+          lru.set(o.ns, o.key, `${o.ns}/${o.key}`);
+          for (const e of evictions) {
+            const list = model.get(e.ns)!;
+            if (e.reason === "total") {
+              // Taken from a namespace as full as any, counted with the entry just set.
+              const fullestNow = Math.max(...[...model.values()].map((l) => l.length));
+              expect(list.length).toBe(fullestNow);
+            }
+            list.shift();
+            if (list.length === 0) model.delete(e.ns);
+          }
+          expect(lru.get(o.ns, o.key)).toBe(`${o.ns}/${o.key}`);
+          const total = [...model.values()].reduce((s, l) => s + l.length, 0);
+          expect(lru.size).toBe(total);
+          expect(total).toBeLessThanOrEqual(max);
+          for (const l of model.values()) expect(l.length).toBeLessThanOrEqual(perNs);
+        }
+      }),
+      { numRuns: 300 },
+    );
+  });
+});
