@@ -98,14 +98,9 @@ export class Operator {
     return this.term?.leading ?? false;
   }
 
+  /** Readiness, from the manager's parts (each says why it keeps the replica from being ready). */
   get ready(): { ready: boolean; reason?: string } {
-    if (this.manager?.stopping) return { ready: false, reason: "shutting down" };
-    if (!this.caches?.synced || !this.terminal?.synced) return { ready: false, reason: "caches not synced" };
-    if (this.apiHealth && !this.apiHealth.reachable()) return { ready: false, reason: "the API server cannot be reached" };
-    const nats = this.streamLink?.problem();
-    if (nats) return { ready: false, reason: nats };
-    if (this.unhealthyReflectors.size) return { ready: false, reason: `watches failing: ${[...this.unhealthyReflectors].join(", ")}` };
-    return { ready: true };
+    return this.manager?.ready() ?? { ready: false, reason: "starting" };
   }
 
   async start(): Promise<void> {
@@ -381,11 +376,20 @@ export class Operator {
       : {}),
     }));
     // Probes answer from the first moment (not ready until synced).
-    manager.addServer(serverRunnable("metrics", metricsServer(metrics.registry), config.metricsPort, (p) => (this.metricsPort = p)));
-    manager.addServer(serverRunnable("health", healthServer({ live: () => true, ready: () => this.ready }), config.healthPort, (p) => (this.healthPort = p)));
-    manager.addServer({ name: "crd check", start: () => this.checkCrds(client), stop: () => undefined });
-    manager.addCache({ name: "caches", start: () => caches.start(), stop: () => caches.stop(), waitForSync: (s) => caches.waitForSync(s) });
-    manager.addCache({ name: "terminal index", start: () => terminal.start(), stop: () => terminal.stop(), waitForSync: (s) => terminal.waitForSync(s) });
+    manager.add(serverRunnable("metrics", metricsServer(metrics.registry), config.metricsPort, (p) => (this.metricsPort = p)), { group: "server" });
+    manager.add(serverRunnable("health", healthServer({ live: () => true, ready: () => this.ready }), config.healthPort, (p) => (this.healthPort = p)), { group: "server" });
+    manager.add({ name: "crd check", start: () => this.checkCrds(client), notReady: () => (apiHealth.reachable() ? undefined : "the API server cannot be reached") }, { group: "server" });
+    manager.add(
+      {
+        name: "caches",
+        start: () => caches.start(),
+        stop: () => caches.stop(),
+        waitForSync: (s) => caches.waitForSync(s),
+        notReady: () => (this.unhealthyReflectors.size ? `watches failing: ${[...this.unhealthyReflectors].join(", ")}` : undefined),
+      },
+      { group: "cache" },
+    );
+    manager.add({ name: "terminal index", start: () => terminal.start(), stop: () => terminal.stop(), waitForSync: (s) => terminal.waitForSync(s) }, { group: "cache" });
     if (config.publishPort !== undefined) {
       const door = publishServer({
         client,
@@ -401,26 +405,32 @@ export class Operator {
         ...(link ? { stream: link, streamQuota: { messages: config.streamNamespaceMaxMessages, bytes: config.streamNamespaceMaxBytes, refused: (namespace, quota) => metrics.streamLimits.refused.inc({ namespace, quota }) } } : {}),
       });
       // The HTTP publish door (docs/publishing.md): every replica serves it, leader or not.
-      manager.addAfterSync(serverRunnable("publish", door, config.publishPort, (p) => (this.publishPort = p)));
+      manager.add(serverRunnable("publish", door, config.publishPort, (p) => (this.publishPort = p)), { group: "after-sync" });
     }
-    if (link) manager.addServer({ name: "nats", start: () => link.start(), stop: () => link.stop() });
-    manager.addLeaderRunnable(this.term);
+    if (link) manager.add({ name: "nats", start: () => link.start(), stop: () => link.stop(), notReady: () => link.problem() }, { group: "server" });
+    manager.add(this.term, { group: "leader" });
     if (stream.delivery && stream.consumers) {
       // Every replica delivers from the stream; consumers are made and removed by the leader.
-      manager.addWorker(stream.delivery);
-      manager.addLeaderRunnable(stream.consumers);
-      manager.addLeaderRunnable(stream.namespaces!);
+      manager.add(stream.delivery, { group: "worker" });
+      manager.add(stream.consumers, { group: "leader" });
+      manager.add(stream.namespaces!, { group: "leader" });
     }
-    manager.afterDrain(async () => {
-      const report = combineDrains([term.current!.lastDrain, ...(stream.delivery ? [stream.delivery.lastDrain] : [])]);
-      drainLog.drained(report);
-      await subscriptions.flushDirty(FINAL_ROLLUP_BUDGET_MS);
-      await events.flush();
-      drainLog.flushed(report);
-    });
-    manager.addCloser(() => tracing.shutdown());
-    manager.addCloser(() => sender.destroy());
-    manager.addCloser(() => client.destroy());
+    manager.add(
+      {
+        name: "drain report",
+        stop: async () => {
+          const report = combineDrains([term.current!.lastDrain, ...(stream.delivery ? [stream.delivery.lastDrain] : [])]);
+          drainLog.drained(report);
+          await subscriptions.flushDirty(FINAL_ROLLUP_BUDGET_MS);
+          await events.flush();
+          drainLog.flushed(report);
+        },
+      },
+      { group: "after-drain" },
+    );
+    manager.add({ name: "tracing", stop: () => tracing.shutdown() }, { group: "closer" });
+    manager.add({ name: "sender", stop: () => sender.destroy() }, { group: "closer" });
+    manager.add({ name: "kube client", stop: () => client.destroy() }, { group: "closer" });
     await manager.start();
     log.info({ metricsPort: this.metricsPort, healthPort: this.healthPort, ...(this.publishPort !== undefined ? { publishPort: this.publishPort } : {}) }, "serving /metrics, /healthz and /readyz");
   }

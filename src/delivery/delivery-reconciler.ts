@@ -90,7 +90,7 @@ export class DeliveryReconciler {
       this.d.waits.forget(key);
       return;
     }
-    switch (this.d.expectations.check(key, obj.metadata.resourceVersion)) {
+    switch (this.d.expectations.check(key, obj.metadata.resourceVersion, obj.metadata.uid)) {
       case "wait":
         // The watch (or a relist) brings our own write and queues the key; at the latest, it expires.
         return { requeueAfter: this.d.expectations.untilExpiry(key) };

@@ -63,7 +63,7 @@ export class Handlers {
 
   private onReplay(r: ReplayObject, gone: boolean): void {
     const key = objectKey(r.metadata);
-    const ours = this.d.replayExpectations?.observe(key, gone ? undefined : r.metadata.resourceVersion) ?? false;
+    const ours = this.d.replayExpectations?.observe(key, gone ? undefined : r.metadata.resourceVersion, r.metadata.uid) ?? false;
     const q = this.d.queues();
     if (!gone && !ours) q?.addReplay(key);
     // One that ended (or went) may have held others of its namespace back.
@@ -84,7 +84,7 @@ export class Handlers {
    */
   private onSubscription(old: SubscriptionObject | undefined, sub: SubscriptionObject | undefined): void {
     const key = objectKey((sub ?? old)!.metadata);
-    const ownWrite = sub ? this.d.subscriptionExpectations.observe(key, sub.metadata.resourceVersion) : (this.d.subscriptionExpectations.observe(key, undefined), false);
+    const ownWrite = sub ? this.d.subscriptionExpectations.observe(key, sub.metadata.resourceVersion, sub.metadata.uid) : (this.d.subscriptionExpectations.observe(key, undefined), false);
     const q = this.d.queues();
     if (!q) return;
     const specChanged = !old || !sub || old.metadata.generation !== sub.metadata.generation || !!sub.metadata.deletionTimestamp;
@@ -104,7 +104,7 @@ export class Handlers {
    */
   private onDelivery(d: DeliveryObject, gone: boolean): void {
     const key = objectKey(d.metadata);
-    const ours = this.d.deliveryExpectations.observe(key, gone ? undefined : d.metadata.resourceVersion);
+    const ours = this.d.deliveryExpectations.observe(key, gone ? undefined : d.metadata.resourceVersion, d.metadata.uid);
     const subKey = subscriptionKeyOf(d);
     if (subKey && gone) this.d.deliveryLeft?.(subKey, key);
     if (subKey && (gone || d.metadata.generation === 1)) this.rollUp(subKey, false);

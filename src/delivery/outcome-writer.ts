@@ -83,7 +83,7 @@ export class OutcomeWriter<M = unknown> {
         this.d.log.info({ delivery: key, phase: current.status?.phase, attempt: current.status?.lastAttempt?.number }, "outcome dropped: the delivery moved on while it was written");
         // The cache is behind what we just read: wait for the watch to bring this version (or
         // read it again) before planning, never plan another attempt from the stale copy.
-        if (current.metadata.resourceVersion) this.d.expectations.expect(key, current.metadata.resourceVersion);
+        if (current.metadata.resourceVersion) this.d.expectations.expect(key, current.metadata.resourceVersion, current.metadata.uid);
         return { obj: current };
       }
       const computed = compute(current.status);
@@ -92,7 +92,7 @@ export class OutcomeWriter<M = unknown> {
       if (patch === undefined) return { obj: current, ...(result.final ? { final: result.final } : {}) };
       try {
         const { metadata } = await this.d.statusWriter.patchStatusMetadataOnly(DELIVERIES, namespace, name, patch, current.metadata.resourceVersion);
-        this.d.expectations.expect(key, metadata.resourceVersion);
+        this.d.expectations.expect(key, metadata.resourceVersion, current.metadata.uid);
         return { obj: { ...current, metadata, status: result.status }, ...(result.final ? { final: result.final } : {}) };
       } catch (err) {
         if (err instanceof ApiError && err.isNotFound) return undefined;
@@ -119,7 +119,7 @@ export class OutcomeWriter<M = unknown> {
       });
       // Until the watch drops it, the cache still holds the delivery as it was before the
       // attempt: never plan from that copy (no cached version equals this marker).
-      this.d.expectations.expect(key, DELETED);
+      this.d.expectations.expect(key, DELETED, obj.metadata.uid);
       return "deleted";
     } catch (err) {
       if (err instanceof ApiError && err.isNotFound) return "gone";

@@ -73,7 +73,7 @@ export class ReplayObjects {
     const obj = this.d.caches.replay(key);
     // Deleted: a run still going stops at its next progress write (404).
     if (!obj || obj.metadata.deletionTimestamp || finished(obj)) return;
-    if (this.d.expectations.check(key, obj.metadata.resourceVersion) === "wait") return { requeueAfter: this.d.expectations.untilExpiry(key) };
+    if (this.d.expectations.check(key, obj.metadata.resourceVersion, obj.metadata.uid) === "wait") return { requeueAfter: this.d.expectations.untilExpiry(key) };
     if (this.d.replayer.isRunning(runKeyOf(key))) return;
     const parsed = this.spec(obj);
     if (!parsed.ok) return this.fail(obj, parsed.message);
@@ -238,7 +238,7 @@ export class ReplayObjects {
   private async write(obj: ReplayObject, status: Record<string, unknown>): Promise<void> {
     try {
       const updated = await this.d.statusWriter.patchStatus(REPLAYS, obj.metadata.namespace!, obj.metadata.name, status);
-      this.d.expectations.expect(objectKey(obj.metadata), updated.metadata.resourceVersion);
+      this.d.expectations.expect(objectKey(obj.metadata), updated.metadata.resourceVersion, obj.metadata.uid);
     } catch (err) {
       if (err instanceof ApiError && err.isNotFound) throw new Error(`${REPLAY.kind} ${obj.metadata.name} was deleted`);
       throw err;

@@ -601,7 +601,7 @@ export class Replayer {
     const lastReplay = { ...cleared, ...state, ...(state.finishedAt ? {} : { finishedAt: null }) };
     const updated = await this.d.statusWriter.patchStatus(SUBSCRIPTIONS, sub.metadata.namespace!, sub.metadata.name, { lastReplay });
     // The patch went in without a precondition; the cache catches up through the watch.
-    this.d.expectations.expect(objectKey(sub.metadata), updated.metadata.resourceVersion);
+    this.d.expectations.expect(objectKey(sub.metadata), updated.metadata.resourceVersion, sub.metadata.uid);
   }
 
   private async removeAnnotation(type: ResourceType, namespace: string, name: string, ...keys: string[]): Promise<void> {

@@ -68,7 +68,7 @@ export class SubscriptionReconciler {
       this.d.metrics.forgetSubscription(namespace, name);
       return;
     }
-    if (this.d.expectations.check(key, sub.metadata.resourceVersion) === "wait") {
+    if (this.d.expectations.check(key, sub.metadata.resourceVersion, sub.metadata.uid) === "wait") {
       // The watch (or a relist) brings our write and queues the key; at the latest, it expires.
       this.d.log.debug({ subscription: key, resourceVersion: sub.metadata.resourceVersion }, "waiting for the cache to show our last status write");
       return { requeueAfter: this.d.expectations.untilExpiry(key) };
@@ -221,7 +221,7 @@ export class SubscriptionReconciler {
     if (patch === undefined) return;
     try {
       const updated = await this.d.statusWriter.patchStatus(SUBSCRIPTIONS, namespace, name, patch, sub.metadata.resourceVersion);
-      this.d.expectations.expect(key, updated.metadata.resourceVersion);
+      this.d.expectations.expect(key, updated.metadata.resourceVersion, sub.metadata.uid);
       ep.succeededDelta -= succeededDelta;
       ep.discardedDelta -= discardedDelta;
     } catch (err) {

@@ -32,6 +32,24 @@ describe("Expectations", () => {
     expect(e.observe("ns/b", "2")).toBe(false);
   });
 
+  it("never holds a new object back for a write to an old one of the same name (the final write's answer came after the watch dropped it)", () => {
+    const e = new Expectations(60_000, () => 0);
+    // A delivery's final status write: the field-selected watch drops it before the answer comes.
+    expect(e.observe("shop/evt-1", undefined)).toBe(false);
+    e.expect("shop/evt-1", "12", "uid-old");
+    // The namespace is deleted (the finished object leaves no event here) and a delivery of the same name created.
+    expect(e.observe("shop/evt-1", "20", "uid-new")).toBe(false);
+    expect(e.check("shop/evt-1", "20", "uid-new")).toBe("ok");
+    expect(e.size).toBe(0);
+    // Checked before any event (a reconcile of the key queued otherwise): the same.
+    e.expect("shop/evt-2", "12", "uid-old");
+    expect(e.check("shop/evt-2", "21", "uid-new")).toBe("ok");
+    expect(e.size).toBe(0);
+    // The same object still waits for our write.
+    e.expect("shop/evt-3", "12", "uid-3");
+    expect(e.check("shop/evt-3", "11", "uid-3")).toBe("wait");
+  });
+
   it("is satisfied when the object leaves the cache", () => {
     const e = new Expectations();
     e.expect("ns/a", "5");

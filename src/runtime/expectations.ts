@@ -7,7 +7,7 @@
 const SEEN_PER_KEY = 4;
 
 export class Expectations {
-  private readonly pending = new Map<string, { rv: string; at: number; deferred?: boolean }>();
+  private readonly pending = new Map<string, { rv: string; at: number; uid?: string; deferred?: boolean }>();
   /**
    * The last versions the cache delivered per key: a write's answer can arrive after the watch
    * already delivered that version (and a newer one): expecting it then would make the key wait
@@ -20,10 +20,20 @@ export class Expectations {
     private readonly now: () => number = Date.now,
   ) {}
 
-  /** We wrote `key` and the API server answered with `rv`. */
-  expect(key: string, rv: string | undefined): void {
+  /** We wrote `key` (the object `uid`) and the API server answered with `rv`. */
+  expect(key: string, rv: string | undefined, uid?: string): void {
     if (!rv || this.seen.get(key)?.includes(rv)) return;
-    this.pending.set(key, { rv, at: this.now() });
+    this.pending.set(key, { rv, at: this.now(), ...(uid ? { uid } : {}) });
+  }
+
+  /** The expectation of `key`, unless it was for another object of that name (then it is dropped). */
+  private pendingFor(key: string, uid: string | undefined) {
+    const p = this.pending.get(key);
+    if (p?.uid && uid && p.uid !== uid) {
+      this.pending.delete(key);
+      return undefined;
+    }
+    return p;
   }
 
   /**
@@ -31,10 +41,10 @@ export class Expectations {
    * True when `rv` is exactly our own last write and no reconcile is waiting for it (nothing new
    * to reconcile); false means the key should be queued.
    */
-  observe(key: string, rv: string | undefined): boolean {
+  observe(key: string, rv: string | undefined, uid?: string): boolean {
     if (rv === undefined) this.seen.delete(key);
     else this.seen.set(key, [...(this.seen.get(key) ?? []).slice(-(SEEN_PER_KEY - 1)), rv]);
-    const p = this.pending.get(key);
+    const p = this.pendingFor(key, uid);
     if (!p) return false;
     if (rv === undefined || rv === p.rv) {
       this.pending.delete(key);
@@ -49,8 +59,8 @@ export class Expectations {
    * the watch will bring the newer one. expired: the watch has not shown our write for too long
    * (a relist skipped past it, or it is stuck): read the object from the API server instead.
    */
-  check(key: string, cachedRv: string | undefined): "ok" | "wait" | "expired" {
-    const p = this.pending.get(key);
+  check(key: string, cachedRv: string | undefined, uid?: string): "ok" | "wait" | "expired" {
+    const p = this.pendingFor(key, uid);
     if (!p) return "ok";
     if (p.rv === cachedRv) {
       this.pending.delete(key);

@@ -13,19 +13,21 @@ function recorder() {
     start: () => void order.push(`lead ${name}`),
     stop: (graceMs: number) => Promise.resolve(void order.push(`unlead ${name} ${graceMs}`)),
   });
-  return { order, runnable, cache, leader };
+  /** An after-drain part or a closer: its stop is what runs. */
+  const hook = (name: string) => ({ name, stop: () => Promise.resolve(void order.push(name)) });
+  return { order, runnable, cache, leader, hook };
 }
 
 describe("Manager", () => {
   it("starts servers, then caches (until synced), then what runs after sync, then leads; stops in reverse, draining first", async () => {
-    const { order, runnable, cache, leader } = recorder();
+    const { order, runnable, cache, leader, hook } = recorder();
     const m = new Manager({ log: silent, drainMs: 1234, onSynced: () => order.push("onSynced"), onStopping: () => order.push("onStopping") });
-    m.addServer(runnable("metrics"));
-    m.addCache(cache("cache"));
-    m.addAfterSync(runnable("door"));
-    m.addLeaderRunnable(leader("controllers"));
-    m.afterDrain(() => Promise.resolve(void order.push("after drain")));
-    m.addCloser(() => Promise.resolve(void order.push("close client")));
+    m.add(runnable("metrics"), { group: "server" });
+    m.add(cache("cache"), { group: "cache" });
+    m.add(runnable("door"), { group: "after-sync" });
+    m.add(leader("controllers"), { group: "leader" });
+    m.add(hook("after drain"), { group: "after-drain" });
+    m.add(hook("close client"), { group: "closer" });
     await m.start();
     expect(m.leading).toBe(true);
     expect(order).toEqual(["start metrics", "start cache", "synced cache", "onSynced", "start door", "lead controllers"]);
@@ -37,7 +39,7 @@ describe("Manager", () => {
   });
 
   it("with an elector: leads only while elected, drains nothing when the Lease is lost, releases the Lease after the drain", async () => {
-    const { order, leader } = recorder();
+    const { order, leader, hook } = recorder();
     let callbacks: LeaderCallbacks | undefined;
     const elector: Elector = { start: () => void order.push("campaign"), stop: (release) => Promise.resolve(void order.push(`elector stop release=${release}`)) };
     const m = new Manager({
@@ -48,8 +50,8 @@ describe("Manager", () => {
         return elector;
       },
     });
-    m.addLeaderRunnable(leader("controllers"));
-    m.afterDrain(() => Promise.resolve(void order.push("after drain")));
+    m.add(leader("controllers"), { group: "leader" });
+    m.add(hook("after drain"), { group: "after-drain" });
     await m.start();
     expect(m.leading).toBe(false);
     callbacks!.onStartedLeading();
@@ -64,15 +66,15 @@ describe("Manager", () => {
   });
 
   it("runs workers on every replica: started after sync, before leading, whether it leads or not; drained beside the leader's runnables", async () => {
-    const { order, runnable, cache, leader } = recorder();
+    const { order, runnable, cache, leader, hook } = recorder();
     let callbacks: LeaderCallbacks | undefined;
     const elector: Elector = { start: () => void order.push("campaign"), stop: () => Promise.resolve(void order.push("release")) };
     const m = new Manager({ log: silent, drainMs: 700, elector: (cb) => ((callbacks = cb), elector) });
-    m.addCache(cache("cache"));
-    m.addAfterSync(runnable("door"));
-    m.addWorker(leader("consumers"));
-    m.addLeaderRunnable(leader("controllers"));
-    m.afterDrain(() => Promise.resolve(void order.push("after drain")));
+    m.add(cache("cache"), { group: "cache" });
+    m.add(runnable("door"), { group: "after-sync" });
+    m.add(leader("consumers"), { group: "worker" });
+    m.add(leader("controllers"), { group: "leader" });
+    m.add(hook("after drain"), { group: "after-drain" });
     await m.start();
     expect(m.leading).toBe(false);
     expect(order).toEqual(["start cache", "synced cache", "start door", "lead consumers", "campaign"]);
@@ -87,8 +89,8 @@ describe("Manager", () => {
     const { order, leader } = recorder();
     let synced!: () => void;
     const m = new Manager({ log: silent, drainMs: 0 });
-    m.addCache({ name: "slow", start: () => undefined, stop: () => undefined, waitForSync: () => new Promise<void>((r) => (synced = r)) });
-    m.addWorker(leader("consumers"));
+    m.add({ name: "slow", waitForSync: () => new Promise<void>((r) => (synced = r)) }, { group: "cache" });
+    m.add(leader("consumers"), { group: "worker" });
     const started = m.start();
     await Promise.resolve();
     const stopped = m.stop();
@@ -101,8 +103,8 @@ describe("Manager", () => {
     const { order, leader } = recorder();
     let synced!: () => void;
     const m = new Manager({ log: silent, drainMs: 0 });
-    m.addCache({ name: "slow", start: () => undefined, stop: () => undefined, waitForSync: () => new Promise<void>((r) => (synced = r)) });
-    m.addLeaderRunnable(leader("controllers"));
+    m.add({ name: "slow", waitForSync: () => new Promise<void>((r) => (synced = r)) }, { group: "cache" });
+    m.add(leader("controllers"), { group: "leader" });
     const started = m.start();
     await Promise.resolve();
     const stopped = m.stop();
@@ -111,24 +113,52 @@ describe("Manager", () => {
     expect(order).toEqual([]);
   });
 
-  it("bounds each shutdown step: a hung step is logged and the rest still run", async () => {
+  it("everything after the drain shares one deadline: a hung step uses it up, the rest still run, stop() ends in time", async () => {
     const { order, runnable } = recorder();
     const warnings: string[] = [];
     const log = pino({ level: "warn" }, { write: (line: string) => void warnings.push(JSON.parse(line).msg) });
-    const m = new Manager({ log, drainMs: 0, stepTimeoutMs: 50 });
-    m.addServer(runnable("metrics"));
-    m.afterDrain(() => new Promise<void>(() => undefined));
-    m.addCloser(() => Promise.reject(new Error("boom")));
+    const m = new Manager({ log, drainMs: 0, afterDrainMs: 200 });
+    m.add(runnable("metrics"), { group: "server" });
+    m.add({ name: "hangs", stop: () => new Promise<void>(() => undefined) }, { group: "after-drain" });
+    m.add({ name: "hangs too", stop: () => new Promise<void>(() => undefined) }, { group: "closer" });
+    m.add({ name: "fails", stop: () => Promise.reject(new Error("boom")) }, { group: "closer" });
     await m.start();
+    const t0 = performance.now();
     await m.stop();
+    // Two hung steps, each bounded by what is left of the one 200 ms budget: not 2 x 10 s.
+    expect(performance.now() - t0).toBeLessThan(2_000);
     expect(order).toEqual(["start metrics", "stop metrics"]);
-    expect(warnings).toEqual(["shutdown step did not finish in time; going on", "shutdown step failed; going on"]);
+    expect(warnings).toEqual([
+      "shutdown step did not finish before the shutdown deadline; going on",
+      "shutdown step did not finish before the shutdown deadline; going on",
+      "shutdown step failed; going on",
+    ]);
+  });
+
+  it("is ready once the caches synced and no part says why not; not ready from the first moment of a shutdown", async () => {
+    let synced: (() => void) | undefined;
+    let nats: string | undefined = "NATS cannot be reached";
+    const m = new Manager({ log: silent, drainMs: 0 });
+    m.add({ name: "cache", waitForSync: () => new Promise<void>((r) => (synced = r)) }, { group: "cache" });
+    m.add({ name: "nats", notReady: () => nats }, { group: "server" });
+    expect(m.ready()).toEqual({ ready: false, reason: "caches not synced" });
+    const started = m.start();
+    while (!synced) await Promise.resolve();
+    expect(m.ready()).toEqual({ ready: false, reason: "caches not synced" });
+    synced();
+    await started;
+    expect(m.ready()).toEqual({ ready: false, reason: "NATS cannot be reached" });
+    nats = undefined;
+    expect(m.ready()).toEqual({ ready: true });
+    const stopping = m.stop();
+    expect(m.ready()).toEqual({ ready: false, reason: "shutting down" });
+    await stopping;
   });
 
   it("stop is idempotent", async () => {
     const { order, runnable } = recorder();
     const m = new Manager({ log: silent, drainMs: 0 });
-    m.addServer(runnable("metrics"));
+    m.add(runnable("metrics"), { group: "server" });
     await m.start();
     await Promise.all([m.stop(), m.stop()]);
     expect(order.filter((o) => o === "stop metrics")).toHaveLength(1);

@@ -19,8 +19,8 @@ export interface OperatorProcess {
   metricsPort: number;
 }
 
-export async function spawnOperator(opts: { name: string; namespaces: string[]; env?: Record<string, string>; kubeconfig?: string; metricsPort: number; healthPort: number }): Promise<OperatorProcess> {
-  const child = spawn(process.execPath, [BIN, "operator", "--kubeconfig", opts.kubeconfig ?? inject("kubeconfig")], {
+export async function spawnOperator(opts: { name: string; namespaces: string[]; env?: Record<string, string>; kubeconfig?: string; metricsPort: number; healthPort: number; nodeArgs?: string[] }): Promise<OperatorProcess> {
+  const child = spawn(process.execPath, [...(opts.nodeArgs ?? []), BIN, "operator", "--kubeconfig", opts.kubeconfig ?? inject("kubeconfig")], {
     env: {
       PATH: process.env.PATH,
       HOME: process.env.HOME,

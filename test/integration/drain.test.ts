@@ -62,6 +62,12 @@ describe("drain on SIGTERM", () => {
     expect(r.requests).toHaveLength(20);
     const drained = op.lines.find((l) => l.msg === "webhook_deliveries_drained");
     expect(drained).toMatchObject({ drained: 20 });
+    // Everything after the drain (the last rollups, Events, the Lease, caches, clients, servers)
+    // fits the shared budget under the chart's margin, and says how long each step took.
+    const after = op.lines.find((l) => l.msg === "shutdown steps after the drain") as { afterDrainMs: number; budgetMs: number; steps: Record<string, number> } | undefined;
+    expect(after, "the shutdown steps line").toBeDefined();
+    console.log(`after the drain: ${after!.afterDrainMs} ms of ${after!.budgetMs} (${JSON.stringify(after!.steps)})`);
+    expect(after!.afterDrainMs).toBeLessThan(after!.budgetMs);
     // The clean path says drained and nothing else: no timeout, nothing named "flushed".
     expect(op.lines.some((l) => l.msg === "webhook_drain_timeout")).toBe(false);
     expect(op.lines.filter((l) => typeof l.msg === "string" && /flushed/.test(l.msg))).toEqual([]);
