@@ -245,17 +245,19 @@ describe("publishing in stream mode (real nats-server, three doors)", () => {
     const full = await createNamespace("stream-quota");
     const other = await connectStream(nats.url, { stream: { namespaceMaxMessages: 2 } });
     const fullToken = await publisherToken(full, "publisher");
+    // The namespace's producers publish as its publisher user (the operator's user may not: its replies come on its own inbox).
+    const fullUrl = await nats.publisherUrl(full);
     const door = publishServer({ client, log: pino({ level: "silent" }), ready: () => ({ ready: true }), stream: other, streamQuota: { messages: 2, bytes: 1024 ** 3 } });
     const doorBase = `http://127.0.0.1:${await listen(door, 0, "127.0.0.1")}`;
     try {
       await other.ensureStream(full);
       await ensureConsumer(jsm, streamOf(full), { namespace: full, name: "slow", uid: randomUUID() }, { eventTypes: undefined, maxInFlight: 10, timeoutMs: 10_000 });
-      for (const id of ["a", "b"]) expect((await libraryPublish({ namespace: full, type: "order.paid", id, data: 1 }, { nats: nats.url })).result).toBe("published");
+      for (const id of ["a", "b"]) expect((await libraryPublish({ namespace: full, type: "order.paid", id, data: 1 }, { nats: fullUrl })).result).toBe("published");
 
-      const lib = await libraryPublish({ namespace: full, type: "order.paid", id: "c", data: 1 }, { nats: nats.url }).catch((e: unknown) => e);
+      const lib = await libraryPublish({ namespace: full, type: "order.paid", id: "c", data: 1 }, { nats: fullUrl }).catch((e: unknown) => e);
       expect(lib).toBeInstanceOf(StreamQuotaExceededError);
       expect(lib).toMatchObject({ namespace: full, stream: streamOf(full), quota: "messages" });
-      const cli = await hookline(["publish", "--nats", nats.url, "-n", full, "-t", "order.paid", "--id", "c", "-d", "1"]);
+      const cli = await hookline(["publish", "--nats", fullUrl, "-n", full, "-t", "order.paid", "--id", "c", "-d", "1"]);
       expect(cli.code).toBe(1);
       expect(cli.stderr).toContain(`hookline publish: namespace ${full} is over its stream quota of messages (HOOKLINE_STREAM_NAMESPACE_MAX_MESSAGES)`);
       const res = await fetch(`${doorBase}/v1/namespaces/${full}/events`, { method: "POST", headers: { "content-type": "application/json", authorization: `Bearer ${fullToken}` }, body: JSON.stringify({ type: "order.paid", id: "c", data: 1 }) });
