@@ -20,6 +20,7 @@ import { OPERATOR_INBOX_PREFIX, STREAM_AUTH_POLICY } from "../src/stream/permiss
 import { publishToStream } from "../src/publish/stream.js";
 import { listConsumers } from "../src/stream/consumers.js";
 import { STREAM_NAME, StreamConnection } from "../src/stream/jetstream.js";
+import { namespaceStreamName } from "../src/stream/layout.js";
 import type { OperatorProcess } from "./lib/procs.js";
 import { payload } from "./lib/objects.js";
 import { duplicateIds, ratePerSecond, shares, streamGoals, type StreamMeasured } from "./lib/stream-goals.js";
@@ -82,7 +83,6 @@ export async function streamBench(ctx: StreamBenchContext): Promise<Record<strin
   say(`stream: nats-server ${nats.version} at ${nats.url}`);
   const conn = await StreamConnection.connect({ url: nats.operatorUrl, source: "bench", name: "hookline bench", inboxPrefix: OPERATOR_INBOX_PREFIX });
   ctx.onCleanup("stream connection", () => conn.close());
-  await conn.ensureStream();
   const jsm = await conn.jetstreamManager();
 
   const subs = Array.from({ length: ctx.subscriptions }, (_, i) => ({ name: `sub-${i}`, spec: { url: ctx.receiverUrl(`/ok/${NS}/sub-${i}`), eventTypes: [typeOf(i)] } }));
@@ -170,7 +170,7 @@ export async function streamBench(ctx: StreamBenchContext): Promise<Record<strin
 /** Every consumer made by the leader, and each of `ops` reading it. */
 async function consumersReady(ctx: StreamBenchContext, jsm: Awaited<ReturnType<StreamConnection["jetstreamManager"]>>, names: string[], ops: OperatorProcess[]): Promise<void> {
   for (const deadline = Date.now() + 60_000; ; await sleep(200)) {
-    const have = new Set((await listConsumers(jsm, STREAM_NAME)).filter((c) => c.namespace === NS).map((c) => c.name));
+    const have = new Set((await listConsumers(jsm, namespaceStreamName(STREAM_NAME, NS)).catch(() => [])).filter((c) => c.namespace === NS).map((c) => c.name));
     if (names.every((n) => have.has(n))) break;
     if (Date.now() > deadline) throw new Error(`stream: consumers of ${names.filter((n) => !have.has(n)).join(", ")} not made within 60 s`);
   }
@@ -180,7 +180,7 @@ async function consumersReady(ctx: StreamBenchContext, jsm: Awaited<ReturnType<S
 /** Until every consumer of the namespace holds nothing (none pending, none out). */
 async function waitDrained(jsm: Awaited<ReturnType<StreamConnection["jetstreamManager"]>>, expected: number, timeoutMs: number): Promise<void> {
   for (const deadline = Date.now() + timeoutMs; ; await sleep(100)) {
-    const cs = (await listConsumers(jsm, STREAM_NAME)).filter((c) => c.namespace === NS);
+    const cs = (await listConsumers(jsm, namespaceStreamName(STREAM_NAME, NS)).catch(() => [])).filter((c) => c.namespace === NS);
     if (cs.length === expected && cs.every((c) => c.pending === 0 && c.ackPending === 0)) return;
     if (Date.now() > deadline) throw new Error(`stream: consumers not drained within ${timeoutMs / 1000} s: ${JSON.stringify(cs.map((c) => [c.name, c.pending, c.ackPending]))}`);
   }

@@ -32,6 +32,7 @@ import { collectionPath, CORE } from "../src/kube/types.js";
 import { publishToStream } from "../src/publish/stream.js";
 import { listConsumers, type HooklineConsumer } from "../src/stream/consumers.js";
 import { STREAM_NAME, StreamConnection } from "../src/stream/jetstream.js";
+import { namespaceStreamName } from "../src/stream/layout.js";
 import type { Watchdog } from "../bench/lib/procs.js";
 import { DELIVERIES, SUBSCRIPTIONS } from "../bench/lib/kube.js";
 import { samples, sleep } from "../bench/lib/util.js";
@@ -255,7 +256,6 @@ export async function streamSoak(ctx: StreamSoakContext): Promise<number> {
   ctx.onCleanup("nats-server", () => nats.close());
   const conn = await StreamConnection.connect({ url: nats.operatorUrl, source: "soak", name: "hookline soak", inboxPrefix: OPERATOR_INBOX_PREFIX });
   ctx.onCleanup("stream connection", () => conn.close().catch(() => undefined));
-  await conn.ensureStream();
   say(`nats-server ${nats.version} at ${nats.url}`);
 
   const receivers = [0, 1].map((i) => new ReceiverProcess(`r${i}`, join(ctx.tmp, `stream-receiver-${i}.jsonl`), (pid, alive) => (alive ? ctx.watchdog.add(pid) : ctx.watchdog.remove(pid))));
@@ -280,7 +280,7 @@ export async function streamSoak(ctx: StreamSoakContext): Promise<number> {
   if (!(await operators.waitForLeader(client, 60_000))) throw new Error("no operator became leader within 60 s");
   const jsm = await conn.jetstreamManager();
   for (const until = Date.now() + 90_000; ; await sleep(500)) {
-    const have = await listConsumers(jsm, STREAM_NAME);
+    const have = await soakConsumers(jsm);
     if (plans.every((p) => have.some((c) => c.namespace === p.ns && c.name === p.name))) break;
     if (Date.now() > until) throw new Error("the leader did not make every subscription's consumer within 90 s");
   }
@@ -400,7 +400,7 @@ export async function streamSoak(ctx: StreamSoakContext): Promise<number> {
   const settleUntil = Date.now() + (ctx.quick ? 100_000 : 180_000);
   let consumers: HooklineConsumer[] = [];
   for (;;) {
-    consumers = (await listConsumers(jsm, STREAM_NAME).catch(() => consumers)).filter((c) => c.namespace.startsWith("soak-s"));
+    consumers = (await soakConsumers(jsm).catch(() => consumers)).filter((c) => c.namespace.startsWith("soak-s"));
     if (consumers.length === plans.length && consumers.every((c) => c.pending === 0 && c.ackPending === 0)) break;
     if (Date.now() > settleUntil) break;
     await sleep(1_000);
@@ -437,4 +437,11 @@ export async function streamSoak(ctx: StreamSoakContext): Promise<number> {
   out.push(violations.length === 0 ? `result: every invariant held (seed ${ctx.seed})` : `result: ${violations.length} violation(s); logs kept in ${ctx.tmp}. Replay this seed (same workload and fault schedule; timing varies): ${ctx.replay}`);
   console.log(out.join("\n"));
   return violations.length > 0 ? 1 : 0;
+}
+
+/** The consumers of the soak's two namespaces (each on its namespace's stream; none while it has no stream yet). */
+async function soakConsumers(jsm: Awaited<ReturnType<StreamConnection["jetstreamManager"]>>): Promise<HooklineConsumer[]> {
+  const out: HooklineConsumer[] = [];
+  for (const ns of ["soak-sa", "soak-sb"]) out.push(...(await listConsumers(jsm, namespaceStreamName(STREAM_NAME, ns)).catch(() => [])));
+  return out;
 }

@@ -130,7 +130,7 @@ export { PublishInputError, PayloadTooLargeError, IdempotencyConflictError, Publ
 export type { PublishInput } from "./publish/input.js";
 export type { PublishResult, DeliveryResult, SkippedSubscription } from "./publish/fanout.js";
 export type { StreamPublishResult } from "./publish/stream.js";
-export { StreamUnavailableError } from "./stream/jetstream.js";
+export { StreamQuotaExceededError, StreamUnavailableError } from "./stream/jetstream.js";
 export { NatsUrlError } from "./stream/url.js";
 export type { TraceContext } from "./stream/message.js";
 export { deliveryName } from "./publish/naming.js";

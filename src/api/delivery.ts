@@ -116,7 +116,7 @@ export const deliveryStatusSchema = z
     deadLetter: z
       .object({
         at: timestamp("When the delivery was dead-lettered."),
-        reason: z.enum(DEAD_LETTER_REASONS).meta({ description: "Exhausted, PermanentFailure, Gone, BreakerOpen, Drain, Blocked or EventTypeNotSubscribed (the subscription no longer lists the event type: replay it after adding the type back)." }),
+        reason: z.enum(DEAD_LETTER_REASONS).meta({ description: "Exhausted, PermanentFailure, Gone, BreakerOpen, Drain, Blocked, EventTypeNotSubscribed (the subscription no longer lists the event type: replay it after adding the type back) or Expired (stream mode: the event waited in the stream longer than HOOKLINE_STREAM_MAX_AGE_MS)." }),
         message: z.string().max(1024).optional().meta({ description: "Details." }),
       })
       .optional()

@@ -109,7 +109,7 @@ export function isTerminalPhase(phase: string | undefined): boolean {
   return phase === "Succeeded" || phase === "DeadLettered" || phase === "Discarded";
 }
 
-export const DEAD_LETTER_REASONS = ["Exhausted", "PermanentFailure", "Gone", "BreakerOpen", "Drain", "Blocked", "EventTypeNotSubscribed"] as const;
+export const DEAD_LETTER_REASONS = ["Exhausted", "PermanentFailure", "Gone", "BreakerOpen", "Drain", "Blocked", "EventTypeNotSubscribed", "Expired"] as const;
 export type DeadLetterReason = (typeof DEAD_LETTER_REASONS)[number];
 
 export const DISCARD_REASONS = ["Poison", "PayloadTooLarge", "EventTypeNotSubscribed", "InvalidSpec", "InvalidPayload"] as const;

@@ -29,7 +29,9 @@ import { Replayer } from "../delivery/replay.js";
 import { SecretCache } from "../delivery/secrets.js";
 import { Sender } from "../delivery/sender.js";
 import { ConsumerSync } from "../delivery/stream/consumer-sync.js";
+import { HeldBudget } from "../delivery/stream/held-bytes.js";
 import { StreamLink } from "../delivery/stream/link.js";
+import { NamespaceStreams } from "../delivery/stream/namespace-streams.js";
 import { SharedEndpoints } from "../delivery/stream/shared-endpoints.js";
 import { StreamDelivery, withSubscriptionListeners } from "../delivery/stream/stream-delivery.js";
 import { SubscriptionReconciler } from "../delivery/subscription-reconciler.js";
@@ -143,7 +145,7 @@ export class Operator {
     const late: { replays?: ReplayObjects } = {};
     const backlog = new Backlog((key) => term.current?.addDelivery(key));
     // Stream mode (HOOKLINE_NATS_URL): built after the registry it feeds; reached through this.
-    const stream: { delivery?: StreamDelivery; consumers?: ConsumerSync } = {};
+    const stream: { delivery?: StreamDelivery; consumers?: ConsumerSync; namespaces?: NamespaceStreams } = {};
     const handlers: Handlers = new Handlers({
       queues: () => (term.current?.leading ? term.current : undefined),
       deliveriesOf: (subKey) => caches.deliveriesOf(subKey),
@@ -202,7 +204,15 @@ export class Operator {
     }));
     const transitions = new EndpointTransitions({ caches, events, metrics, log: log.child({ component: "endpoints" }), rollUp });
     const streamLog = log.child({ component: "stream" });
-    const link = config.natsUrl ? (this.streamLink = new StreamLink({ url: config.natsUrl, name: `hookline operator ${config.leaderElection.identity}`, log: streamLog, stream: { replicas: config.streamReplicas, owner: config.installation }, auth: config.natsAuth })) : undefined;
+    const link = config.natsUrl ?
+        (this.streamLink = new StreamLink({
+          url: config.natsUrl,
+          name: `hookline operator ${config.leaderElection.identity}`,
+          log: streamLog,
+          stream: { replicas: config.streamReplicas, maxAgeMs: config.streamMaxAgeMs, namespaceMaxMessages: config.streamNamespaceMaxMessages, namespaceMaxBytes: config.streamNamespaceMaxBytes, owner: config.installation },
+          auth: config.natsAuth,
+        }))
+      : undefined;
     const shared = config.natsUrl ?
         new SharedEndpoints({
           inner: transitions,
@@ -332,8 +342,12 @@ export class Operator {
         events,
         metrics,
         interruptedAction: config.drain.action,
+        budget: new HeldBudget(config.streamMaxHeldBytes, (ns, bytes) => metrics.streamLimits.heldBytes.set({ namespace: ns }, bytes)),
+        maxAgeMs: config.streamMaxAgeMs,
         log: streamLog,
       });
+      metrics.streamLimits.setLimits({ heldBytes: config.streamMaxHeldBytes, messages: config.streamNamespaceMaxMessages, bytes: config.streamNamespaceMaxBytes, maxAgeMs: config.streamMaxAgeMs });
+      stream.namespaces = new NamespaceStreams({ link, caches, namespaces: config.watchNamespaces, installation: config.installation, metrics, log: streamLog });
       stream.consumers = new ConsumerSync({ link, caches, namespaces: config.watchNamespaces, installation: config.installation, metrics, log: streamLog, forget: (uid) => shared.forget(uid), lagChanged: (subKey) => rollUp(subKey, false) });
     }
 
@@ -388,7 +402,7 @@ export class Operator {
         authFailures: config.publish.authFailures,
         metrics: metrics.publishDoor,
         ...(tls ? { tls } : {}),
-        ...(link ? { stream: link } : {}),
+        ...(link ? { stream: link, streamQuota: { messages: config.streamNamespaceMaxMessages, bytes: config.streamNamespaceMaxBytes, refused: (namespace, quota) => metrics.streamLimits.refused.inc({ namespace, quota }) } } : {}),
       });
       // The HTTP publish door (docs/publishing.md): every replica serves it, leader or not.
       manager.add(serverRunnable("publish", door, config.publishPort, (p) => (this.publishPort = p)), { group: "after-sync" });
@@ -399,6 +413,7 @@ export class Operator {
       // Every replica delivers from the stream; consumers are made and removed by the leader.
       manager.add(stream.delivery, { group: "worker" });
       manager.add(stream.consumers, { group: "leader" });
+      manager.add(stream.namespaces!, { group: "leader" });
     }
     manager.add(
       {

@@ -132,6 +132,20 @@ describe("loadConfig", () => {
     expect(problems[0]).not.toContain("s3cret");
   });
 
+  it("stream mode's bounds: 32 MiB held per replica, 7 days of age, 1,000,000 events and 256 MiB per namespace by default; each refused out of range, naming the variable", () => {
+    const d = loadConfig({});
+    expect([d.streamMaxHeldBytes, d.streamMaxAgeMs, d.streamNamespaceMaxMessages, d.streamNamespaceMaxBytes]).toEqual([32 * 1024 * 1024, 7 * 86_400_000, 1_000_000, 256 * 1024 * 1024]);
+    const c = loadConfig({ HOOKLINE_STREAM_MAX_HELD_BYTES: "1048576", HOOKLINE_STREAM_MAX_AGE_MS: "1000", HOOKLINE_STREAM_NAMESPACE_MAX_MESSAGES: "1", HOOKLINE_STREAM_NAMESPACE_MAX_BYTES: "1099511627776" });
+    expect([c.streamMaxHeldBytes, c.streamMaxAgeMs, c.streamNamespaceMaxMessages, c.streamNamespaceMaxBytes]).toEqual([1024 * 1024, 1_000, 1, 1024 ** 4]);
+    const problems = problemsOf({ HOOKLINE_STREAM_MAX_HELD_BYTES: "1000", HOOKLINE_STREAM_MAX_AGE_MS: "1209600001", HOOKLINE_STREAM_NAMESPACE_MAX_MESSAGES: "0", HOOKLINE_STREAM_NAMESPACE_MAX_BYTES: "1GiB" });
+    expect(problems).toEqual([
+      'HOOKLINE_STREAM_MAX_HELD_BYTES="1000" is invalid: must be an integer from 1048576 to 17179869184 (default 33554432)',
+      'HOOKLINE_STREAM_MAX_AGE_MS="1209600001" is invalid: must be an integer from 1000 to 1209600000 (default 604800000)',
+      'HOOKLINE_STREAM_NAMESPACE_MAX_MESSAGES="0" is invalid: must be an integer from 1 to 1000000000 (default 1000000)',
+      'HOOKLINE_STREAM_NAMESPACE_MAX_BYTES="1GiB" is invalid: must be an integer from 1048576 to 1099511627776 (default 268435456)',
+    ]);
+  });
+
   it("stream mode's credentials besides the URL: a user with a password file, TLS files; insecure only when asked", () => {
     const base = { HOOKLINE_NATS_URL: "tls://nats.nats.svc:4222" };
     expect(loadConfig(base).natsAuth).toEqual({ allowInsecure: false });

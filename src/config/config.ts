@@ -76,8 +76,15 @@ export interface Config {
   natsUrl: string | undefined;
   /** natsUrl with any password or token replaced by "***". */
   natsUrlRedacted: string | undefined;
-  /** HOOKLINE_STREAM_REPLICAS: replicas of the stream and its key-value buckets on a NATS cluster. */
+  /** HOOKLINE_STREAM_REPLICAS: replicas of the streams and the key-value buckets on a NATS cluster. */
   streamReplicas: number;
+  /** HOOKLINE_STREAM_MAX_HELD_BYTES: stream messages a replica holds in memory at most; JetStream keeps the rest. */
+  streamMaxHeldBytes: number;
+  /** HOOKLINE_STREAM_MAX_AGE_MS: an event not delivered by this age becomes a dead letter (Expired). */
+  streamMaxAgeMs: number;
+  /** HOOKLINE_STREAM_NAMESPACE_MAX_MESSAGES / _MAX_BYTES: what one namespace's stream holds at most; above, publishes are refused. */
+  streamNamespaceMaxMessages: number;
+  streamNamespaceMaxBytes: number;
   /**
    * Stream mode's authentication besides HOOKLINE_NATS_URL's credentials (HOOKLINE_NATS_USER,
    * HOOKLINE_NATS_PASSWORD_FILE, HOOKLINE_NATS_TLS_*), and HOOKLINE_NATS_ALLOW_INSECURE: whether
@@ -85,8 +92,9 @@ export interface Config {
    */
   natsAuth: NatsAuthConfig;
   /**
-   * HOOKLINE_INSTALLATION: the name this installation claims the stream and its consumers with,
-   * so that two installations never take each other's (default <Lease namespace>/<Lease name>).
+   * HOOKLINE_INSTALLATION: the name this installation claims its namespaces' streams and their
+   * consumers with, so that two installations never take each other's (default <Lease
+   * namespace>/<Lease name>).
    */
   installation: string;
 }
@@ -135,6 +143,12 @@ export const INT_VARS = {
   // The DLQ specification's capacity: oldest evicted before the new one is stored.
   dlqMaxEntries: { name: "WEBHOOK_DLQ_MAX_ENTRIES", default: 10_000, min: 1, max: 10_000_000 },
   streamReplicas: { name: "HOOKLINE_STREAM_REPLICAS", default: 1, min: 1, max: 5 },
+  // Stream mode's bounds (docs/stream-mode.md#limits): memory per replica, age and size per
+  // namespace; the last three are stream/layout.ts DEFAULT_LAYOUT's (layout.test.ts checks).
+  streamMaxHeldBytes: { name: "HOOKLINE_STREAM_MAX_HELD_BYTES", default: 32 * 1024 * 1024, min: 1024 * 1024, max: 16 * 1024 * 1024 * 1024 },
+  streamMaxAgeMs: { name: "HOOKLINE_STREAM_MAX_AGE_MS", default: 7 * 86_400_000, min: 1_000, max: 14 * 86_400_000 },
+  streamNamespaceMaxMessages: { name: "HOOKLINE_STREAM_NAMESPACE_MAX_MESSAGES", default: 1_000_000, min: 1, max: 1_000_000_000 },
+  streamNamespaceMaxBytes: { name: "HOOKLINE_STREAM_NAMESPACE_MAX_BYTES", default: 256 * 1024 * 1024, min: 1024 * 1024, max: 1024 * 1024 * 1024 * 1024 },
   // How stale a Secret's value may be: a rotated key or renewed certificate is used within it.
   secretRefreshMs: { name: "WEBHOOK_SECRET_REFRESH_MS", default: 30_000, min: 1_000, max: 600_000 },
 } as const satisfies Record<string, IntVar>;
@@ -191,14 +205,22 @@ export const ENV_DOCS: Array<{ name: string; default: string; range: string; wha
   { name: "POD_NAMESPACE", default: "", range: "", what: "from the downward API in the chart" },
   { name: "LOG_LEVEL", default: "info", range: "fatal, error, warn, info, debug, trace, silent", what: "pino level" },
   { name: "HOOKLINE_NATS_URL", default: "empty: stream mode off", range: "nats:// or tls:// URL, or a comma-separated list", what: "stream mode: the NATS server(s) with JetStream (credentials as nats://USER:PASSWORD@HOST or nats://TOKEN@HOST); see docs/stream-mode.md" },
-  { name: INT_VARS.streamReplicas.name, default: String(INT_VARS.streamReplicas.default), range: `${INT_VARS.streamReplicas.min}..${INT_VARS.streamReplicas.max}`, what: "stream mode: replicas of the HOOKLINE stream and its key-value buckets on a NATS cluster (3 in production); the operator keeps the stream at this" },
+  ...(
+    [
+      [INT_VARS.streamReplicas, "stream mode: replicas of the namespaces' streams (HOOKLINE_<namespace>) and the key-value buckets on a NATS cluster (3 in production); the operator keeps the streams at this"],
+      [INT_VARS.streamMaxHeldBytes, "stream mode: bytes of stream messages one replica holds in memory (fetched and not answered yet, attempts in flight included), each counted twice (its bytes and its request body), shared fairly between namespaces and their subscriptions; above it the replica fetches nothing more and JetStream keeps the messages"],
+      [INT_VARS.streamMaxAgeMs, "stream mode: an event not delivered this long after it was stored becomes a dead letter (reason Expired), held subscriptions (paused, Secret missing, breaker open) included; each namespace's stream drops messages at twice this age (at least a day more) as a backstop"],
+      [INT_VARS.streamNamespaceMaxMessages, "stream mode: events one namespace's stream holds at most (not yet delivered to every subscription); above it JetStream refuses the namespace's publishes (HTTP 429, StreamQuotaExceededError) while other namespaces publish normally"],
+      [INT_VARS.streamNamespaceMaxBytes, "stream mode: bytes one namespace's stream holds at most, the same way"],
+    ] as const
+  ).map(([v, what]) => ({ name: v.name, default: String(v.default), range: `${v.min}..${v.max}`, what })),
   { name: "HOOKLINE_NATS_USER", default: "empty", range: "a NATS user name (with HOOKLINE_NATS_PASSWORD_FILE)", what: "stream mode: the operator's NATS user, when its credentials are not in HOOKLINE_NATS_URL (chart: stream.natsCredentialsSecret)" },
   { name: "HOOKLINE_NATS_PASSWORD_FILE", default: "empty", range: "file path (with HOOKLINE_NATS_USER)", what: "stream mode: the file holding that user's password, read at each connection to NATS (a rotated Secret is used at the next one)" },
   { name: "HOOKLINE_NATS_TLS_CA_FILE", default: "empty: the system's CAs", range: "file path (PEM)", what: "stream mode: the CA that signed the NATS servers' certificates; set, the connection requires TLS, as tls:// does" },
   { name: "HOOKLINE_NATS_TLS_CERT_FILE", default: "empty: none", range: "file path (PEM, with HOOKLINE_NATS_TLS_KEY_FILE)", what: "stream mode: the operator's TLS client certificate, for a NATS that authenticates clients by certificate (verify or verify_and_map)" },
   { name: "HOOKLINE_NATS_TLS_KEY_FILE", default: "empty: none", range: "file path (PEM, with HOOKLINE_NATS_TLS_CERT_FILE)", what: "stream mode: its private key" },
   { name: "HOOKLINE_NATS_ALLOW_INSECURE", default: "false", range: "true, false", what: "stream mode: use a NATS that lets clients in without credentials, or connect without any; false: stream mode stays off and the operator is not ready, saying why (a throwaway server on your own machine only; see docs/security.md)" },
-  { name: "HOOKLINE_INSTALLATION", default: "LEADER_ELECTION_NAMESPACE/LEADER_ELECTION_LEASE_NAME", range: "1..128 characters of A-Z a-z 0-9 . _ / -", what: "stream mode: the name this installation claims the HOOKLINE stream and its consumers with; an installation finding the stream claimed by another refuses it (give each installation its own NATS account)" },
+  { name: "HOOKLINE_INSTALLATION", default: "LEADER_ELECTION_NAMESPACE/LEADER_ELECTION_LEASE_NAME", range: "1..128 characters of A-Z a-z 0-9 . _ / -", what: "stream mode: the name this installation claims the namespaces' streams (HOOKLINE_<namespace>) and their consumers with; an installation finding a stream claimed by another refuses it and never deletes it (give each installation its own NATS account)" },
   ...TRACING_ENV_DOCS,
 ];
 
@@ -256,6 +278,10 @@ export function loadConfig(env: Env, overrides: { leaderElect?: boolean } = {}):
   const maxFinishedDeliveries = int(INT_VARS.maxFinishedDeliveries);
   const dlqMaxEntries = int(INT_VARS.dlqMaxEntries);
   const streamReplicas = int(INT_VARS.streamReplicas);
+  const streamMaxHeldBytes = int(INT_VARS.streamMaxHeldBytes);
+  const streamMaxAgeMs = int(INT_VARS.streamMaxAgeMs);
+  const streamNamespaceMaxMessages = int(INT_VARS.streamNamespaceMaxMessages);
+  const streamNamespaceMaxBytes = int(INT_VARS.streamNamespaceMaxBytes);
   const metricsPort = int(INT_VARS.metricsPort);
   const healthPort = int(INT_VARS.healthPort);
   const healthProbeIntervalMs = int(INT_VARS.healthProbeIntervalMs);
@@ -334,6 +360,10 @@ export function loadConfig(env: Env, overrides: { leaderElect?: boolean } = {}):
     natsUrl: natsRaw,
     natsUrlRedacted: natsRaw === undefined ? undefined : redactNatsUrl(natsRaw),
     streamReplicas,
+    streamMaxHeldBytes,
+    streamMaxAgeMs,
+    streamNamespaceMaxMessages,
+    streamNamespaceMaxBytes,
     natsAuth,
     installation,
   };

@@ -64,6 +64,8 @@ export class Metrics implements RequestObserver {
   readonly storage = storageMetrics(this.registry, () => this.leading);
   /** The HTTP publish door's refusals of unauthenticated callers, in their own block below. */
   readonly publishDoor = publishDoorMetrics(this.registry);
+  /** Stream mode's bounds: memory held per replica, each namespace's quota and age (docs/stream-mode.md#limits). */
+  readonly streamLimits = streamLimitMetrics(this.registry, () => this.leading);
   /** The OAuth2 token cache (spec.oauth2) and its bounds, in their own block below. */
   readonly oauth2 = oauth2Metrics(this.registry);
 
@@ -216,6 +218,7 @@ export class Metrics implements RequestObserver {
     this.leader.set(leading ? 1 : 0);
     if (leading) return;
     for (const g of [this.breakerState, this.dlqEntries, this.endpointHealth, this.queueDepth, this.backlog, this.oldestPending, this.lastSuccess, this.breakerStatus, this.healthStatus, this.streamPending]) g.reset();
+    this.streamLimits.notLeading();
   }
 
   /** The leader-only gauges of one subscription; ignored on a replica that does not lead. */
@@ -408,4 +411,84 @@ function oauth2Metrics(registry: Registry): OAuth2Metrics {
   });
   for (const reason of OAUTH2_EVICTION_REASONS) evictions.inc({ reason }, 0);
   return { tokens, evictions, setTokensSource: (s) => (source = s) };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Stream mode's bounds (docs/stream-mode.md#limits): what a replica holds in memory against
+// HOOKLINE_STREAM_MAX_HELD_BYTES, and each namespace's stream against its quota and age. The
+// namespace label is bounded by the namespaces served; a namespace's series go with its stream.
+
+export const STREAM_QUOTAS = ["messages", "bytes"] as const;
+export type StreamQuotaName = (typeof STREAM_QUOTAS)[number];
+
+export interface StreamLimitMetrics {
+  /** webhook_stream_held_bytes{namespace}: this replica's, every replica exports its own. */
+  heldBytes: Gauge<"namespace">;
+  heldBudget: Gauge;
+  /** webhook_stream_publish_refused_total{namespace,quota}: publishes the HTTP door had refused by a full namespace. */
+  refused: Counter<"namespace" | "quota">;
+  /** The configured bounds, exported by every replica. */
+  setLimits(limits: { heldBytes: number; messages: number; bytes: number; maxAgeMs: number }): void;
+  /** The leader's reading of one namespace's stream; ignored on a replica that does not lead. */
+  setNamespace(namespace: string, usage: { messages: number; bytes: number; oldestAt: number | undefined }): void;
+  /** A namespace's stream is gone: its series too. */
+  forgetNamespace(namespace: string): void;
+  notLeading(): void;
+}
+
+function streamLimitMetrics(registry: Registry, leading: () => boolean): StreamLimitMetrics {
+  const registers = [registry];
+  const heldBytes = new Gauge({
+    name: "webhook_stream_held_bytes",
+    help: "Stream mode: what the stream messages this replica holds in memory (fetched and not answered yet, attempts in flight included) take of HOOKLINE_STREAM_MAX_HELD_BYTES, per namespace; each counts twice its size (its bytes and its request body).",
+    labelNames: ["namespace"],
+    registers,
+  });
+  const heldBudget = new Gauge({ name: "webhook_stream_held_bytes_budget", help: "Stream mode: HOOKLINE_STREAM_MAX_HELD_BYTES, the bytes of stream messages one replica holds at most.", registers });
+  const usage = new Gauge({
+    name: "webhook_stream_namespace_usage",
+    help: "Stream mode: what a namespace's stream holds (events not yet delivered to every subscription): quota messages or bytes. Exported by the leader.",
+    labelNames: ["namespace", "quota"],
+    registers,
+  });
+  const quota = new Gauge({ name: "webhook_stream_namespace_quota", help: "Stream mode: the quota of every namespace's stream, messages (HOOKLINE_STREAM_NAMESPACE_MAX_MESSAGES) and bytes (HOOKLINE_STREAM_NAMESPACE_MAX_BYTES); publishes are refused at it.", labelNames: ["quota"], registers });
+  const oldest = new Gauge({
+    name: "webhook_stream_oldest_message_timestamp_seconds",
+    help: "Stream mode: when (Unix seconds) the oldest event a namespace's stream holds was stored; absent when it holds none. Exported by the leader.",
+    labelNames: ["namespace"],
+    registers,
+  });
+  const maxAge = new Gauge({ name: "webhook_stream_max_age_seconds", help: "Stream mode: HOOKLINE_STREAM_MAX_AGE_MS in seconds: an event not delivered by this age becomes a dead letter (reason Expired).", registers });
+  const refused = new Counter({
+    name: "webhook_stream_publish_refused_total",
+    help: "Stream mode: publishes the HTTP door answered 429 because the namespace's stream was at its quota (messages or bytes). Producers publishing to NATS directly are refused by JetStream and not counted here.",
+    labelNames: ["namespace", "quota"],
+    registers,
+  });
+  return {
+    heldBytes,
+    heldBudget,
+    refused,
+    setLimits: (l) => {
+      heldBudget.set(l.heldBytes);
+      quota.set({ quota: "messages" }, l.messages);
+      quota.set({ quota: "bytes" }, l.bytes);
+      maxAge.set(l.maxAgeMs / 1000);
+    },
+    setNamespace: (namespace, u) => {
+      if (!leading()) return;
+      usage.set({ namespace, quota: "messages" }, u.messages);
+      usage.set({ namespace, quota: "bytes" }, u.bytes);
+      if (u.oldestAt === undefined) oldest.remove({ namespace });
+      else oldest.set({ namespace }, u.oldestAt / 1000);
+    },
+    forgetNamespace: (namespace) => {
+      for (const q of STREAM_QUOTAS) usage.remove({ namespace, quota: q });
+      oldest.remove({ namespace });
+    },
+    notLeading: () => {
+      usage.reset();
+      oldest.reset();
+    },
+  };
 }

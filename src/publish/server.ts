@@ -19,7 +19,7 @@ import { createServer as createHttpsServer, type Server as HttpsServer } from "n
 import type { Logger } from "pino";
 import { DELIVERY, GROUP, MAX_PAYLOAD_BYTES } from "../api/names.js";
 import { ApiError, type KubeClient } from "../kube/client.js";
-import { StreamUnavailableError } from "../stream/jetstream.js";
+import { StreamQuotaExceededError, StreamUnavailableError } from "../stream/jetstream.js";
 import type { TraceContext } from "../stream/message.js";
 import type { PublishDoorMetrics } from "../observability/metrics.js";
 import { objectPath, CORE } from "../kube/types.js";
@@ -65,7 +65,12 @@ export interface PublishServerOptions {
    * with the event.
    */
   stream?: StreamPublisher;
+  /** Stream mode: each namespace's quota (named in a 429), and what to count when one refuses an event. */
+  streamQuota?: { messages: number; bytes: number; refused?: (namespace: string, quota: "messages" | "bytes") => void };
 }
+
+/** How long a producer refused by its namespace's full stream is told to wait. */
+export const QUOTA_RETRY_AFTER_SECONDS = 10;
 
 export const EVENTS_PATH = /^\/v1\/namespaces\/([^/]+)\/events\/?$/;
 const ENVELOPE_BYTES = 16 * 1024;
@@ -212,6 +217,13 @@ function publishErrorReply(err: unknown): Reply | undefined {
   return undefined;
 }
 
+/** 429: the namespace's stream is full; this namespace waits, the others publish normally. */
+function quotaReply(err: StreamQuotaExceededError, quota: PublishServerOptions["streamQuota"]): Reply {
+  quota?.refused?.(err.namespace, err.quota);
+  const limit = quota?.[err.quota];
+  return refuse(429, err.message, { namespace: err.namespace, stream: err.stream, quota: err.quota, ...(limit ? { limit } : {}) }, { "retry-after": String(QUOTA_RETRY_AFTER_SECONDS) });
+}
+
 /**
  * The request's W3C trace context in the stored form, or the 400 naming the header. Refused
  * rather than ignored (as W3C lets a tracing participant do): a producer sends it to have its
@@ -322,6 +334,19 @@ export function publishServer(opts: PublishServerOptions): Server | HttpsServer 
       }
     });
 
+  /** Stream mode: one JetStream message; a namespace at its quota is a 429, NATS unavailable a 503. */
+  const intoStream = async (stream: StreamPublisher, input: Parameters<typeof publishToStream>[1], traceContext: TraceContext | undefined, caller: string): Promise<Reply> => {
+    try {
+      const result = await publishToStream(stream, input, traceContext ? { traceContext } : {});
+      log.info({ namespace: result.namespace, type: result.type, id: result.id, caller, stream: result.stream, seq: result.seq, duplicate: result.result === "duplicate" }, "event published");
+      return { status: 202, body: result as unknown as Record<string, unknown> };
+    } catch (err) {
+      const reply = err instanceof StreamQuotaExceededError ? quotaReply(err, opts.streamQuota) : publishErrorReply(err);
+      if (!reply) throw err;
+      return reply;
+    }
+  };
+
   const handle = async (req: IncomingMessage): Promise<Reply & { caller?: string }> => {
     const route = routeOf(req);
     if ("status" in route) return route;
@@ -351,17 +376,7 @@ export function publishServer(opts: PublishServerOptions): Server | HttpsServer 
     const trace = traceContextOf(req);
     if (!trace.ok) return { ...trace.reply, caller };
     const traceContext = trace.trace;
-    if (opts.stream) {
-      try {
-        const result = await publishToStream(opts.stream, parsed.input, traceContext ? { traceContext } : {});
-        log.info({ namespace, type: result.type, id: result.id, caller, stream: result.stream, seq: result.seq, duplicate: result.result === "duplicate" }, "event published");
-        return { status: 202, body: result as unknown as Record<string, unknown>, caller };
-      } catch (err) {
-        const reply = publishErrorReply(err);
-        if (!reply) throw err;
-        return { ...reply, caller };
-      }
-    }
+    if (opts.stream) return { ...(await intoStream(opts.stream, parsed.input, traceContext, caller)), caller };
     try {
       const pendingOf = opts.pendingOf;
       const result = await publish(client, parsed.input, {

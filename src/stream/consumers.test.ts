@@ -1,8 +1,7 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { MAX_MESSAGE_BYTES } from "./message.js";
 import { ACK_WAIT_MARGIN_MS, ConsumerSpecError, consumerConfig, consumerName, orphanedConsumers, type HooklineConsumer } from "./consumers.js";
-import { backoffMs, DEFAULT_STREAM_SETTINGS, streamConfig } from "./jetstream.js";
+import { backoffMs } from "./jetstream.js";
 
 const sub = { namespace: "shop", name: "acme", uid: "0b5e3c1e-7d2a-4e7b-9d38-0f2f6a0c9d11" };
 const policy = { eventTypes: ["order.*", "invoice.paid"], maxInFlight: 7, timeoutMs: 10_000 };
@@ -83,28 +82,7 @@ describe("orphanedConsumers", () => {
   });
 });
 
-describe("streamConfig", () => {
-  it("is one file-backed interest stream for every Hookline subject, refusing new messages when full", () => {
-    expect(streamConfig()).toMatchObject({
-      name: "HOOKLINE",
-      subjects: ["hookline.>"],
-      retention: "interest",
-      storage: "file",
-      discard: "new",
-      duplicate_window: 120_000 * 1_000_000,
-      max_msg_size: MAX_MESSAGE_BYTES,
-      max_age: 0,
-      max_bytes: -1,
-      num_replicas: 1,
-    });
-    expect(streamConfig({ ...DEFAULT_STREAM_SETTINGS, duplicateWindowMs: 600_000, replicas: 3 })).toMatchObject({ duplicate_window: 600_000 * 1_000_000, num_replicas: 3 });
-    expect(streamConfig().metadata).toBeUndefined();
-  });
-
-  it("claims the stream for its installation in the stream's metadata", () => {
-    expect(streamConfig({ ...DEFAULT_STREAM_SETTINGS, owner: "hookline/hookline" }).metadata).toEqual({ "hookline.dev/installation": "hookline/hookline" });
-  });
-
+describe("backoffMs", () => {
   it("reconnect backoff doubles from 250 ms to 5 s with at most 20 % jitter", () => {
     expect([0, 1, 2, 3, 4, 5, 10, 50].map((n) => backoffMs(n, () => 0))).toEqual([250, 500, 1000, 2000, 4000, 5000, 5000, 5000]);
     expect(backoffMs(50, () => 1)).toBe(6000);

@@ -1,77 +1,100 @@
 // The connection to NATS JetStream for stream mode: connect (and reconnect forever, with
-// backoff), make sure the one stream exists with the settings Hookline relies on, and publish a
-// message so that it returns only once JetStream acknowledged the write (stored: durable).
-// Failures that a producer should retry are one error class, StreamUnavailableError, whose
-// message names where the URL came from (HOOKLINE_NATS_URL, --nats).
+// backoff), make sure a namespace's stream exists with the settings Hookline relies on, and
+// publish a message so that it returns only once JetStream acknowledged the write (stored:
+// durable). Failures that a producer should retry are one error class, StreamUnavailableError,
+// whose message names where the URL came from (HOOKLINE_NATS_URL, --nats); a namespace over its
+// quota is another, StreamQuotaExceededError.
 //
-// The stream (docs/adr/0007-stream-mode-on-jetstream.md):
-//   HOOKLINE, subjects hookline.>, file storage, retention interest (a message is kept until
-//   every consumer whose filter matches it acknowledged it, and dropped at once when none
-//   does), discard new (a full stream refuses a publish instead of losing stored events),
-//   a duplicate window keyed by Nats-Msg-Id, and max_msg_size above the largest event.
+// The streams (layout.ts, docs/adr/0013-one-stream-per-namespace.md): one per namespace,
+// HOOKLINE_<namespace> on hookline.<namespace>.>, interest retention (a message is kept until
+// every consumer whose filter matches it acknowledged it, and dropped at once when none does),
+// discard new with the namespace's quota (a full namespace refuses a publish instead of losing
+// stored events), a duplicate window keyed by Nats-Msg-Id, max_msg_size above the largest event.
+// The operator makes them, each claimed by its installation (HOOKLINE_INSTALLATION in the
+// stream's metadata: another installation refuses it); a publisher never does.
 import { readFileSync } from "node:fs";
 import { connect, errors as natsErrors, headers as natsHeaders, RequestError, usernamePasswordAuthenticator, type NatsConnection, type NodeConnectionOptions } from "@nats-io/transport-node";
-import { DiscardPolicy, JetStreamApiError, jetstream, jetstreamManager, RetentionPolicy, StorageType, type JetStreamClient, type JetStreamManager, type StreamConfig, type StreamInfo } from "@nats-io/jetstream";
-import { MAX_MESSAGE_BYTES, MSG_ID_HEADER, type OutgoingMessage } from "./message.js";
-import { ALL_SUBJECTS } from "./subjects.js";
+import { JetStreamApiError, jetstream, jetstreamManager, type JetStreamClient, type JetStreamManager, type StreamInfo } from "@nats-io/jetstream";
+import { DEFAULT_LAYOUT, legacyStreamPlan, namespaceOfStream, namespaceStreamConfig, namespaceStreamName, OWNER_METADATA, streamDifferences, streamOwner, streamOwnerProblem, type LayoutSettings } from "./layout.js";
+import { MSG_ID_HEADER, type OutgoingMessage } from "./message.js";
+import { ALL_SUBJECTS, parseEventSubject } from "./subjects.js";
 import { parseNatsUrl, redactNatsUrl } from "./url.js";
 
-export const STREAM_NAME = "HOOKLINE";
+/** The prefix of every namespace's stream (HOOKLINE_<namespace>), and the name of the one stream of earlier versions. */
+export const STREAM_NAME = DEFAULT_LAYOUT.name;
 
-/** What Hookline decides about the stream; defaults in DEFAULT_STREAM_SETTINGS. */
-export interface StreamSettings {
-  /** Stream name; default HOOKLINE. */
-  name: string;
-  /** How long a Nats-Msg-Id is remembered: a publish of the same event id in this window is stored once. Default 2 minutes (JetStream's own default). */
-  duplicateWindowMs: number;
-  /** Replicas in a NATS cluster (1..5); default 1. Use 3 on a production cluster. */
-  replicas: number;
-  /** Oldest message kept even if not acknowledged; default 0: no limit (an undelivered event is never dropped by age). */
-  maxAgeMs: number;
-  /** Largest stream size in bytes; default -1: the server's JetStream limit. When full, publishes are refused (discard new). */
-  maxBytes: number;
-  /** The installation that claims the stream (HOOKLINE_INSTALLATION; stream metadata OWNER_METADATA); undefined: no claim made or checked (a publisher). */
-  owner?: string;
-}
+/** What Hookline decides about the streams (layout.ts); defaults in DEFAULT_STREAM_SETTINGS. */
+export type StreamSettings = LayoutSettings;
 
-/** The stream's metadata key naming the installation that uses it: another installation refuses the stream. */
-export const OWNER_METADATA = "hookline.dev/installation";
+/** The streams' metadata key naming the installation that uses them: another installation refuses them. */
+export { OWNER_METADATA };
 
-export const DEFAULT_STREAM_SETTINGS: StreamSettings = { name: STREAM_NAME, duplicateWindowMs: 120_000, replicas: 1, maxAgeMs: 0, maxBytes: -1 };
+export const DEFAULT_STREAM_SETTINGS: StreamSettings = DEFAULT_LAYOUT;
 
-const NANOS_PER_MS = 1_000_000;
 const DEFAULT_CONNECT_TIMEOUT_MS = 5_000;
 const DEFAULT_PUBLISH_TIMEOUT_MS = 5_000;
-
-/** The stream's configuration for `settings`. Pure. */
-export function streamConfig(settings: StreamSettings = DEFAULT_STREAM_SETTINGS): Partial<StreamConfig> & { name: string } {
-  return {
-    name: settings.name,
-    description: "Hookline stream mode: one message per published event (docs/stream-mode.md)",
-    subjects: [ALL_SUBJECTS],
-    retention: RetentionPolicy.Interest,
-    storage: StorageType.File,
-    discard: DiscardPolicy.New,
-    duplicate_window: settings.duplicateWindowMs * NANOS_PER_MS,
-    max_msg_size: MAX_MESSAGE_BYTES,
-    max_age: settings.maxAgeMs * NANOS_PER_MS,
-    max_bytes: settings.maxBytes,
-    num_replicas: settings.replicas,
-    ...(settings.owner !== undefined ? { metadata: { [OWNER_METADATA]: settings.owner } } : {}),
-  };
-}
 
 /** Publishing is not possible now; publishing the same event again later is safe. */
 export class StreamUnavailableError extends Error {
   override readonly name = "StreamUnavailableError";
   constructor(
     message: string,
-    /** unreachable: no connection; no-jetstream: the server has none; no-stream: nothing stores hookline.>; timeout: no acknowledgement; refused: JetStream said no; closed: this client was closed. */
-    readonly reason: "unreachable" | "no-jetstream" | "no-stream" | "timeout" | "refused" | "closed",
+    /**
+     * unreachable: no connection; no-jetstream: the server has none; no-stream: nothing stores
+     * the namespace's subjects (the operator makes its stream); timeout: no acknowledgement;
+     * refused: JetStream said no; legacy-stream: the one stream of earlier versions still holds
+     * events (the operator neither deletes nor moves them); closed: this client was closed.
+     */
+    readonly reason: "unreachable" | "no-jetstream" | "no-stream" | "timeout" | "refused" | "legacy-stream" | "closed",
     options?: ErrorOptions,
   ) {
     super(message, options);
   }
+}
+
+/** Which of a namespace's quotas refused a publish. */
+export type StreamQuota = "messages" | "bytes";
+
+/**
+ * JetStream refused the event: its namespace's stream holds as many messages, or as many bytes,
+ * as its quota allows (HOOKLINE_STREAM_NAMESPACE_MAX_MESSAGES, _MAX_BYTES). Other namespaces
+ * are not affected. Publishing the same event again once the namespace's subscriptions caught
+ * up is safe (same id: nothing is duplicated).
+ */
+export class StreamQuotaExceededError extends Error {
+  override readonly name = "StreamQuotaExceededError";
+  constructor(
+    readonly namespace: string,
+    /** The namespace's stream (HOOKLINE_<namespace>). */
+    readonly stream: string,
+    readonly quota: StreamQuota,
+    options?: ErrorOptions,
+  ) {
+    super(
+      `namespace ${namespace} is over its stream quota of ${quota === "messages" ? "messages (HOOKLINE_STREAM_NAMESPACE_MAX_MESSAGES)" : "bytes (HOOKLINE_STREAM_NAMESPACE_MAX_BYTES)"}: ` +
+        `stream ${stream} holds as many events not yet delivered as it may, and JetStream refused this one. ` +
+        `Publish it again with the same id once the namespace's subscriptions caught up (nothing is duplicated); other namespaces are not affected`,
+      options,
+    );
+  }
+}
+
+/** JetStream's error code when a message could not be stored; its description says which limit. */
+const STORE_FAILED = 10077;
+const QUOTA_DESCRIPTIONS: Record<string, StreamQuota> = { "maximum messages exceeded": "messages", "maximum bytes exceeded": "bytes" };
+
+/** One namespace's stream as listed (namespaceStreams). */
+export interface NamespaceStream {
+  namespace: string;
+  stream: string;
+  /** Events it holds (not yet acknowledged by every interested consumer), and their bytes. */
+  messages: number;
+  bytes: number;
+  consumers: number;
+  /** When its oldest message was stored (epoch ms); absent when it holds none. */
+  oldestAt?: number;
+  /** The installation that claimed it (HOOKLINE_INSTALLATION); absent when none did. */
+  owner?: string;
 }
 
 /** What JetStream answered for one published message. */
@@ -108,7 +131,7 @@ export interface ConnectStreamOptions {
   publishTimeoutMs?: number;
   /** Connection changes and retries, for logs. Never carries credentials. */
   onEvent?: (event: StreamConnectionEvent) => void;
-  /** The stream ensureStream makes; defaults in DEFAULT_STREAM_SETTINGS. */
+  /** The streams ensureStream makes (the operator); defaults in DEFAULT_STREAM_SETTINGS. */
   stream?: Partial<StreamSettings>;
   /** Credentials besides the URL's (stream/auth.ts NatsClientAuth): a user and the file holding its password, read at each connection attempt. */
   credentials?: { user: string; passwordFile: string };
@@ -155,7 +178,6 @@ export class StreamConnection {
   readonly where: string;
   private connected = true;
   private manager?: Promise<JetStreamManager>;
-  private streamEnsured = false;
   private closing = false;
 
   private constructor(
@@ -243,6 +265,11 @@ export class StreamConnection {
     return info?.auth_required === true || info?.tls_verify === true;
   }
 
+  /** The prefix of this connection's inboxes (replies, pulled messages): ConnectStreamOptions.inboxPrefix, or NATS's default. */
+  get inboxPrefix(): string {
+    return this.opts.inboxPrefix ?? "_INBOX";
+  }
+
   /** Whether the connection is up now (false while reconnecting and after close). */
   isConnected(): boolean {
     return this.connected && !this.nc.isClosed();
@@ -258,50 +285,67 @@ export class StreamConnection {
   }
 
   /**
-   * Creates the stream, or updates what may change (subjects, duplicate window, limits,
-   * replicas) when it exists with other values. A stream of that name with another retention
-   * or storage is refused: changing them would need a new stream, which only an operator of the
-   * NATS server should decide (the error says so).
+   * Before the first namespace stream: the one stream of earlier versions (named like the
+   * prefix, on hookline.>) takes every namespace's subjects. Empty, it is deleted (nothing is
+   * lost), after its subjects were moved aside so that no publish lands in it meanwhile; holding
+   * events, it is refused with StreamUnavailableError "legacy-stream", neither deleted nor
+   * changed: its events are delivered by the version that wrote them (layout.ts). A stream of
+   * another installation (HOOKLINE_INSTALLATION), the old one or a namespace's, is refused
+   * ("refused", the operator not ready) and left as it is: the account holds two installations.
    */
-  async ensureStream(): Promise<{ action: "created" | "updated" | "unchanged"; info: StreamInfo }> {
+  async prepare(): Promise<{ legacy: "none" | "removed" }> {
     const jsm = await this.jetstreamManager();
-    const wanted = streamConfig(this.settings);
-    const run = async <T>(what: string, fn: () => Promise<T>): Promise<T> => {
-      try {
-        return await fn();
-      } catch (err) {
-        throw this.unavailable(err, what);
+    const name = this.settings.name;
+    const info = await this.run(`reading stream ${name}`, () => streamInfo(jsm, name));
+    const plan = legacyStreamPlan(info);
+    // Another installation's streams on this account: the mistake is said at once (not ready), and none of them is touched.
+    if (plan !== "none") this.checkOwner(name, streamOwner(info!));
+    for (const ns of await this.namespaceStreams()) this.checkOwner(ns.stream, ns.owner);
+    if (plan === "none") return { legacy: "none" };
+    if (plan === "remove") {
+      // Moved aside first, then read again: a publish that came between the two reads is seen,
+      // and the stream is put back and refused instead of deleted with it.
+      const subjects = info!.config.subjects ?? [];
+      await this.run(`retiring stream ${name}`, () => jsm.streams.update(name, { subjects: [`${name}.retired`] }));
+      const again = await this.run(`reading stream ${name}`, () => streamInfo(jsm, name));
+      if (again && again.state.messages === 0) {
+        await this.run(`deleting the empty stream ${name}`, () => jsm.streams.delete(name));
+        return { legacy: "removed" };
       }
-    };
-    let info = await run(`reading stream ${wanted.name}`, async () => {
-      try {
-        return await jsm.streams.info(wanted.name);
-      } catch (err) {
-        if (err instanceof JetStreamApiError && err.code === STREAM_NOT_FOUND) return undefined;
-        throw err;
-      }
-    });
+      if (again) await this.run(`restoring stream ${name}`, () => jsm.streams.update(name, { subjects }));
+    }
+    const held = (await this.run(`reading stream ${name}`, () => streamInfo(jsm, name)))?.state.messages ?? 0;
+    throw new StreamUnavailableError(
+      `stream ${name} on NATS at ${this.where} is the one stream of an earlier Hookline (subjects ${ALL_SUBJECTS}) and holds ${held} events not yet delivered; ` +
+        `this version keeps one stream per namespace (${name}_<namespace>) and neither deletes nor moves them. Let the earlier version deliver them ` +
+        `(stop the producers, wait until nats stream info ${name} shows 0 messages); this operator then removes the empty stream by itself. ` +
+        `To drop them instead: nats stream rm ${name}`,
+      "legacy-stream",
+    );
+  }
+
+  /**
+   * Creates `namespace`'s stream, or updates what may change (subjects, duplicate window, the
+   * quota, the backstop age, replicas) when it exists with other values. A stream of that name
+   * with another retention or storage is refused: changing them would need a new stream, which
+   * only an operator of the NATS server should decide (the error says so). The operator only:
+   * publishers never make streams.
+   */
+  async ensureStream(namespace: string): Promise<{ action: "created" | "updated" | "unchanged"; info: StreamInfo }> {
+    const jsm = await this.jetstreamManager();
+    const wanted = namespaceStreamConfig(this.settings, namespace);
+    let info = await this.run(`reading stream ${wanted.name}`, () => streamInfo(jsm, wanted.name));
     if (!info) {
       try {
-        info = await jsm.streams.add(wanted);
-        this.streamEnsured = true;
-        return { action: "created", info };
+        return { action: "created", info: await jsm.streams.add(wanted) };
       } catch (err) {
-        // Another replica or publisher created it first: compare with what is there.
-        if (!(err instanceof JetStreamApiError && err.code === STREAM_NAME_IN_USE)) throw this.unavailable(err, `creating stream ${wanted.name}`);
-        info = await run(`reading stream ${wanted.name}`, () => jsm.streams.info(wanted.name));
+        // Another replica created it first: compare with what is there.
+        if (!(err instanceof JetStreamApiError && err.code === STREAM_NAME_IN_USE)) throw this.noRoom(err, wanted.name) ?? this.unavailable(err, `creating stream ${wanted.name}`);
+        info = await this.run(`reading stream ${wanted.name}`, () => jsm.streams.info(wanted.name));
       }
     }
     const have = info.config;
-    const owner = have.metadata?.[OWNER_METADATA];
-    if (this.settings.owner !== undefined && owner !== undefined && owner !== this.settings.owner) {
-      throw new StreamUnavailableError(
-        `stream ${wanted.name} on NATS at ${this.where} belongs to another Hookline installation, ${JSON.stringify(owner)} (this one is ${JSON.stringify(this.settings.owner)}, HOOKLINE_INSTALLATION): ` +
-          `two installations on one stream would take each other's events and delete each other's consumers. Give each installation its own NATS account (docs/stream-mode.md); ` +
-          `if ${JSON.stringify(owner)} is this installation under an earlier name, set HOOKLINE_INSTALLATION=${owner}`,
-        "refused",
-      );
-    }
+    this.checkOwner(wanted.name, streamOwner(info));
     if (have.retention !== wanted.retention || have.storage !== wanted.storage) {
       throw new StreamUnavailableError(
         `stream ${wanted.name} on NATS at ${this.where} has retention ${have.retention} and storage ${have.storage}; Hookline needs retention ${wanted.retention} and storage ${wanted.storage}. ` +
@@ -309,42 +353,115 @@ export class StreamConnection {
         "refused",
       );
     }
-    const changed = (["subjects", "duplicate_window", "max_msg_size", "max_age", "max_bytes", "discard", "num_replicas"] as const).filter((k) => JSON.stringify(have[k]) !== JSON.stringify(wanted[k]));
-    // A stream made before installations claimed one (or by a publisher) is claimed now.
-    const update: string[] = [...changed, ...(this.settings.owner !== undefined && owner === undefined ? ["metadata"] : [])];
-    this.streamEnsured = true;
-    if (update.length === 0) return { action: "unchanged", info };
+    const changed = streamDifferences(have, wanted);
+    if (changed.length === 0) return { action: "unchanged", info };
     const { name: _name, retention: _r, storage: _s, ...mutable } = wanted;
-    info = await run(`updating stream ${wanted.name} (${update.join(", ")})`, () => jsm.streams.update(wanted.name, mutable));
+    try {
+      info = await jsm.streams.update(wanted.name, { ...mutable, metadata: { ...(have.metadata ?? {}), ...mutable.metadata } });
+    } catch (err) {
+      throw this.noRoom(err, wanted.name) ?? this.unavailable(err, `updating stream ${wanted.name} (${changed.join(", ")})`);
+    }
     return { action: "updated", info };
+  }
+
+  /** Throws StreamUnavailableError "refused" when another installation claimed the stream (HOOKLINE_INSTALLATION). */
+  private checkOwner(stream: string, owner: string | undefined): void {
+    const problem = streamOwnerProblem(owner, this.settings.owner);
+    if (problem) throw new StreamUnavailableError(`stream ${stream} on NATS at ${this.where} ${problem}`, "refused");
+  }
+
+  /**
+   * JetStream reserves each stream's max_bytes on its servers' storage: a namespace's stream is
+   * refused when the quotas of every namespace (times their replicas) pass what the servers have.
+   */
+  private noRoom(err: unknown, stream: string): StreamUnavailableError | undefined {
+    if (!(err instanceof JetStreamApiError && (err.code === STORAGE_RESOURCES_EXCEEDED || err.code === MEMORY_RESOURCES_EXCEEDED))) return undefined;
+    const { namespaceMaxBytes: bytes, replicas } = this.settings;
+    return new StreamUnavailableError(
+      `JetStream at ${this.where} has no room for stream ${stream}: every namespace's stream reserves its quota of ${bytes} bytes (HOOKLINE_STREAM_NAMESPACE_MAX_BYTES)` +
+        `${replicas > 1 ? ` on each of its ${replicas} replicas` : ""} on the servers' JetStream storage, and what is left is less (${err.message}). ` +
+        `Give the NATS servers more JetStream storage (max_file, the NATS chart's fileStore size) or lower the quota (docs/capacity.md#stream-mode)`,
+      "refused",
+      { cause: err },
+    );
+  }
+
+  /** Hookline's namespace streams on the server (recognized by name and metadata), with what each holds. */
+  async namespaceStreams(): Promise<NamespaceStream[]> {
+    const jsm = await this.jetstreamManager();
+    return this.run("listing streams", async () => {
+      const out: NamespaceStream[] = [];
+      for await (const si of jsm.streams.list()) {
+        const namespace = namespaceOfStream(this.settings.name, si);
+        if (namespace === undefined) continue;
+        const firstAt = si.state.messages > 0 ? Date.parse(si.state.first_ts) : NaN;
+        const owner = streamOwner(si);
+        out.push({
+          namespace,
+          stream: si.config.name,
+          messages: si.state.messages,
+          bytes: si.state.bytes,
+          consumers: si.state.consumer_count,
+          ...(Number.isFinite(firstAt) ? { oldestAt: firstAt } : {}),
+          ...(owner !== undefined ? { owner } : {}),
+        });
+      }
+      return out.sort((a, b) => (a.namespace < b.namespace ? -1 : a.namespace > b.namespace ? 1 : 0));
+    });
+  }
+
+  /** Deletes a namespace's stream (the leader, for one with no subscription, no consumer and no message left). */
+  async deleteStream(name: string): Promise<boolean> {
+    const jsm = await this.jetstreamManager();
+    try {
+      return await jsm.streams.delete(name);
+    } catch (err) {
+      if (err instanceof JetStreamApiError && err.code === STREAM_NOT_FOUND) return false;
+      throw this.unavailable(err, `deleting stream ${name}`);
+    }
+  }
+
+  /** The stream a message goes to (its namespace's). */
+  streamOf(message: OutgoingMessage): { namespace: string; stream: string } | undefined {
+    const ns = parseEventSubject(message.subject)?.namespace;
+    return ns === undefined ? undefined : { namespace: ns, stream: namespaceStreamName(this.settings.name, ns) };
   }
 
   /**
    * Publishes one message and resolves once JetStream stored it (or recognized its
-   * Nats-Msg-Id within the duplicate window: `duplicate: true`, stored once). When no stream
-   * takes the subject yet, creates it (ensureStream) and publishes again, once.
+   * Nats-Msg-Id within the duplicate window: `duplicate: true`, stored once). Throws
+   * StreamQuotaExceededError when the namespace's stream is full, StreamUnavailableError
+   * otherwise (no-stream when the namespace has no stream yet: the operator makes it).
    */
   async publish(message: OutgoingMessage, opts: { timeoutMs?: number } = {}): Promise<StreamAck> {
     if (this.closing || this.nc.isClosed()) throw new StreamUnavailableError(`the connection to NATS at ${this.where} is closed`, "closed");
     if (!this.isConnected()) throw new StreamUnavailableError(`not connected to NATS at ${this.where} (reconnecting); publish again shortly: nothing is duplicated`, "unreachable");
     const h = natsHeaders();
     for (const [k, v] of message.headers) if (k !== MSG_ID_HEADER) h.set(k, v);
-    const once = () => this.js.publish(message.subject, message.body, { msgID: message.msgId, headers: h, timeout: opts.timeoutMs ?? this.opts.publishTimeoutMs ?? DEFAULT_PUBLISH_TIMEOUT_MS });
     try {
-      let ack;
-      try {
-        ack = await once();
-      } catch (err) {
-        if (!isNoResponders(err) || this.streamEnsured) throw err;
-        await this.ensureStream().catch((e: unknown) => {
-          // A publisher's user may not make the stream (docs/stream-mode.md): only the operator does.
-          throw isPermissionViolation(e) ? new StreamUnavailableError(`no JetStream stream takes ${ALL_SUBJECTS} on NATS at ${this.where}: stream ${this.settings.name} is missing (the operator creates it in stream mode; this NATS user may not)`, "no-stream", { cause: e }) : e;
-        });
-        ack = await once();
-      }
+      const ack = await this.js.publish(message.subject, message.body, { msgID: message.msgId, headers: h, timeout: opts.timeoutMs ?? this.opts.publishTimeoutMs ?? DEFAULT_PUBLISH_TIMEOUT_MS });
       return { stream: ack.stream, seq: ack.seq, duplicate: ack.duplicate };
     } catch (err) {
+      const target = this.streamOf(message);
+      const quota = err instanceof JetStreamApiError && err.code === STORE_FAILED ? QUOTA_DESCRIPTIONS[err.message.trim().toLowerCase()] : undefined;
+      if (quota && target) throw new StreamQuotaExceededError(target.namespace, target.stream, quota, { cause: err });
+      if (isNoResponders(err) && target) {
+        throw new StreamUnavailableError(
+          `no JetStream stream takes ${message.subject} on NATS at ${this.where}: stream ${target.stream} is missing. The operator (stream mode) makes it with the namespace's first WebhookSubscription; ` +
+            `until one exists, nothing in namespace ${target.namespace} would be delivered`,
+          "no-stream",
+          { cause: err },
+        );
+      }
       throw this.unavailable(err, "publishing");
+    }
+  }
+
+  private async run<T>(what: string, fn: () => Promise<T>): Promise<T> {
+    try {
+      return await fn();
+    } catch (err) {
+      throw this.unavailable(err, what);
     }
   }
 
@@ -358,11 +475,7 @@ export class StreamConnection {
         { cause: err },
       );
     }
-    if (isNoResponders(err)) {
-      return what === "publishing" ?
-          new StreamUnavailableError(`no JetStream stream takes ${ALL_SUBJECTS} on NATS at ${this.where}: stream ${this.settings.name} is missing (the operator creates it in stream mode)`, "no-stream", { cause: err })
-        : new StreamUnavailableError(`NATS at ${this.where} has no JetStream (start nats-server with --jetstream) while ${what}`, "no-jetstream", { cause: err });
-    }
+    if (isNoResponders(err)) return new StreamUnavailableError(`NATS at ${this.where} has no JetStream (start nats-server with --jetstream) while ${what}`, "no-jetstream", { cause: err });
     if (isPermissionViolation(err)) return new StreamUnavailableError(`NATS at ${this.where} refused ${what}: ${detail}: the NATS user of ${this.opts.source} may not do it (docs/stream-mode.md says what each user may do)`, "refused", { cause: err });
     if (err instanceof natsErrors.ClosedConnectionError || err instanceof natsErrors.DrainingConnectionError) return new StreamUnavailableError(`the connection to NATS at ${this.where} is closed`, "closed", { cause: err });
     if (err instanceof JetStreamApiError) return new StreamUnavailableError(`JetStream at ${this.where} refused ${what}: ${detail} (JetStream error ${err.code})`, "refused", { cause: err });
@@ -384,6 +497,18 @@ export class StreamConnection {
 
 const STREAM_NOT_FOUND = 10059;
 const STREAM_NAME_IN_USE = 10058;
+const STORAGE_RESOURCES_EXCEEDED = 10047;
+const MEMORY_RESOURCES_EXCEEDED = 10028;
+
+/** A stream's info; undefined when there is none of that name. */
+async function streamInfo(jsm: JetStreamManager, name: string): Promise<StreamInfo | undefined> {
+  try {
+    return await jsm.streams.info(name);
+  } catch (err) {
+    if (err instanceof JetStreamApiError && err.code === STREAM_NOT_FOUND) return undefined;
+    throw err;
+  }
+}
 
 function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   return new Promise((resolve) => {

@@ -21,12 +21,24 @@ describe("publisherPermissions", () => {
 });
 
 describe("operatorPermissions", () => {
-  it("names the stream it is given, and replies only on its own inbox prefix", () => {
-    const p = operatorPermissions("OTHER");
-    expect(p.publish).toContain("$JS.API.CONSUMER.MSG.NEXT.OTHER.*");
-    expect(p.publish).toContain("$JS.ACK.OTHER.>");
-    expect(p.publish.some((s) => s.includes("HOOKLINE"))).toBe(false);
+  const p = operatorPermissions();
+  const mayPublish = (s: string) => p.publish.some((f) => subjectMatches(f, s));
+
+  it("reaches every namespace's stream, its consumers, pulls and acknowledgements, and the old single stream", () => {
+    for (const stream of ["HOOKLINE_shop", "HOOKLINE_a-b", "HOOKLINE"]) {
+      for (const verb of ["INFO", "CREATE", "UPDATE", "DELETE"]) expect(mayPublish(`$JS.API.STREAM.${verb}.${stream}`), `${verb} ${stream}`).toBe(true);
+      for (const s of [`$JS.API.CONSUMER.LIST.${stream}`, `$JS.API.CONSUMER.INFO.${stream}.c`, `$JS.API.CONSUMER.DURABLE.CREATE.${stream}.c`, `$JS.API.CONSUMER.DELETE.${stream}.c`, `$JS.API.CONSUMER.MSG.NEXT.${stream}.c`, `$JS.ACK.${stream}.c.1.7.1.1700000000000000000.0`]) expect(mayPublish(s), s).toBe(true);
+    }
+    expect(mayPublish("$JS.API.STREAM.LIST")).toBe(true);
+  });
+
+  it("nothing that removes or reads events besides its own pulls: no purge, message delete or get, direct get of a namespace's stream", () => {
+    for (const s of ["$JS.API.STREAM.PURGE.HOOKLINE_shop", "$JS.API.STREAM.MSG.DELETE.HOOKLINE_shop", "$JS.API.STREAM.MSG.GET.HOOKLINE_shop", "$JS.API.DIRECT.GET.HOOKLINE_shop", "$JS.API.DIRECT.GET.HOOKLINE_shop.hookline.shop.x", "$JS.API.STREAM.SNAPSHOT.HOOKLINE_shop", "$JS.API.ACCOUNT.PURGE.x"]) expect(mayPublish(s), s).toBe(false);
+  });
+
+  it("replies only on its own inbox prefix", () => {
     expect(p.subscribe).toEqual(["_INBOX_hookline.>"]);
+    expect(p.subscribe.some((f) => subjectMatches(f, "_INBOX.abc.1"))).toBe(false);
   });
 });
 

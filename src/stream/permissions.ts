@@ -5,15 +5,20 @@
 //
 // Found by running the operator against a nats-server with these permissions (a subject
 // missing is a "Permissions Violation" the client reports and the server logs):
-//   operator   the HOOKLINE stream (create, read, update), its consumers (list, read, create and
-//              update, delete, pull), acknowledgements of its messages, the two key-value
-//              buckets (create, read by direct get, write, and a watch of hookline-endpoints
-//              with its flow control), publishing events (the HTTP door), replies on its own
-//              inbox prefix only (the messages it pulls arrive there: no one else may read it).
+//   operator   the namespaces' streams HOOKLINE_<namespace> (list, create, read, update, delete
+//              when empty), the one stream of earlier versions (read, retire, delete when empty),
+//              the consumers (list, read, create and update, delete, pull), acknowledgements of
+//              their messages, the two key-value buckets (create, read by direct get, write, and
+//              a watch of hookline-endpoints with its flow control), publishing events (the HTTP
+//              door), replies on its own inbox prefix only (the messages it pulls arrive there:
+//              no one else may read it). NATS wildcards match whole tokens only and a stream's
+//              name is one token, so HOOKLINE_* cannot be written: the stream token is `*`, any
+//              stream of the account (one account per installation: the account is the boundary).
 //   publisher  publishing events of its namespaces, and replies (JetStream's acknowledgement
 //              of each publish) on the default inbox. Nothing else: no stream, consumer,
-//              bucket or acknowledgement subject, and no subscription to events.
-import { STREAM_NAME } from "./jetstream.js";
+//              bucket or acknowledgement subject, and no subscription to events. Its subjects go
+//              to its namespaces' streams only, so it cannot reach another namespace's stream in
+//              any way, its duplicate window included.
 import { filterSubjects } from "./subjects.js";
 
 /** The operator's replies (JetStream API answers, pulled messages) come on this prefix, which publishers cannot subscribe to. */
@@ -28,8 +33,8 @@ export interface NatsPermissions {
   subscribe: string[];
 }
 
-/** The subjects the operator publishes to and subscribes to; the stream's name may be another than HOOKLINE. */
-export function operatorPermissions(stream: string = STREAM_NAME): NatsPermissions {
+/** The subjects the operator publishes to and subscribes to (whatever the streams' prefix: the stream token is a wildcard). */
+export function operatorPermissions(): NatsPermissions {
   const api = "$JS.API";
   const attempts = `KV_${KV_BUCKETS.attempts}`;
   const endpoints = `KV_${KV_BUCKETS.endpoints}`;
@@ -39,33 +44,32 @@ export function operatorPermissions(stream: string = STREAM_NAME): NatsPermissio
       "hookline.>",
       // jetstreamManager() asks whether the account has JetStream.
       `${api}.INFO`,
-      // ensureStream.
-      `${api}.STREAM.INFO.${stream}`,
-      `${api}.STREAM.CREATE.${stream}`,
-      `${api}.STREAM.UPDATE.${stream}`,
-      // One durable consumer per subscription: listed (sweep, lag), read, created and updated, deleted, pulled from.
-      `${api}.CONSUMER.LIST.${stream}`,
-      `${api}.CONSUMER.INFO.${stream}.*`,
-      `${api}.CONSUMER.DURABLE.CREATE.${stream}.*`,
-      `${api}.CONSUMER.DELETE.${stream}.*`,
-      `${api}.CONSUMER.MSG.NEXT.${stream}.*`,
+      // The namespaces' streams are listed: usage and age, the sweep of unused ones, another installation's claim.
+      `${api}.STREAM.LIST`,
+      // Streams: each namespace's made, checked, kept at its settings and claimed (ensureStream), removed once
+      // unused; the old single stream retired and removed when empty (prepare); the buckets' made and read.
+      `${api}.STREAM.INFO.*`,
+      `${api}.STREAM.CREATE.*`,
+      `${api}.STREAM.UPDATE.*`,
+      `${api}.STREAM.DELETE.*`,
+      // One durable consumer per subscription on its namespace's stream: listed (sweep, lag), read, created and updated, deleted, pulled from.
+      `${api}.CONSUMER.LIST.*`,
+      `${api}.CONSUMER.INFO.*.*`,
+      `${api}.CONSUMER.DURABLE.CREATE.*.*`,
+      `${api}.CONSUMER.DELETE.*.*`,
+      `${api}.CONSUMER.MSG.NEXT.*.*`,
       // ack, nak, working, term of the messages pulled.
-      `$JS.ACK.${stream}.>`,
-      // The buckets: made when missing, read by direct get, written.
-      `${api}.STREAM.INFO.${attempts}`,
-      `${api}.STREAM.CREATE.${attempts}`,
+      "$JS.ACK.*.>",
+      // The buckets (made when missing and read as streams, above): read by direct get, written.
       `${api}.DIRECT.GET.${attempts}.>`,
       `$KV.${KV_BUCKETS.attempts}.>`,
-      `${api}.STREAM.INFO.${endpoints}`,
-      `${api}.STREAM.CREATE.${endpoints}`,
       `${api}.DIRECT.GET.${endpoints}.>`,
       `$KV.${KV_BUCKETS.endpoints}.>`,
       // Every replica watches hookline-endpoints: an ordered consumer (several keys: no filter
       // in the subject; one key: name and filter in it), answers to its flow control, and when it
-      // misses a message it is made again and the old one deleted.
+      // misses a message it is made again and the old one deleted (CONSUMER.DELETE, above).
       `${api}.CONSUMER.CREATE.${endpoints}`,
       `${api}.CONSUMER.CREATE.${endpoints}.>`,
-      `${api}.CONSUMER.DELETE.${endpoints}.*`,
       `$JS.FC.${endpoints}.>`,
     ],
     subscribe: [`${OPERATOR_INBOX_PREFIX}.>`],

@@ -217,14 +217,14 @@ describe("helm chart", () => {
     expect(find(objects, "Role", "hl-hookline-leader-election").rules[1].resourceNames).toEqual(["hookline-team-leader"]);
   });
 
-  it("monitoring: ServiceMonitor keeps the metrics' namespace label; PrometheusRule has the nine alerts with runbooks", async () => {
+  it("monitoring: ServiceMonitor keeps the metrics' namespace label; PrometheusRule has the eleven alerts with runbooks", async () => {
     const { objects } = await render(variant("monitoring-values.yaml", "hl"));
     const sm = find(objects, "ServiceMonitor");
     expect(sm.spec.endpoints[0]).toMatchObject({ port: "metrics", honorLabels: true, interval: "15s" });
     expect(sm.spec.selector.matchLabels).toEqual({ ...find(objects, "Deployment").spec.selector.matchLabels, "app.kubernetes.io/component": "metrics" });
     expect(find(objects, "Service").metadata.labels!["app.kubernetes.io/component"]).toBe("metrics");
     const rules = find(objects, "PrometheusRule").spec.groups[0].rules as Array<{ alert: string; expr: string; annotations: Record<string, string>; for?: string }>;
-    expect(rules.map((r) => r.alert)).toEqual(["HooklineCircuitBreakerOpen", "HooklineBacklogAge", "HooklineOperatorStalled", "HooklineDeadLettersGrowing", "HooklineLowSuccessRatio", "HooklineNoLeader", "HooklineDrainTimeout", "HooklineStorageBudgetNearlyFull", "HooklineDeadLettersEvicted"]);
+    expect(rules.map((r) => r.alert)).toEqual(["HooklineCircuitBreakerOpen", "HooklineBacklogAge", "HooklineOperatorStalled", "HooklineDeadLettersGrowing", "HooklineLowSuccessRatio", "HooklineNoLeader", "HooklineDrainTimeout", "HooklineStorageBudgetNearlyFull", "HooklineStreamQuotaNearlyFull", "HooklineStreamEventsAging", "HooklineDeadLettersEvicted"]);
     const ops = readFileSync(`${ROOT}docs/operations.md`, "utf8");
     for (const r of rules) {
       expect(r.annotations.summary, r.alert).toBeTruthy();
@@ -299,6 +299,10 @@ describe("helm chart", () => {
     const { objects } = await render(variant("stream-values.yaml", "hl"));
     expect(env(find(objects, "Deployment")).HOOKLINE_NATS_URL).toEqual({ name: "HOOKLINE_NATS_URL", valueFrom: { secretKeyRef: { name: "hookline-nats", key: "url" } } });
     expect(env(find(objects, "Deployment")).HOOKLINE_STREAM_REPLICAS).toMatchObject({ value: "3" });
+    // Stream mode's bounds: the defaults, and values passed as they are.
+    expect(["HOOKLINE_STREAM_MAX_HELD_BYTES", "HOOKLINE_STREAM_MAX_AGE_MS", "HOOKLINE_STREAM_NAMESPACE_MAX_MESSAGES", "HOOKLINE_STREAM_NAMESPACE_MAX_BYTES"].map((k) => env(find(objects, "Deployment"))[k]?.value)).toEqual(["33554432", "604800000", "1000000", "268435456"]);
+    const bounded = await render({ ...variant("stream-values.yaml", "hl"), setJson: { stream: { maxHeldBytes: 268435456, maxAgeMs: 86400000, namespaceQuota: { messages: 5000, bytes: 10737418240 } } } });
+    expect(["HOOKLINE_STREAM_MAX_HELD_BYTES", "HOOKLINE_STREAM_MAX_AGE_MS", "HOOKLINE_STREAM_NAMESPACE_MAX_MESSAGES", "HOOKLINE_STREAM_NAMESPACE_MAX_BYTES"].map((k) => env(find(bounded.objects, "Deployment"))[k]?.value)).toEqual(["268435456", "86400000", "5000", "10737418240"]);
     expect(find(objects, "NetworkPolicy").spec.egress.at(-1)).toEqual({ ports: [{ port: 4222, protocol: "TCP" }], to: [{ namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": "nats" } } }] });
     const plain = await render({ ...variant(undefined, "hl"), setJson: { stream: { natsUrl: "nats://nats.nats.svc:4222" } } });
     expect(env(find(plain.objects, "Deployment")).HOOKLINE_NATS_URL).toMatchObject({ value: "nats://nats.nats.svc:4222" });
@@ -370,6 +374,10 @@ describe("helm chart", () => {
     ["a CIDR with a /33", { delivery: { allowedNetworks: ["10.0.0.0/33"] } }, /allowedNetworks/],
     ["an unknown log level", { logLevel: "verbose" }, /logLevel/],
     ["a NATS URL that is not nats:// or tls://", { stream: { natsUrl: "http://nats.nats.svc:4222" } }, /natsUrl/],
+    ["a held-bytes budget under 1 MiB", { stream: { maxHeldBytes: 1000 } }, /maxHeldBytes/],
+    ["a held-bytes budget above half the memory limit in stream mode", { stream: { natsUrl: "nats://nats.nats.svc:4222", maxHeldBytes: 300 * 1024 * 1024 } }, /stream\.maxHeldBytes \(314572800\) must be at most half of resources\.limits\.memory \(512Mi\)/],
+    ["a namespace quota of 0 messages", { stream: { namespaceQuota: { messages: 0 } } }, /messages/],
+    ["an age limit past 14 days", { stream: { maxAgeMs: 1_209_600_001 } }, /maxAgeMs/],
     ["an alert duration without a unit", { prometheusRule: { alerts: { breakerOpen: { for: "5" } } } }, /for/],
     ["a success threshold above 1", { prometheusRule: { alerts: { lowSuccessRatio: { threshold: 95 } } } }, /threshold/],
     ["an image pull policy that does not exist", { image: { pullPolicy: "Sometimes" } }, /pullPolicy/],

@@ -13,6 +13,7 @@ import { fileURLToPath } from "node:url";
 import { afterAll, describe, expect, it } from "vitest";
 import { deleteConsumer, ensureConsumer } from "../../src/stream/consumers.js";
 import { STREAM_NAME, StreamUnavailableError } from "../../src/stream/jetstream.js";
+import { namespaceStreamName } from "../../src/stream/layout.js";
 import { decodeMessage, encodeMessage } from "../../src/stream/message.js";
 import { waitFor } from "../helpers/cluster.js";
 import { exec, type ExecResult } from "../helpers/exec.js";
@@ -76,20 +77,21 @@ describe("hookline cluster up --nats (CLI)", () => {
     expect(anonymous).toBeInstanceOf(StreamUnavailableError);
     expect((anonymous as Error).message).toContain("refused the credentials");
 
-    // A real JetStream round trip as the operator's user: stream, consumer, publish (acknowledged), fetch, ack.
+    // A real JetStream round trip as the operator's user: the namespace's stream, consumer, publish (acknowledged), fetch, ack.
+    const SHOP = namespaceStreamName(STREAM_NAME, "shop");
     const conn = await connectStream(url!, { credentials });
     try {
-      await conn.ensureStream();
+      await conn.ensureStream("shop");
       const jsm = await conn.jetstreamManager();
-      const { name } = await ensureConsumer(jsm, STREAM_NAME, { namespace: "shop", name: "acme", uid: "u-1" }, { eventTypes: ["order.*"], maxInFlight: 10, timeoutMs: 10_000 });
+      const { name } = await ensureConsumer(jsm, SHOP, { namespace: "shop", name: "acme", uid: "u-1" }, { eventTypes: ["order.*"], maxInFlight: 10, timeoutMs: 10_000 });
       const ack = await conn.publish(encodeMessage({ id: "evt-1", type: "order.paid", namespace: "shop", timestamp: new Date().toISOString(), data: { order: 1 } }));
-      expect(ack).toMatchObject({ stream: STREAM_NAME, duplicate: false });
-      const m = await (await conn.js.consumers.get(STREAM_NAME, name)).next({ expires: 5_000 });
+      expect(ack).toMatchObject({ stream: SHOP, duplicate: false });
+      const m = await (await conn.js.consumers.get(SHOP, name)).next({ expires: 5_000 });
       expect(m && decodeMessage(m).id).toBe("evt-1");
       expect(await m!.ackAck()).toBe(true);
-      await deleteConsumer(jsm, STREAM_NAME, name);
+      await deleteConsumer(jsm, SHOP, name);
       // Left behind on purpose, unacknowledged, to be found after down and up again.
-      await ensureConsumer(jsm, STREAM_NAME, { namespace: "shop", name: "keeper", uid: "u-2" }, { eventTypes: ["order.*"], maxInFlight: 10, timeoutMs: 10_000 });
+      await ensureConsumer(jsm, SHOP, { namespace: "shop", name: "keeper", uid: "u-2" }, { eventTypes: ["order.*"], maxInFlight: 10, timeoutMs: 10_000 });
     } finally {
       await conn.close();
     }
@@ -138,7 +140,7 @@ describe("hookline cluster up --nats (CLI)", () => {
       try {
         const jsm = await conn.jetstreamManager();
         // The unacknowledged message of the first run survived down and up.
-        const info = await jsm.streams.info(STREAM_NAME);
+        const info = await jsm.streams.info(namespaceStreamName(STREAM_NAME, "shop"));
         expect(info.state.messages).toBe(1);
       } finally {
         await conn.close();

@@ -133,7 +133,7 @@ describe("PromQL passes promtool", () => {
       await writeFile(file, stringify(find(objects, "PrometheusRule").spec));
       const r = await promtool(["check", "rules", file]);
       expect(r.code, r.stdout + r.stderr).toBe(0);
-      expect(r.stdout).toContain("SUCCESS: 9 rules found");
+      expect(r.stdout).toContain("SUCCESS: 11 rules found");
     }
   });
 
@@ -223,6 +223,30 @@ describe("PromQL passes promtool", () => {
           alert_rule_test: [
             { eval_time: "12m", alertname: "HooklineOperatorStalled", exp_alerts: [] },
             { eval_time: "30m", alertname: "HooklineOperatorStalled", exp_alerts: [{ exp_labels: { severity: "critical" } }] },
+          ],
+        },
+        {
+          interval: "1m",
+          input_series: [
+            // Stream mode: flood's stream gains 100 events a minute against a quota of 1,000 (past
+            // 80% from 9m); calm's holds 10 events and a few bytes. Every replica exports the quota.
+            { series: `webhook_stream_namespace_usage{${j},namespace="flood",instance="a",quota="messages"}`, values: "0+100x40" },
+            { series: `webhook_stream_namespace_usage{${j},namespace="calm",instance="a",quota="messages"}`, values: "10x40" },
+            { series: `webhook_stream_namespace_usage{${j},namespace="calm",instance="a",quota="bytes"}`, values: "5000x40" },
+            { series: `webhook_stream_namespace_quota{${j},namespace="hookline",instance="a",quota="messages"}`, values: "1000x40" },
+            { series: `webhook_stream_namespace_quota{${j},namespace="hookline",instance="b",quota="messages"}`, values: "1000x40" },
+            { series: `webhook_stream_namespace_quota{${j},namespace="hookline",instance="a",quota="bytes"}`, values: "1000000x40" },
+            // flood's oldest event was stored at 0 and waits (age limit 20 min: half of it at 10m); calm's are recent.
+            { series: `webhook_stream_oldest_message_timestamp_seconds{${j},namespace="flood",instance="a"}`, values: "0x40" },
+            { series: `webhook_stream_oldest_message_timestamp_seconds{${j},namespace="calm",instance="a"}`, values: "0+60x40" },
+            { series: `webhook_stream_max_age_seconds{${j},namespace="hookline",instance="a"}`, values: "1200x40" },
+            { series: `webhook_stream_max_age_seconds{${j},namespace="hookline",instance="b"}`, values: "1200x40" },
+          ],
+          alert_rule_test: [
+            { eval_time: "12m", alertname: "HooklineStreamQuotaNearlyFull", exp_alerts: [] },
+            { eval_time: "25m", alertname: "HooklineStreamQuotaNearlyFull", exp_alerts: [{ exp_labels: { severity: "warning", namespace: "flood", quota: "messages" } }] },
+            { eval_time: "15m", alertname: "HooklineStreamEventsAging", exp_alerts: [] },
+            { eval_time: "25m", alertname: "HooklineStreamEventsAging", exp_alerts: [{ exp_labels: { severity: "warning", namespace: "flood" } }] },
           ],
         },
       ],

@@ -1,17 +1,22 @@
 // Memory that does not grow with the bytes of pending payloads: the delivery cache keeps a
 // summary of each payload (size, SHA-256), never the payload; an attempt reads it from the API
-// server and drops it. Real API server, real operator (in process, then as a child process
-// whose RSS is read from /proc).
+// server and drops it. In stream mode, what a replica holds of the stream's messages stays
+// within its byte budget (HOOKLINE_STREAM_MAX_HELD_BYTES), whatever maxInFlight says: JetStream
+// keeps the rest. Real API server, real nats-server, real operator (in process, then as a
+// child process whose RSS is read from /proc).
 import { readFileSync } from "node:fs";
 import { KubeConfig } from "@kubernetes/client-node";
 import { afterEach, describe, expect, inject, it } from "vitest";
 import { freePorts } from "../../src/cluster/ports.js";
+import { MESSAGE_ROOM_BYTES } from "../../src/delivery/stream/held-bytes.js";
 import { KubeClient } from "../../src/kube/client.js";
 import { createNamespace, deleteNamespace, kubectlOk, waitFor } from "../helpers/cluster.js";
 import { apply, create, delivery, getObj, subscription } from "../helpers/kube.js";
+import { connectStream, startNats } from "../helpers/nats.js";
 import { startOperator } from "../helpers/operator.js";
 import { sample, spawnOperator, type OperatorProcess } from "../helpers/process.js";
 import { Receiver } from "../helpers/receiver.js";
+import { publishEvent, streamOf, waitForConsumer } from "../helpers/stream.js";
 
 const cleanups: Array<() => Promise<void>> = [];
 afterEach(async () => {
@@ -93,6 +98,75 @@ describe("memory: payloads are not kept in the cache", () => {
     expect(peakGrowthMiB).toBeLessThan(100);
   });
 });
+
+describe("memory: stream mode holds at most its byte budget", () => {
+  it("two slow subscriptions (maxInFlight 1000 each, the default 100 request slots) and 400 events of 250 KiB (200 MiB for them to hold): RSS grows less than 100 MiB, peak included, and both hold a share", { timeout: 300_000 }, async () => {
+    const ns = await namespace("mem-stream");
+    const nats = await startNats("mem");
+    cleanups.push(() => nats.close());
+    const conn = await connectStream(nats.url);
+    cleanups.push(() => conn.close());
+    const jsm = await conn.jetstreamManager();
+    // A slow endpoint: no answer within the test; the request slots stay taken, and every other
+    // message waits for one.
+    const r = await Receiver.start(() => "hang");
+    cleanups.push(() => r.close());
+    const slow = (paused: boolean) => ["slow-a", "slow-b"].map((name) => subscription(ns, name, { url: r.url(`/${name}`), maxInFlight: 1000, timeout: "120s", paused }));
+    await apply(slow(true));
+
+    const [metricsPort, healthPort] = await freePorts(2);
+    const p = await spawnOperator({ name: `mem-stream-${ns}`, namespaces: [ns], metricsPort: metricsPort!, healthPort: healthPort!, env: { LEADER_ELECT: "false", HOOKLINE_NATS_URL: nats.url } });
+    cleanups.push(async () => {
+      p.kill("SIGKILL");
+      await p.exited;
+    });
+    for (const name of ["slow-a", "slow-b"]) {
+      await waitForConsumer(jsm, ns, name);
+      await p.waitForLog((l) => l.msg === "stream consumer started" && l.subscription === `${ns}/${name}`, 30_000, `${name} reading`);
+    }
+    // Paused: the 400 events wait in JetStream, not in the replica.
+    const pad = "x".repeat(250 * 1024);
+    for (let i = 0; i < 400; i += 10) {
+      await Promise.all(Array.from({ length: 10 }, (_, j) => publishEvent(conn, ns, "order.paid", `big-${i + j}`, { seq: i + j, pad })));
+    }
+    const before = memory(p);
+    await apply(slow(false));
+    // Until the replica holds what it will: its held bytes at the budget (all but the headroom
+    // and the room a pull of the largest message needs), no pull open on either consumer, and
+    // every message JetStream handed it received; or, bounded by nothing but maxInFlight, until it
+    // has grown by more than the 100 MiB that fail the test (of 200).
+    await waitFor(
+      async () => {
+        if (memory(p).rss - before.rss > 100 * 1024) return true;
+        const m = await p.metrics();
+        const budget = sample(m, "webhook_stream_held_bytes_budget");
+        const held = sample(m, "webhook_stream_held_bytes");
+        if (budget === 0 || held < budget - Math.max(MESSAGE_ROOM_BYTES, budget / 8) - 2 * MESSAGE_ROOM_BYTES) return false;
+        const infos = await Promise.all(["slow-a", "slow-b"].map(async (name) => jsm.consumers.info(streamOf(ns), (await waitForConsumer(jsm, ns, name)).consumer)));
+        if (infos.some((c) => c.num_waiting > 0)) return false;
+        // Each held message counts twice its size (its bytes and its request body: held-bytes.ts).
+        return held >= infos.reduce((n, c) => n + c.num_ack_pending, 0) * 2 * 250 * 1024;
+      },
+      { description: "the replica holds what it will", timeoutMs: 120_000 },
+    );
+    const after = memory(p);
+    // Neither starved the other of room: each holds messages.
+    for (const name of ["slow-a", "slow-b"]) expect((await jsm.consumers.info(streamOf(ns), (await waitForConsumer(jsm, ns, name)).consumer)).num_ack_pending, name).toBeGreaterThan(0);
+    expect(r.requests.length).toBeGreaterThan(0);
+    const growthMiB = (after.rss - before.rss) / 1024;
+    const peakGrowthMiB = (after.hwm - before.rss) / 1024;
+    console.log(`stream mode: RSS ${(before.rss / 1024).toFixed(1)} MiB before, ${(after.rss / 1024).toFixed(1)} MiB (peak ${(after.hwm / 1024).toFixed(1)}) with 2 x 400 x 250 KiB waiting: growth ${growthMiB.toFixed(1)} MiB, peak growth ${peakGrowthMiB.toFixed(1)} MiB`);
+    expect(growthMiB).toBeLessThan(100);
+    expect(peakGrowthMiB).toBeLessThan(100);
+  });
+});
+
+/** VmRSS and VmHWM (KiB) of an operator process. */
+function memory(p: OperatorProcess): { rss: number; hwm: number } {
+  const status = readFileSync(`/proc/${p.child.pid}/status`, "utf8");
+  const kib = (field: string) => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, "m").exec(status)![1]);
+  return { rss: kib("VmRSS"), hwm: kib("VmHWM") };
+}
 
 /** Starts the operator as a process on `ns`, waits until it has handled `pending` deliveries, reads VmRSS and VmHWM (KiB), stops it. */
 async function measure(ns: string, name: string, pending = 0): Promise<{ rss: number; hwm: number }> {

@@ -8,6 +8,10 @@
 // CR mode: the pools are the work queues (namespaces take turns), the global request slots (a
 // fair share per namespace), the storage budget and the dead-letter cap (evicted only from a
 // namespace over its fair share), and memory (payloads are not cached).
+//
+// Stream mode: the pools are the stream (one per namespace, each with its quota: A's publishes
+// past it are refused, B's are not), the held-bytes budget (a fair share of the bytes a replica
+// holds per subscription), the request slots and memory.
 import { readFileSync } from "node:fs";
 import { KubeConfig } from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
@@ -19,6 +23,8 @@ import { createNamespace, deleteNamespace, kubectl, waitFor } from "../helpers/c
 import { apply, delivery, listObjs, subscription } from "../helpers/kube.js";
 import { spawnOperator, type OperatorProcess } from "../helpers/process.js";
 import { Receiver, type Script } from "../helpers/receiver.js";
+import { createPublisher, StreamQuotaExceededError } from "../../src/index.js";
+import { startNats, type TestNats } from "../helpers/nats.js";
 
 /** B's steady load: events per second, and how many per phase; A sends ten times as many. */
 const B_RATE = 5;
@@ -203,6 +209,119 @@ describe("noisy neighbour, CR mode", () => {
       await waitFor(async () => (await op.metrics()).includes(`webhook_namespace_evictions_total{namespace="${nsA}"`), { description: "evictions in A", timeoutMs: 120_000 });
       const bDead = await listObjs("whdel", nsB, ["--field-selector", "status.phase=DeadLettered"]);
       expect(bDead.map((d) => d.metadata.name).sort()).toEqual(Array.from({ length: B_DEAD_LETTERS }, (_, i) => `b-dead-${i}`).sort());
+    } finally {
+      clearInterval(sampler);
+    }
+    const { hwm } = rssMiB(op.child.pid!);
+    expect(Math.max(peak, hwm), "the operator's RSS (peak)").toBeLessThan(RSS_BUDGET_MIB);
+  }, 600_000);
+});
+
+/** Stream mode: A's namespace quota, low enough that A's flood (held by its paused subscription) goes past it. */
+const A_QUOTA = 1_000;
+const STREAM_BIG = "x".repeat(200 * 1024);
+
+describe("noisy neighbour, stream mode", () => {
+  let nsA: string;
+  let nsB: string;
+  let nats: TestNats;
+  let op: OperatorProcess;
+  const receivers: Receiver[] = [];
+  const publishers: Record<string, Awaited<ReturnType<typeof createPublisher>>> = {};
+  let bOk: Receiver;
+
+  beforeAll(async () => {
+    [nsA, nsB] = await Promise.all([createNamespace("noisy-sa"), createNamespace("quiet-sb")]);
+    nats = await startNats("noisy");
+    const start = async (script: Script) => {
+      const r = await Receiver.start(script);
+      receivers.push(r);
+      return r;
+    };
+    bOk = await start(() => 200);
+    const hang = await start(() => "hang");
+    const slow = await start(() => ({ status: 200, delayMs: 500 }));
+    // Each of A's subscriptions takes one event type, so each event of A goes to one of them.
+    await apply([
+      subscription(nsA, "a-hang", { url: hang.url(), timeout: "30s", maxInFlight: 10, eventTypes: ["hang"] }),
+      subscription(nsA, "a-big", { url: slow.url(), maxInFlight: 10, eventTypes: ["big"] }),
+      subscription(nsA, "a-paused", { url: bOk.url("/a-paused"), paused: true, eventTypes: ["held"] }),
+      subscription(nsB, "b-ok", { url: bOk.url("/b"), maxInFlight: 50 }),
+    ]);
+    for (const ns of [nsA, nsB]) publishers[ns] = await createPublisher({ nats: await nats.publisherUrl(ns) });
+    const [metrics, health] = await freePorts(2);
+    op = await spawnOperator({
+      name: "noisy-stream",
+      namespaces: [nsA, nsB],
+      metricsPort: metrics!,
+      healthPort: health!,
+      env: { LEADER_ELECT: "false", HOOKLINE_NATS_URL: nats.url, HOOKLINE_STREAM_NAMESPACE_MAX_MESSAGES: String(A_QUOTA), NODE_OPTIONS: "--max-old-space-size=384" },
+    });
+    // One event of B through, end to end: B's consumer is made and pulling before B is measured.
+    await waitFor(async () => {
+      await publishers[nsB]!.publish({ namespace: nsB, type: "order.paid", id: `warm-${Date.now()}`, data: 0 });
+      return waitFor(() => bOk.requests.length > 0, { description: "B's first event", timeoutMs: 5_000 }).then(() => true, () => false);
+    }, { description: "B's consumer delivering", timeoutMs: 60_000 });
+    bOk.requests.splice(0);
+  }, 180_000);
+
+  afterAll(async () => {
+    op?.kill("SIGKILL");
+    await op?.exited;
+    for (const p of Object.values(publishers)) await p.close();
+    for (const r of receivers) await r.close();
+    await nats?.close();
+    await Promise.all([nsA && deleteNamespace(nsA), nsB && deleteNamespace(nsB)]);
+  }, 120_000);
+
+  /** B's steady load, published; the latency of each from its acknowledgement (stored in B's stream) to the receiver. */
+  async function bLoad(phase: string): Promise<number[]> {
+    const sentAt = new Map<string, number>();
+    const before = bOk.requests.length;
+    await paced(B_EVENTS, B_RATE, async (i) => {
+      const id = `${phase}-${i}`;
+      await publishers[nsB]!.publish({ namespace: nsB, type: "order.paid", id, data: { i } });
+      sentAt.set(id, Date.now());
+    });
+    await waitFor(() => bOk.requests.slice(before).filter((r) => r.path === "/b" && sentAt.has(r.headers["webhook-id"] as string)).length >= B_EVENTS, { description: `B's ${phase} events at the receiver`, timeoutMs: 120_000 });
+    const latencies: number[] = [];
+    for (const req of bOk.requests.slice(before)) {
+      const t = sentAt.get(req.headers["webhook-id"] as string);
+      if (req.path === "/b" && t !== undefined) latencies.push(req.at - t);
+    }
+    expect(latencies).toHaveLength(B_EVENTS);
+    console.log(`B ${phase} (stream): published -> at the receiver p50 ${p50(latencies)} p99 ${p99(latencies)} ms`);
+    return latencies;
+  }
+
+  it("A floods its stream past its quota, the held bytes and the request slots; B is never refused and keeps its p99 within 2x of B alone, the operator its memory budget", async () => {
+    const alone = await bLoad("alone");
+    let refused = 0;
+    const aPublish = async (type: string, id: string, data: unknown) => {
+      try {
+        await publishers[nsA]!.publish({ namespace: nsA, type, id, data });
+      } catch (err) {
+        if (!(err instanceof StreamQuotaExceededError)) throw err;
+        expect(err.namespace).toBe(nsA);
+        refused++;
+      }
+    };
+    // A hanging endpoint, 200 KiB events to a slow one (they fill held bytes), then ten times
+    // B's rate to a paused subscription and the hanging one: A's stream reaches its quota.
+    await Promise.all([...Array.from({ length: 50 }, (_, i) => aPublish("hang", `hang-${i}`, i)), ...Array.from({ length: 100 }, (_, i) => aPublish("big", `big-${i}`, { pad: STREAM_BIG, i }))]);
+    let peak = 0;
+    const sampler = setInterval(() => (peak = Math.max(peak, rssMiB(op.child.pid!).rss)), 250);
+    try {
+      const aEvents = B_EVENTS * 10;
+      const [flooded] = await Promise.all([bLoad("flood"), paced(aEvents, B_RATE * 10, (i) => aPublish(i % 4 === 1 ? "hang" : "held", `flood-${i}`, i))]);
+      // A publishes one more burst: its stream is at the quota (the paused subscription holds A's events).
+      await Promise.all(Array.from({ length: 50 }, (_, i) => aPublish("held", `more-${i}`, i)));
+      console.log(`stream: B alone p99 ${p99(alone)} ms (p50 ${p50(alone)}); with A flooding p99 ${p99(flooded)} ms (p50 ${p50(flooded)}); A refused ${refused} times; operator RSS peak ${peak.toFixed(0)} MiB`);
+      expect(refused, "A's publishes refused at its quota").toBeGreaterThan(0);
+      expect(p99(flooded), `B's p99 with A flooding vs alone (${p99(alone)} ms)`).toBeLessThanOrEqual(Math.max(2 * p99(alone), p99(alone) + P99_SLACK_MS));
+      expect(p50(flooded), `B's median with A flooding vs alone (${p50(alone)} ms)`).toBeLessThanOrEqual(Math.max(2 * p50(alone), p50(alone) + P50_SLACK_MS));
+      const metrics = await op.metrics();
+      expect(metrics).toMatch(new RegExp(`webhook_stream_held_bytes\\{[^}]*namespace="${nsA}"`));
     } finally {
       clearInterval(sampler);
     }

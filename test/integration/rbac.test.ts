@@ -300,7 +300,6 @@ describe("RBAC of the chart in stream mode without the publish door", () => {
     ns = await createNamespace("rbac-stream");
     nats = await startNats("rbac");
     conn = await connectStream(nats.url);
-    await conn.ensureStream();
     // The chart as a stream-mode install renders it: a NATS URL, publish.enabled left false.
     const { objects } = await render({ release: `rbacs-${randomBytes(3).toString("hex")}`, namespace: ns, setJson: { "stream.natsUrl": nats.url }, showOnly: ["templates/serviceaccount.yaml", "templates/rbac.yaml"] });
     clusterRole = find(objects, "ClusterRole");

@@ -205,7 +205,6 @@ describe("WEBHOOK_DLQ_MAX_ENTRIES in stream mode: fair shares between namespaces
     client = await testClient();
     nats = await startNats("dlq-cap");
     conn = await connectStream(nats.url);
-    await conn.ensureStream();
   });
   afterAll(async () => {
     await op?.stop();

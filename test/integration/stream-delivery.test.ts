@@ -7,14 +7,13 @@ import { Kvm } from "@nats-io/kv";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { MAX_PAYLOAD_BYTES } from "../../src/api/names.js";
 import { deliveryName } from "../../src/publish/naming.js";
-import { listConsumers } from "../../src/stream/consumers.js";
-import { STREAM_NAME, type StreamConnection } from "../../src/stream/jetstream.js";
+import type { StreamConnection } from "../../src/stream/jetstream.js";
 import { createNamespace, deleteNamespace, kubectlOk, waitFor } from "../helpers/cluster.js";
 import { apply, getObj, listObjs, secret, subscription, TEST_SECRET, waitForPhase } from "../helpers/kube.js";
 import { connectStream, startNats, type TestNats } from "../helpers/nats.js";
 import { startOperator, type TestOperator } from "../helpers/operator.js";
 import { Receiver } from "../helpers/receiver.js";
-import { dataBytes, publishEvent, waitForConsumer, waitForDrained } from "../helpers/stream.js";
+import { consumersOf, dataBytes, publishEvent, streamOf, waitForConsumer, waitForDrained } from "../helpers/stream.js";
 
 const fastRetry = (maxAttempts: number) => ({ maxAttempts, initialBackoff: "200ms", multiplier: 2, maxBackoff: "5s", jitterPercent: 0 });
 // Hostile but valid: non-ASCII of every width, control and separator characters.
@@ -38,7 +37,6 @@ describe("stream mode: delivery from JetStream", () => {
   beforeAll(async () => {
     nats = await startNats("delivery");
     conn = await connectStream(nats.url);
-    await conn.ensureStream();
     jsm = await conn.jetstreamManager();
     ns = await createNamespace("stream-delivery");
     await apply(secret(ns, "signing"));
@@ -85,7 +83,7 @@ describe("stream mode: delivery from JetStream", () => {
     expect(globex.requests).toHaveLength(1);
     expect(g!.status!.deadLetter.reason).toBe("Gone");
     expect(g!.spec).toMatchObject({ subscriptionRef: { name: "globex" }, eventType: "order.paid", eventId: "evt-1001", payload: { order: 1001, amount: { currency: "EUR", value: 4200 } } });
-    expect(g!.metadata.annotations?.["hookline.dev/stream-message"]).toBe(`${STREAM_NAME}/${published.seq}`);
+    expect(g!.metadata.annotations?.["hookline.dev/stream-message"]).toBe(`${streamOf(ns)}/${published.seq}`);
     await waitFor(async () => (await getObj("whsub", ns, "globex"))?.status?.health?.state === "Disabled", { description: "globex Disabled" });
     expect((await getObj("whsub", ns, "globex"))!.status!.health.reason).toBe("Gone");
 
@@ -104,7 +102,7 @@ describe("stream mode: delivery from JetStream", () => {
     expect(deadLetters.trim().split("\n").sort()).toEqual([`webhookdelivery.hookline.dev/${deliveryName("evt-1001", "globex")}`, `webhookdelivery.hookline.dev/${deliveryName("evt-1001", "initech")}`]);
     for (const s of ["acme", "globex", "initech"]) await waitForDrained(jsm, ns, s);
     // Interest retention: every subscription acknowledged it, so the stream no longer holds it.
-    await waitFor(async () => (await jsm.streams.info(STREAM_NAME)).state.messages === 0, { description: "the stream emptied" });
+    await waitFor(async () => (await jsm.streams.info(streamOf(ns))).state.messages === 0, { description: "the stream emptied" });
     // The attempts kept for the retries went with the final outcomes.
     // (Listed as the admin: the operator's user reads entries by key and cannot list them.)
     const admin = await connectStream(nats.adminUrl);
@@ -185,7 +183,7 @@ describe("stream mode: delivery from JetStream", () => {
     await canary.waitForRequests(1);
     await waitForDrained(jsm, ns, "canary");
     expect(held.requests).toHaveLength(0);
-    const c = (await listConsumers(jsm, STREAM_NAME)).find((x) => x.namespace === ns && x.name === "held")!;
+    const c = (await consumersOf(jsm, ns)).find((x) => x.name === "held")!;
     expect([c.pending, c.ackPending]).toEqual([5, 0]);
 
     await kubectlOk(["patch", "whsub", "held", "-n", ns, "--type=merge", "-p", '{"spec":{"paused":false}}']);
@@ -221,7 +219,7 @@ describe("stream mode: delivery from JetStream", () => {
     // The first probe failed: Open again. In the whole cooldown before it, none of the four was
     // even fetched (a replica that fetched would have handed them back, no longer undelivered).
     await r.waitForRequests(3);
-    const during = (await listConsumers(jsm, STREAM_NAME)).find((x) => x.namespace === ns && x.name === "flaky")!;
+    const during = (await consumersOf(jsm, ns)).find((x) => x.name === "flaky")!;
     expect(during.pending).toBe(4);
     await r.waitForRequests(8, 20_000);
     await waitForDrained(jsm, ns, "flaky");
@@ -252,7 +250,7 @@ describe("stream mode: delivery from JetStream", () => {
     await waitFor(async () => (await ofGone2()).length === 2, { description: "a second dead letter" });
     const both = await ofGone2();
     const fromStream = both.find((d) => d.metadata.name !== name)!;
-    expect(fromStream.metadata.annotations?.["hookline.dev/stream-message"]).toMatch(new RegExp(`^${STREAM_NAME}/\\d+$`));
+    expect(fromStream.metadata.annotations?.["hookline.dev/stream-message"]).toMatch(new RegExp(`^${streamOf(ns)}/\\d+$`));
     expect(fromStream.spec).toMatchObject({ eventId: "evt-dup", payload: { from: "stream" } });
     expect((await getObj("whdel", ns, name))!.spec).toMatchObject({ payload: { from: "kubectl" } });
     expect(r.requests.map((q) => JSON.parse(q.body).data.from)).toEqual(["kubectl", "stream"]);
@@ -263,12 +261,12 @@ describe("stream mode: delivery from JetStream", () => {
     await apply(subscription(ns, "gone3", { url: r.url(), eventTypes: ["gone3.*"] }));
     await waitForConsumer(jsm, ns, "gone3");
     // What a replica that died right after creating the dead letter leaves: the object, no status.
-    const seq = (await jsm.streams.info(STREAM_NAME)).state.last_seq + 1;
+    const seq = (await jsm.streams.info(streamOf(ns))).state.last_seq + 1;
     const name = deliveryName("evt-crash", "gone3");
     await apply({
       apiVersion: "hookline.dev/v1alpha1",
       kind: "WebhookDelivery",
-      metadata: { name, namespace: ns, annotations: { "hookline.dev/stream-message": `${STREAM_NAME}/${seq}`, "hookline.dev/event-timestamp": "2026-01-01T00:00:00.000Z" } },
+      metadata: { name, namespace: ns, annotations: { "hookline.dev/stream-message": `${streamOf(ns)}/${seq}`, "hookline.dev/event-timestamp": "2026-01-01T00:00:00.000Z" } },
       spec: { subscriptionRef: { name: "gone3" }, eventType: "gone3.x", eventId: "evt-crash", payload: { n: 1 } },
     });
     const published = await publishEvent(conn, ns, "gone3.x", "evt-crash", { n: 1 });

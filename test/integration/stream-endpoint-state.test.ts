@@ -39,7 +39,6 @@ describe("stream mode: the shared endpoint state holds no URL", () => {
   beforeAll(async () => {
     nats = await startNats("endpoint-state");
     conn = await connectStream(nats.adminUrl); // the test looks into the buckets as an admin (the operator may only use them its way)
-    await conn.ensureStream();
     ns = await createNamespace("stream-endpoint-state");
     receiver = await Receiver.start(() => 503);
     op = await startOperator({ namespaces: [ns], statusIntervalMs: 500, env: { HOOKLINE_NATS_URL: nats.url } });

@@ -24,7 +24,6 @@ describe("stream mode: a message whose event id cannot be a header value", () =>
   beforeAll(async () => {
     nats = await startNats("legacy-ids");
     conn = await connectStream(nats.adminUrl); // the test looks into the buckets as an admin (the operator may only use them its way)
-    await conn.ensureStream();
     ns = await createNamespace("stream-legacy-ids");
     receiver = await Receiver.start(() => 200);
     op = await startOperator({ namespaces: [ns], env: { HOOKLINE_NATS_URL: nats.url } });

@@ -2,7 +2,8 @@
 // HTTP door with a JetStream publisher) to a real nats-server: one message per event, returned
 // after JetStream's acknowledgement, read back byte for byte by a JetStream consumer; the same id
 // again within the duplicate window is acknowledged as a duplicate and stored once; bad input,
-// oversize data and an unreachable NATS get the CR path's errors, exit codes and statuses.
+// oversize data and an unreachable NATS get the CR path's errors, exit codes and statuses; a
+// namespace over its stream quota gets a clear error from each door while another publishes.
 import { randomUUID } from "node:crypto";
 import { writeFileSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
@@ -16,17 +17,18 @@ import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { MAX_PAYLOAD_BYTES, MAX_PAYLOAD_DEPTH } from "../../src/api/names.js";
 import { freePorts } from "../../src/cluster/ports.js";
-import { publish as libraryPublish, createPublisher, NatsUrlError, PayloadTooLargeError, PublishInputError, StreamUnavailableError } from "../../src/index.js";
+import { publish as libraryPublish, createPublisher, NatsUrlError, PayloadTooLargeError, PublishInputError, StreamQuotaExceededError, StreamUnavailableError } from "../../src/index.js";
 import { KubeClient } from "../../src/kube/client.js";
 import { closeServer, listen } from "../../src/observability/http-servers.js";
 import { publishServer } from "../../src/publish/server.js";
 import { ensureConsumer } from "../../src/stream/consumers.js";
-import { STREAM_NAME, type StreamConnection } from "../../src/stream/jetstream.js";
+import type { StreamConnection } from "../../src/stream/jetstream.js";
 import { dataText, decodeMessage, type StreamMessage } from "../../src/stream/message.js";
 import { createNamespace, deleteNamespace, waitFor } from "../helpers/cluster.js";
 import { exec } from "../helpers/exec.js";
 import { publisherToken } from "../helpers/kube.js";
 import { connectStream, startNats, type TestNats } from "../helpers/nats.js";
+import { streamOf } from "../helpers/stream.js";
 
 const ROOT = fileURLToPath(new URL("../..", import.meta.url));
 const hookline = (args: string[]) => exec(process.execPath, [join(ROOT, "bin/hookline.js"), ...args], { env: process.env, cwd: ROOT, timeoutMs: 60_000 });
@@ -59,28 +61,29 @@ describe("publishing in stream mode (real nats-server, three doors)", () => {
     });
     return { status: res.status, headers: res.headers, body: (await res.json()) as Record<string, unknown> };
   };
-  const stored = async () => (await jsm.streams.info(STREAM_NAME)).state.messages;
+  const stored = async () => (await jsm.streams.info(streamOf(ns))).state.messages;
   /** The next message of the test's consumer, decoded, and acknowledged. */
   const next = async (): Promise<{ msg: JsMsg; decoded: StreamMessage }> => {
-    const msg = await (await conn.js.consumers.get(STREAM_NAME, consumer)).next({ expires: 5_000 });
+    const msg = await (await conn.js.consumers.get(streamOf(ns), consumer)).next({ expires: 5_000 });
     expect(msg, "a message within 5 s").toBeTruthy();
     await msg!.ackAck();
     return { msg: msg!, decoded: decodeMessage(msg!) };
   };
   const noMore = async () => {
-    await waitFor(async () => (await jsm.consumers.info(STREAM_NAME, consumer)).num_ack_pending === 0, { description: "nothing unacknowledged" });
-    expect((await jsm.consumers.info(STREAM_NAME, consumer)).num_pending).toBe(0);
+    await waitFor(async () => (await jsm.consumers.info(streamOf(ns), consumer)).num_ack_pending === 0, { description: "nothing unacknowledged" });
+    expect((await jsm.consumers.info(streamOf(ns), consumer)).num_pending).toBe(0);
   };
 
   beforeAll(async () => {
     nats = await startNats("publish");
     conn = await connectStream(nats.url);
-    await conn.ensureStream();
     jsm = await conn.jetstreamManager();
     ns = await createNamespace("stream-publish");
+    // As the operator makes it with the namespace's first subscription.
+    await conn.ensureStream(ns);
     publisherUrl = await nats.publisherUrl(ns);
     token = await publisherToken(ns, "publisher");
-    consumer = (await ensureConsumer(jsm, STREAM_NAME, { namespace: ns, name: "everything", uid: randomUUID() }, { eventTypes: undefined, maxInFlight: 100, timeoutMs: 10_000 })).name;
+    consumer = (await ensureConsumer(jsm, streamOf(ns), { namespace: ns, name: "everything", uid: randomUUID() }, { eventTypes: undefined, maxInFlight: 100, timeoutMs: 10_000 })).name;
     const kc = new KubeConfig();
     kc.loadFromFile(inject("kubeconfig"));
     client = await KubeClient.create(kc);
@@ -103,7 +106,7 @@ describe("publishing in stream mode (real nats-server, three doors)", () => {
 
     // Each door's trace context travels in the message headers, normalized as in CR mode.
     const lib = await libraryPublish({ namespace: ns, type: "order.paid", id: "evt-lib", data: HOSTILE }, { nats: publisherUrl, traceContext: { traceparent: "01-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01-future", tracestate: " rojo=1 , ,congo=2" } });
-    expect(lib).toMatchObject({ id: "evt-lib", namespace: ns, type: "order.paid", mode: "stream", stream: STREAM_NAME, result: "published" });
+    expect(lib).toMatchObject({ id: "evt-lib", namespace: ns, type: "order.paid", mode: "stream", stream: streamOf(ns), result: "published" });
     // Returned after the acknowledgement: it is stored at that point, not later.
     expect(await stored()).toBe(before + 1);
 
@@ -167,7 +170,7 @@ describe("publishing in stream mode (real nats-server, three doors)", () => {
     expect(lib).toMatchObject({ result: "duplicate", seq: first.seq });
     const cli = await hookline(["publish", "--nats", publisherUrl, "-n", ns, "-t", "order.paid", "--id", "evt-twice", "-d", '{"n": 1}']);
     expect(cli.code, cli.stderr).toBe(0);
-    expect(cli.stdout).toMatch(/evt-twice\s+HOOKLINE\s+\d+\s+duplicate/);
+    expect(cli.stdout).toMatch(new RegExp(`evt-twice\\s+${streamOf(ns)}\\s+\\d+\\s+duplicate`));
     expect(cli.stderr).toContain("already published within the duplicate window");
     const http = await post({ type: "order.paid", id: "evt-twice", data: { n: 1 } });
     expect(http.status).toBe(202);
@@ -236,5 +239,43 @@ describe("publishing in stream mode (real nats-server, three doors)", () => {
     await waitFor(() => conn.isConnected(), { description: "the door's connection is back", timeoutMs: 20_000 });
     expect((await post({ type: "order.paid", id: "evt-back", data: 1 })).status).toBe(202);
     expect((await next()).decoded.id).toBe("evt-back");
+  });
+
+  it("a namespace over its stream quota: StreamQuotaExceededError, exit 1 and HTTP 429 with Retry-After, each naming the quota; nothing more is stored, and another namespace publishes", async () => {
+    const full = await createNamespace("stream-quota");
+    const other = await connectStream(nats.url, { stream: { namespaceMaxMessages: 2 } });
+    const fullToken = await publisherToken(full, "publisher");
+    // The namespace's producers publish as its publisher user (the operator's user may not: its replies come on its own inbox).
+    const fullUrl = await nats.publisherUrl(full);
+    const door = publishServer({ client, log: pino({ level: "silent" }), ready: () => ({ ready: true }), stream: other, streamQuota: { messages: 2, bytes: 1024 ** 3 } });
+    const doorBase = `http://127.0.0.1:${await listen(door, 0, "127.0.0.1")}`;
+    try {
+      await other.ensureStream(full);
+      await ensureConsumer(jsm, streamOf(full), { namespace: full, name: "slow", uid: randomUUID() }, { eventTypes: undefined, maxInFlight: 10, timeoutMs: 10_000 });
+      for (const id of ["a", "b"]) expect((await libraryPublish({ namespace: full, type: "order.paid", id, data: 1 }, { nats: fullUrl })).result).toBe("published");
+
+      const lib = await libraryPublish({ namespace: full, type: "order.paid", id: "c", data: 1 }, { nats: fullUrl }).catch((e: unknown) => e);
+      expect(lib).toBeInstanceOf(StreamQuotaExceededError);
+      expect(lib).toMatchObject({ namespace: full, stream: streamOf(full), quota: "messages" });
+      const cli = await hookline(["publish", "--nats", fullUrl, "-n", full, "-t", "order.paid", "--id", "c", "-d", "1"]);
+      expect(cli.code).toBe(1);
+      expect(cli.stderr).toContain(`hookline publish: namespace ${full} is over its stream quota of messages (HOOKLINE_STREAM_NAMESPACE_MAX_MESSAGES)`);
+      const res = await fetch(`${doorBase}/v1/namespaces/${full}/events`, { method: "POST", headers: { "content-type": "application/json", authorization: `Bearer ${fullToken}` }, body: JSON.stringify({ type: "order.paid", id: "c", data: 1 }) });
+      expect(res.status).toBe(429);
+      expect(res.headers.get("retry-after")).toBe("10");
+      const body = (await res.json()) as Record<string, unknown>;
+      expect(body).toMatchObject({ namespace: full, stream: streamOf(full), quota: "messages", limit: 2 });
+      expect(String(body.error)).toContain("Publish it again with the same id");
+      expect((await jsm.streams.info(streamOf(full))).state.messages).toBe(2);
+
+      // The test's namespace, through the same door and connection, is not affected.
+      const elsewhere = await fetch(`${doorBase}/v1/namespaces/${ns}/events`, { method: "POST", headers: { "content-type": "application/json", authorization: `Bearer ${token}` }, body: JSON.stringify({ type: "order.paid", id: "evt-other", data: 1 }) });
+      expect(elsewhere.status).toBe(202);
+      expect((await next()).decoded.id).toBe("evt-other");
+    } finally {
+      await closeServer(door);
+      await other.close();
+      await deleteNamespace(full);
+    }
   });
 });

@@ -23,7 +23,6 @@ let jsm: JetStreamManager;
 beforeAll(async () => {
   nats = await startNats("replicas");
   conn = await connectStream(nats.url);
-  await conn.ensureStream();
   jsm = await conn.jetstreamManager();
 });
 afterAll(async () => {

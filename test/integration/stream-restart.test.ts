@@ -24,8 +24,7 @@ describe("stream mode: nats-server restart mid-load", () => {
   beforeAll(async () => {
     nats = await startNats("restart");
     conn = await connectStream(nats.url);
-    await conn.ensureStream();
-    jsm = await conn.jetstreamManager();
+      jsm = await conn.jetstreamManager();
     ns = await createNamespace("stream-restart");
     op = await startOperator({ namespaces: [ns], env: { HOOKLINE_NATS_URL: nats.url } });
     r = await Receiver.start(() => ({ status: 200, delayMs: 50 }));

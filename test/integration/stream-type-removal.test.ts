@@ -9,13 +9,13 @@ import type { JetStreamManager } from "@nats-io/jetstream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { deliveryName } from "../../src/publish/naming.js";
 import { listConsumers } from "../../src/stream/consumers.js";
-import { STREAM_NAME, type StreamConnection } from "../../src/stream/jetstream.js";
+import type { StreamConnection } from "../../src/stream/jetstream.js";
 import { createNamespace, deleteNamespace, kubectlOk, waitFor } from "../helpers/cluster.js";
 import { apply, getObj, listObjs, secret, subscription, waitForPhase } from "../helpers/kube.js";
 import { connectStream, startNats, type TestNats } from "../helpers/nats.js";
 import { startOperator, type TestOperator } from "../helpers/operator.js";
 import { Receiver } from "../helpers/receiver.js";
-import { publishEvent, waitForConsumer, waitForDrained } from "../helpers/stream.js";
+import { publishEvent, streamOf, waitForConsumer, waitForDrained } from "../helpers/stream.js";
 
 describe("stream mode: removing an event type from a subscription", () => {
   let nats: TestNats;
@@ -28,7 +28,6 @@ describe("stream mode: removing an event type from a subscription", () => {
   beforeAll(async () => {
     nats = await startNats("type-removal");
     conn = await connectStream(nats.url);
-    await conn.ensureStream();
     jsm = await conn.jetstreamManager();
     ns = await createNamespace("stream-types");
     rcv = await Receiver.start(() => 200);
@@ -44,8 +43,8 @@ describe("stream mode: removing an event type from a subscription", () => {
   });
 
   const consumerConfig = async () => {
-    const c = (await listConsumers(jsm, STREAM_NAME)).find((x) => x.namespace === ns && x.name === "shop")!;
-    const info = await jsm.consumers.info(STREAM_NAME, c.consumer);
+    const c = (await listConsumers(jsm, streamOf(ns))).find((x) => x.namespace === ns && x.name === "shop")!;
+    const info = await jsm.consumers.info(streamOf(ns), c.consumer);
     return JSON.stringify({ filters: info.config.filter_subjects ?? [info.config.filter_subject], metadata: info.config.metadata });
   };
   const typesSent = () => rcv.requests.map((r) => (JSON.parse(r.body) as { id: string }).id).sort();
@@ -57,7 +56,7 @@ describe("stream mode: removing an event type from a subscription", () => {
     // Waiting in the consumer while the subscription is paused (nothing fetched).
     for (const id of ["r-1", "r-2", "r-3"]) await publishEvent(conn, ns, "order.refunded", id, { refund: id });
     for (const id of ["p-1", "p-2"]) await publishEvent(conn, ns, "order.paid", id, { order: id });
-    await waitFor(async () => (await listConsumers(jsm, STREAM_NAME)).find((c) => c.namespace === ns && c.name === "shop")?.pending === 5, { description: "5 events waiting" });
+    await waitFor(async () => (await listConsumers(jsm, streamOf(ns))).find((c) => c.namespace === ns && c.name === "shop")?.pending === 5, { description: "5 events waiting" });
 
     // order.refunded removed; the leader has acted on it (the consumer changed) before resuming.
     const before = await consumerConfig();
@@ -85,7 +84,7 @@ describe("stream mode: removing an event type from a subscription", () => {
     // Once the removed type's backlog is through, the filter is the new eventTypes only, and the
     // stream (interest retention) keeps nothing for the subscription.
     await waitFor(async () => (await consumerConfig()) === JSON.stringify({ filters: [`hookline.${ns}.order.paid`], metadata: JSON.parse(before).metadata }), { description: "the filter narrowed to order.paid", timeoutMs: 30_000 });
-    await waitFor(async () => (await jsm.streams.info(STREAM_NAME)).state.messages === 0, { description: "the stream emptied" });
+    await waitFor(async () => (await jsm.streams.info(streamOf(ns))).state.messages === 0, { description: "the stream emptied" });
 
     // A dead letter of the removed type replays once the type is listed again.
     await apply(subscription(ns, "shop", { ...spec, paused: false }));

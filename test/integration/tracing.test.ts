@@ -253,8 +253,7 @@ describe("tracing in stream mode: the message's trace context, a span per attemp
     });
     nats = await startNats("tracing");
     conn = await connectStream(nats.url);
-    await conn.ensureStream();
-    const jsm = await conn.jetstreamManager();
+      const jsm = await conn.jetstreamManager();
     ns = await createNamespace("tracing-stream");
     await apply([
       subscription(ns, "flaky", { url: receiver.url("/flaky"), eventTypes: ["order.paid"], retry: quick }),

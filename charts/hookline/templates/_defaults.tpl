@@ -125,7 +125,13 @@ to null), unless their whole block is missing.
       },
       "allowInsecure": false,
       "installation": "",
-      "replicas": 1
+      "replicas": 1,
+      "maxHeldBytes": 33554432,
+      "maxAgeMs": 604800000,
+      "namespaceQuota": {
+        "messages": 1000000,
+        "bytes": 268435456
+      }
     },
     "logLevel": "info",
     "metrics": {
@@ -268,6 +274,18 @@ to null), unless their whole block is missing.
           "enabled": true,
           "threshold": 0.8,
           "for": "15m",
+          "severity": "warning"
+        },
+        "streamQuota": {
+          "enabled": true,
+          "threshold": 0.8,
+          "for": "10m",
+          "severity": "warning"
+        },
+        "streamAge": {
+          "enabled": true,
+          "threshold": 0.5,
+          "for": "10m",
           "severity": "warning"
         },
         "deadLettersEvicted": {

@@ -1,14 +1,16 @@
 // What only the leader does in stream mode: one durable JetStream consumer per subscription,
-// created and updated with it (filter from eventTypes, max_ack_pending from maxInFlight, ack
-// wait from the timeout: src/stream/consumers.ts) and deleted when the subscription is; a
-// periodic sweep of the consumers whose subscription is gone (deleted while no replica led) and
-// of subscriptions whose consumer is missing (removed by hand), which touches only consumers this
-// installation made, and only while the stream is still this installation's;
-// and each consumer's lag (webhook_stream_pending_messages, and status.deliveries.pending of
-// the subscription through `pendingOf`); a consumer still draining a removed event type
-// (stream/type-removal.ts) is looked at again with each lag read, to narrow its filter once through. Keys come from the subscription cache, through a work
-// queue of this term (one worker per key, retries with backoff).
-import type { JetStreamManager } from "@nats-io/jetstream";
+// on its namespace's stream (made first: src/stream/layout.ts), created and updated with it
+// (filter from eventTypes, max_ack_pending from maxInFlight, ack wait from the timeout:
+// src/stream/consumers.ts) and deleted when the subscription is; a periodic sweep of the
+// consumers whose subscription is gone (deleted while no replica led) and of subscriptions whose
+// consumer is missing (removed by hand, or with its stream), which touches only the streams this
+// installation claimed and on them only the consumers it made (HOOKLINE_INSTALLATION); and each
+// consumer's lag (webhook_stream_pending_messages, and status.deliveries.pending of the
+// subscription through `pendingOf`). A consumer still draining a removed event type
+// (stream/type-removal.ts) is looked at again with each lag read, to narrow its filter once
+// through. Keys come from the subscription cache, through a work queue of this term (one worker
+// per key, retries with backoff).
+import { JetStreamApiError, type JetStreamManager } from "@nats-io/jetstream";
 import type { Logger } from "pino";
 import { objectKey, splitKey } from "../../kube/types.js";
 import type { Metrics } from "../../observability/metrics.js";
@@ -16,6 +18,8 @@ import { Controller, TerminalError, type Reconciler, type Result } from "../../r
 import type { LeaderRunnable } from "../../runtime/manager.js";
 import { WorkQueue } from "../../runtime/queue.js";
 import { ConsumerSpecError, deleteConsumer, ensureConsumer, listConsumers, madeBy, orphanedConsumers, type HooklineConsumer, type SubscriptionIdentity } from "../../stream/consumers.js";
+import type { StreamConnection } from "../../stream/jetstream.js";
+import { ownedBy, streamOwner } from "../../stream/layout.js";
 import { SubjectError } from "../../stream/subjects.js";
 import type { Caches } from "../caches.js";
 import type { StreamLink } from "./link.js";
@@ -91,11 +95,11 @@ export class ConsumerSync implements LeaderRunnable, Reconciler {
     // Waiting for NATS (unreachable, refused) is nothing to finish: a stop ends it at once, not after the drain's grace.
     const conn = await this.d.link.connected(AbortSignal.any([signal, this.abort.signal]));
     const jsm = await conn.jetstreamManager();
-    const stream = conn.settings.name;
+    const stream = this.d.link.streamOf(splitKey(key).namespace);
     const sub = this.d.caches.subscription(key);
     if (!sub || sub.metadata.deletionTimestamp || !sub.metadata.uid) {
       const { namespace, name } = splitKey(key);
-      for (const c of await listConsumers(jsm, stream)) if (c.namespace === namespace && c.name === name && madeBy(c, this.d.installation)) await this.remove(jsm, stream, c, "the subscription was deleted");
+      for (const c of await this.ownConsumersOf(jsm, stream)) if (c.namespace === namespace && c.name === name) await this.remove(jsm, stream, c, "the subscription was deleted");
       return;
     }
     // An invalid spec keeps the consumer it had: its events are held until it is fixed.
@@ -103,6 +107,7 @@ export class ConsumerSync implements LeaderRunnable, Reconciler {
     if (!policy) return;
     const identity: SubscriptionIdentity = { namespace: sub.metadata.namespace!, name: sub.metadata.name, uid: sub.metadata.uid };
     try {
+      await this.d.link.ensureStream(identity.namespace, signal);
       const r = await ensureConsumer(jsm, stream, identity, { eventTypes: policy.eventTypes, maxInFlight: policy.maxInFlight, timeoutMs: policy.timeoutMs }, this.d.installation);
       if (r.action !== "unchanged") this.d.log.info({ subscription: key, consumer: r.name, action: r.action }, `stream consumer ${r.action}`);
     } catch (err) {
@@ -120,16 +125,15 @@ export class ConsumerSync implements LeaderRunnable, Reconciler {
   private async sweep(): Promise<void> {
     try {
       const conn = await this.d.link.connected(this.abort.signal);
-      // Still this installation's stream (HOOKLINE_INSTALLATION), as configured: refused otherwise, and nothing deleted.
-      await conn.ensureStream();
       const jsm = await conn.jetstreamManager();
-      const all = await listConsumers(jsm, conn.settings.name);
+      // Only the streams this installation claimed (HOOKLINE_INSTALLATION), and on them only the consumers it made.
+      const all = await this.allConsumers(conn, jsm);
       const live: SubscriptionIdentity[] = [];
       for (const s of this.d.caches.subscriptions.values()) {
         if (s.metadata.uid && !s.metadata.deletionTimestamp) live.push({ namespace: s.metadata.namespace!, name: s.metadata.name, uid: s.metadata.uid });
       }
-      for (const c of orphanedConsumers(all, live, this.d.namespaces, this.d.installation)) await this.remove(jsm, conn.settings.name, c, "its subscription no longer exists");
-      // A consumer removed by hand (nats consumer rm) is made again.
+      for (const c of orphanedConsumers(all, live, this.d.namespaces, this.d.installation)) await this.remove(jsm, this.d.link.streamOf(c.namespace), c, "its subscription no longer exists");
+      // A consumer removed by hand (nats consumer rm), or with its stream, is made again.
       const have = new Set(all.map((c) => `${c.namespace}/${c.name}/${c.uid}`));
       for (const s of live) if (!have.has(`${s.namespace}/${s.name}/${s.uid}`)) this.controller?.queue.add(`${s.namespace}/${s.name}`);
     } catch (err) {
@@ -141,8 +145,8 @@ export class ConsumerSync implements LeaderRunnable, Reconciler {
   private async readLag(): Promise<void> {
     if (!this.d.link.isConnected()) return;
     try {
-      const jsm = await this.jsm(this.abort.signal);
-      const all = await listConsumers(jsm, this.d.link.streamName);
+      const conn = await this.d.link.connected(this.abort.signal);
+      const all = await this.allConsumers(conn, await this.jsm(this.abort.signal));
       for (const c of all) {
         const key = `${c.namespace}/${c.name}`;
         const sub = this.d.caches.subscription(key);
@@ -158,5 +162,34 @@ export class ConsumerSync implements LeaderRunnable, Reconciler {
     } catch (err) {
       if (!this.abort.signal.aborted) this.d.log.debug({ err: (err as Error).message }, "stream mode: consumer lag not read this time");
     }
+  }
+
+  /** This installation's consumers of a namespace's stream: none when the stream does not exist (yet) or another installation claimed it. */
+  private async ownConsumersOf(jsm: JetStreamManager, stream: string): Promise<HooklineConsumer[]> {
+    const info = await ifStreamExists(() => jsm.streams.info(stream));
+    if (!info || !ownedBy(streamOwner(info), this.d.installation)) return [];
+    return ((await ifStreamExists(() => listConsumers(jsm, stream))) ?? []).filter((c) => madeBy(c, this.d.installation));
+  }
+
+  /** This installation's consumers of every namespace stream it claimed (those that have any). */
+  private async allConsumers(conn: StreamConnection, jsm: JetStreamManager): Promise<HooklineConsumer[]> {
+    const out: HooklineConsumer[] = [];
+    for (const ns of await conn.namespaceStreams()) {
+      if (ns.consumers === 0 || !ownedBy(ns.owner, this.d.installation)) continue;
+      out.push(...((await ifStreamExists(() => listConsumers(jsm, ns.stream))) ?? []).filter((c) => madeBy(c, this.d.installation)));
+    }
+    return out;
+  }
+}
+
+const STREAM_NOT_FOUND = 10059;
+
+/** What `read` returns; undefined when the stream does not exist (yet, or any more). */
+async function ifStreamExists<T>(read: () => Promise<T>): Promise<T | undefined> {
+  try {
+    return await read();
+  } catch (err) {
+    if (err instanceof JetStreamApiError && err.code === STREAM_NOT_FOUND) return undefined;
+    throw err;
   }
 }

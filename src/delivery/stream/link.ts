@@ -1,7 +1,10 @@
 // The operator's connection to NATS JetStream in stream mode (HOOKLINE_NATS_URL): connects in
-// the background from the first moment, so CR mode and the probes never wait for NATS; keeps
-// the HOOKLINE stream made (ensureStream); answers readiness; and is the publisher the HTTP door
-// writes to. Everything of stream mode that needs JetStream waits for `connected()`.
+// the background from the first moment, so CR mode and the probes never wait for NATS; checks
+// the layout once (prepare: the one stream of earlier versions, removed when empty, refused
+// while it holds events; any stream another installation claimed, refused); makes the
+// namespaces' streams on demand (ensureStream); answers readiness; and is the publisher the
+// HTTP door writes to, making the namespace's stream when it has none yet. Everything of stream
+// mode that needs JetStream waits for `connected()`.
 //
 // A NATS that lets anyone in is refused (stream/auth.ts): without credentials the link does not
 // connect at all; connected to a server that does not require authentication (at the first
@@ -10,6 +13,7 @@
 import type { Logger } from "pino";
 import { noCredentialsProblem, openServerProblem, type NatsClientAuth } from "../../stream/auth.js";
 import { STREAM_NAME, StreamConnection, StreamUnavailableError, type StreamAck, type StreamSettings } from "../../stream/jetstream.js";
+import { namespaceStreamName } from "../../stream/layout.js";
 import type { OutgoingMessage } from "../../stream/message.js";
 import { OPERATOR_INBOX_PREFIX } from "../../stream/permissions.js";
 import { parseNatsUrl, redactNatsUrl } from "../../stream/url.js";
@@ -97,15 +101,16 @@ export class StreamLink {
     this.conn = conn;
     for (let attempt = 0; !this.abort.signal.aborted; attempt++) {
       try {
-        const { action } = await conn.ensureStream();
-        log.info({ stream: conn.settings.name, action }, "stream mode: JetStream stream ready");
+        const { legacy } = await conn.prepare();
+        if (legacy === "removed") log.info({ stream: conn.settings.name }, "stream mode: the empty stream of an earlier Hookline (one for every namespace) was removed");
+        log.info({ streams: `${conn.settings.name}_<namespace>` }, "stream mode: JetStream ready");
         this.streamReady = true;
         this.resolveReady(conn);
         return;
       } catch (err) {
         const delayMs = Math.min(ENSURE_RETRY_MS.max, ENSURE_RETRY_MS.initial * 2 ** attempt);
         this.streamProblem = (err as Error).message;
-        log.error({ err: (err as Error).message, retryInMs: delayMs }, "stream mode: cannot make the JetStream stream");
+        log.error({ err: (err as Error).message, retryInMs: delayMs }, "stream mode: JetStream cannot be used yet");
         await sleep(delayMs, this.abort.signal);
       }
     }
@@ -144,9 +149,25 @@ export class StreamLink {
     });
   }
 
-  /** The stream's name (HOOKLINE unless configured otherwise). */
-  get streamName(): string {
+  /** The streams' prefix (HOOKLINE unless configured otherwise). */
+  get prefix(): string {
     return this.conn?.settings.name ?? this.o.stream?.name ?? STREAM_NAME;
+  }
+
+  /** The stream of `namespace` (HOOKLINE_<namespace>). */
+  streamOf(namespace: string): string {
+    return namespaceStreamName(this.prefix, namespace);
+  }
+
+  /**
+   * Makes `namespace`'s stream, or brings it to the configured settings (one read when it is as
+   * configured). The leader calls it before each subscription's consumer; the HTTP door when a
+   * namespace has no stream yet.
+   */
+  async ensureStream(namespace: string, signal?: AbortSignal): Promise<void> {
+    const conn = await this.connected(signal);
+    const { action } = await conn.ensureStream(namespace);
+    if (action !== "unchanged") this.o.log.info({ namespace, stream: this.streamOf(namespace), action }, `stream mode: namespace stream ${action}`);
   }
 
   /** Whether NATS is reachable now and the stream is made (readiness). */
@@ -163,10 +184,22 @@ export class StreamLink {
     return `NATS (HOOKLINE_NATS_URL) has no usable JetStream stream yet${this.streamProblem ? `: ${this.streamProblem}` : ""}`;
   }
 
-  /** The publisher of the HTTP door: refuses (503 there) while NATS is not reachable. */
-  publish(message: OutgoingMessage, opts?: { timeoutMs?: number }): Promise<StreamAck> {
-    if (!this.conn || !this.streamReady) return Promise.reject(new StreamUnavailableError("not connected to NATS (HOOKLINE_NATS_URL) yet; publish again shortly: nothing is duplicated", "unreachable"));
-    return this.conn.publish(message, opts);
+  /**
+   * The publisher of the HTTP door: refuses (503 there) while NATS is not reachable; a namespace
+   * without a stream gets it made (the door checked the namespace exists and is served), then
+   * the event is published again, once.
+   */
+  async publish(message: OutgoingMessage, opts?: { timeoutMs?: number }): Promise<StreamAck> {
+    const conn = this.conn;
+    if (!conn || !this.streamReady) throw new StreamUnavailableError("not connected to NATS (HOOKLINE_NATS_URL) yet; publish again shortly: nothing is duplicated", "unreachable");
+    try {
+      return await conn.publish(message, opts);
+    } catch (err) {
+      const target = conn.streamOf(message);
+      if (!(err instanceof StreamUnavailableError && err.reason === "no-stream") || !target) throw err;
+      await this.ensureStream(target.namespace);
+      return conn.publish(message, opts);
+    }
   }
 
   /** Stops connecting, flushes and closes the connection. */

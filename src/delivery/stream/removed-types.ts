@@ -3,7 +3,7 @@
 // subscription's: acknowledged and nothing else), from the bounds the leader records on the
 // consumer (stream/type-removal.ts). The consumer's cached info is used; it is read again, at
 // most once a second, when it knows of no removal matching the message.
-import type { Consumer, JsMsg } from "@nats-io/jetstream";
+import type { Consumer } from "@nats-io/jetstream";
 import { publishedAfterRemoval, readDraining } from "../../stream/type-removal.js";
 
 /** The consumer's info is read again at most this often for a message no recorded removal matches. */
@@ -17,7 +17,7 @@ export class RemovedTypes {
   constructor(private readonly now: () => number) {}
 
   /** "unknown": the consumer's info could not be read (decide later). */
-  async when(consumer: Consumer, msg: JsMsg): Promise<Removal> {
+  async when(consumer: Consumer, msg: { subject: string; seq: number }): Promise<Removal> {
     try {
       let after = publishedAfterRemoval(readDraining((await consumer.info(true)).config.metadata), msg.subject, msg.seq);
       if (after === undefined && this.now() - this.readAt >= REFRESH_MS) {

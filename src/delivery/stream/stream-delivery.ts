@@ -14,6 +14,7 @@ import type { DrainReport } from "../leader-term.js";
 import type { SubscriptionObject } from "../objects.js";
 import { AttemptLog } from "./attempt-log.js";
 import { StreamDeadLetters, type StreamDeadLettersDeps } from "./dead-letters.js";
+import { checkEveryMs, OldestMessages } from "./expiry.js";
 import { parseStreamKey } from "./keys.js";
 import type { StreamLink } from "./link.js";
 import type { SharedEndpoints } from "./shared-endpoints.js";
@@ -21,7 +22,7 @@ import { FETCH_EXPIRES_MS, SubscriptionStream, type StreamWork } from "./subscri
 import { sharedAbortController } from "../../runtime/shared-abort.js";
 import { ReplyBatch } from "../../stream/replies.js";
 
-export interface StreamDeliveryDeps extends Omit<StreamWork, "js" | "streamName" | "attempts" | "deadLetters" | "replies" | "signal">, StreamDeadLettersDeps {
+export interface StreamDeliveryDeps extends Omit<StreamWork, "js" | "nc" | "inboxPrefix" | "prefix" | "oldest" | "attempts" | "deadLetters" | "replies" | "signal">, StreamDeadLettersDeps {
   link: StreamLink;
   shared: SharedEndpoints;
 }
@@ -61,7 +62,8 @@ export class StreamDelivery implements LeaderRunnable {
         const attempts = await AttemptLog.open(conn.js, opts);
         await this.d.shared.open(conn.js, opts);
         if (signal.aborted) return;
-        this.work = { ...this.d, js: conn.js, streamName: conn.settings.name, attempts, deadLetters: new StreamDeadLetters(this.d), replies: this.replies, signal: this.attemptsAbort.signal };
+        const oldest = new OldestMessages(() => conn.jetstreamManager(), checkEveryMs(this.d.maxAgeMs));
+        this.work = { ...this.d, js: conn.js, nc: conn.nc, inboxPrefix: conn.inboxPrefix, prefix: conn.settings.name, oldest, attempts, deadLetters: new StreamDeadLetters(this.d), replies: this.replies, signal: this.attemptsAbort.signal };
         this.sync();
         return;
       } catch (err) {

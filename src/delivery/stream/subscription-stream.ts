@@ -2,19 +2,22 @@
 // while the subscription may be delivered to, and takes each through the same path as a CR-mode
 // delivery: plan() (core/plan.ts: subscription, event type, pause, Secret, attempts left, the
 // endpoint's gates) and the attempt executor. Only two things are stream mode's own: how work
-// arrives (a pull of at most as many messages as the endpoint has free slots; none while the
-// subscription is paused or invalid, or its breaker Open or endpoint Disabled, so the stream
-// holds them) and how an outcome is recorded:
+// arrives (a pull of at most as many messages as the endpoint has free slots and the replica's
+// byte budget has room for (held-bytes.ts); none while the subscription is paused or invalid, or
+// its breaker Open or endpoint Disabled, so the stream holds them, except to dead-letter what is
+// past the age limit: expiry.ts) and how an outcome is recorded:
 //   delivered                      acknowledge
 //   retryable, attempts left       keep the attempts (attempt-log.ts), negative acknowledgement
 //                                  with the delay core/outcome.ts computed (Retry-After honoured)
 //   exhausted, permanent, gone,    a WebhookDelivery in DeadLettered (or Discarded) with the
-//   blocked, type not subscribed   attempt history (dead-letters.ts), then acknowledge
+//   blocked, type not subscribed,  attempt history (dead-letters.ts), then acknowledge
+//   older than the age limit (Expired)
 //   type removed, published after  acknowledge, nothing else (removed-types.ts)
 //   waiting (paused, Secret...)    negative acknowledgement at once; nothing is fetched until it clears
 //   drain                          what is not in flight goes back at once; an attempt cut by
 //                                  the drain timeout is recorded as interrupted and goes back too
-import type { Consumer, JetStreamClient, JsMsg } from "@nats-io/jetstream";
+import type { Consumer, JetStreamClient } from "@nats-io/jetstream";
+import type { NatsConnection } from "@nats-io/transport-node";
 import type { Logger } from "pino";
 import type { Policy } from "../../core/policy.js";
 import { applyAttempt, deadLetter, discard, type AttemptResult, type OutcomeResult } from "../../core/outcome.js";
@@ -34,14 +37,29 @@ import { secretsFor, type Credentials, type ResolvedCredentials } from "../crede
 import type { SecretCache } from "../secrets.js";
 import type { AttemptLog, AttemptRecord } from "./attempt-log.js";
 import type { ReplyBatch } from "../../stream/replies.js";
+import { namespaceStreamName } from "../../stream/layout.js";
 import type { StreamDeadLetters } from "./dead-letters.js";
+import { checkEveryMs, expiredMessage, isExpired, type OldestMessages } from "./expiry.js";
+import { costBytes, LARGEST_MESSAGE_BYTES, messageCost, type HeldAccount, type HeldBudget } from "./held-bytes.js";
+import { pull, type PullResult, type Received } from "./pull.js";
 import { streamKey } from "./keys.js";
 import { RemovedTypes } from "./removed-types.js";
 
 /** What every subscription's stream shares on this replica. */
 export interface StreamWork {
   js: JetStreamClient;
-  streamName: string;
+  /** The connection pulls are sent on (pull.ts), and messages answered on. */
+  nc: NatsConnection;
+  /** The connection's inbox prefix, under which pulled messages arrive (pull.ts). */
+  inboxPrefix: string;
+  /** The streams' prefix: a subscription reads its namespace's stream, <prefix>_<namespace>. */
+  prefix: string;
+  /** HOOKLINE_STREAM_MAX_HELD_BYTES: what this replica's subscriptions hold, together. */
+  budget: HeldBudget;
+  /** HOOKLINE_STREAM_MAX_AGE_MS: a message older than this becomes a dead letter (Expired). */
+  maxAgeMs: number;
+  /** The age of each namespace stream's oldest message, for subscriptions that hold theirs. */
+  oldest: OldestMessages;
   caches: Caches;
   endpoints: EndpointRegistry;
   secrets: SecretCache;
@@ -72,10 +90,17 @@ export interface SubscriptionIdentity {
   consumer: string;
 }
 
+/** What one fetched message takes of the budget (held-bytes.ts messageCost), given back once when it is answered. */
+interface Bytes {
+  size: number;
+  released: boolean;
+}
+
 /** A message this replica holds: fetched, not in an attempt, not answered yet. */
 interface Held {
   key: string;
-  msg: JsMsg;
+  msg: Received;
+  bytes: Bytes;
   id: string;
   type: string;
   timestamp: string;
@@ -108,6 +133,17 @@ const WAIT_RECHECK_MS = 1_000;
 const SECRET_RECHECK_MS = 2_000;
 const RETRY_MS = 1_000;
 const HANDBACK_LOST = "hand-back not sent; it comes again after its ack wait (same webhook-id)";
+/** A pull made only to dead-letter expired messages asks for this many at most (the first one alone). */
+const EXPIRY_BATCH_MAX = 64;
+/**
+ * What a pull asks for in bytes (it reserves their cost of the budget): this much while the
+ * subscription is quiet, so that hundreds of subscriptions can wait for their next event each
+ * with a pull open; twice what the last pull brought when its count ended it; doubled when its
+ * byte limit did, up to PULL_BYTES_MAX; the largest message's size when the next message did
+ * not fit at all.
+ */
+const PULL_BYTES_IDLE = 32 * 1024;
+const PULL_BYTES_MAX = 8 * 1024 * 1024;
 
 /** Held messages reset their ack wait this often (JetStream redelivers after ack wait). */
 const KEEPALIVE_MS = 10_000;
@@ -116,6 +152,15 @@ const RECORD_RETRY_MS = 5_000;
 
 export class SubscriptionStream {
   readonly subKey: string;
+  /** Its namespace's stream (HOOKLINE_<namespace>). */
+  readonly stream: string;
+  private readonly account: HeldAccount;
+  /** When a held subscription's namespace is looked at for expired messages next; the batch of the next such pull. */
+  private expiryAt = 0;
+  private expiryBatch = 1;
+  /** What the next pull asks for in bytes (PULL_BYTES_IDLE, grown while pulls come full); `big`: the next message is larger than the last pull allowed. */
+  private pullBytes = PULL_BYTES_IDLE;
+  private big = false;
   private readonly held = new Map<string, Held>();
   private readonly running = new Set<string>();
   /** Messages asked for in pulls and not arrived yet. */
@@ -142,6 +187,8 @@ export class SubscriptionStream {
     readonly sub: SubscriptionIdentity,
   ) {
     this.subKey = `${sub.namespace}/${sub.name}`;
+    this.stream = namespaceStreamName(w.prefix, sub.namespace);
+    this.account = w.budget.account(sub.namespace, { wake: () => this.wake(), shed: (bytes) => this.shed(bytes) });
     this.now = w.now ?? Date.now;
     this.random = w.random ?? Math.random;
     this.log = w.log.child({ subscription: this.subKey, consumer: sub.consumer });
@@ -192,6 +239,7 @@ export class SubscriptionStream {
     if (this.stopped) return;
     this.stopFetching();
     this.stopped = true;
+    this.account.close();
     this.log.info({ reason, ...this.counts, inFlight: this.running.size }, "stream consumer stopped");
   }
 
@@ -208,8 +256,8 @@ export class SubscriptionStream {
       } else {
         try {
           const g = await this.gate(now);
-          if (typeof g === "number") this.pull(g);
-          else until = g.until;
+          if ("pull" in g) this.pull(g.pull, g.bytes);
+          else until = await this.notPulling(g, now);
         } catch (err) {
           this.log.warn({ err: (err as Error).message }, "stream consumer: cannot decide what to fetch; trying again");
           until = now + RETRY_MS;
@@ -223,7 +271,7 @@ export class SubscriptionStream {
   /** The durable consumer; the leader makes it, so it may not exist for a moment. */
   private async bind(): Promise<void> {
     try {
-      const c = await this.w.js.consumers.get(this.w.streamName, this.sub.consumer);
+      const c = await this.w.js.consumers.get(this.stream, this.sub.consumer);
       if (!this.fetching) return;
       this.consumer = c;
       if (!this.bound) this.log.info("stream consumer started");
@@ -237,22 +285,23 @@ export class SubscriptionStream {
   }
 
   /**
-   * How many messages to pull now, or until when not to. The endpoint's gates are plan()'s own
-   * (core/plan.ts admit), asked without committing anything: a message is admitted for real
-   * when it is planned.
+   * How many messages to pull now, or until when not to (`holds`: the subscription holds its
+   * events, paused or invalid, its Secret missing, its endpoint held back; `budget`: waiting for
+   * the byte budget). The endpoint's gates are plan()'s own (core/plan.ts admit), asked without
+   * committing anything: a message is admitted for real when it is planned.
    */
-  private async gate(now: number): Promise<number | { until?: number }> {
-    if (now < this.holdUntil) return { until: this.holdUntil };
+  private async gate(now: number): Promise<{ pull: number; bytes: number } | { until?: number; holds?: boolean; budget?: boolean }> {
+    if (now < this.holdUntil) return { until: this.holdUntil, holds: true };
     const sub = this.w.caches.subscription(this.subKey);
-    if (!sub || sub.metadata.uid !== this.sub.uid) return {};
+    if (!sub || sub.metadata.uid !== this.sub.uid) return { holds: true };
     const view = this.w.caches.subscriptionView(sub);
-    if (view.kind !== "ok" || view.policy.paused) return {};
+    if (view.kind !== "ok" || view.policy.paused) return { holds: true };
     const policy = view.policy;
     const ep = this.w.endpoints.ensure(this.subKey, this.sub.uid, sub.status, policy, now);
     const a = admit(now, policy, this.w.endpoints.view(ep));
-    if (a.type === "WaitUntil") return { until: a.at };
+    if (a.type === "WaitUntil") return { until: a.at, holds: a.why !== "rate" };
     if (a.type === "Park") return { until: now + PARK_RECHECK_MS };
-    if (a.type !== "Attempt" && a.type !== "DeadLetter") return {};
+    if (a.type !== "Attempt" && a.type !== "DeadLetter") return { holds: true };
     const probe = a.type === "Attempt" && a.probe;
     const busy = ep.inFlight + this.held.size + this.outstanding;
     const want = (probe ? 1 - this.running.size - this.held.size - this.outstanding : policy.maxInFlight - busy);
@@ -260,24 +309,94 @@ export class SubscriptionStream {
     // pull per freed slot: a pull is a request of its own.
     if (want <= 0 || (busy > 0 && want < Math.ceil(policy.maxInFlight / 2))) return {};
     // A Secret missing (signing or credentials): its messages would wait, so none is pulled.
-    if ((await secretsFor(this.w, this.sub.namespace, policy, true)).secret.kind === "missing") return { until: now + SECRET_RECHECK_MS };
-    return want;
+    if ((await secretsFor(this.w, this.sub.namespace, policy, true)).secret.kind === "missing") return { until: now + SECRET_RECHECK_MS, holds: true };
+    // As many bytes as the byte budget has room for.
+    const bytes = this.pullRoom();
+    return bytes > 0 ? { pull: want, bytes } : { budget: true };
   }
 
-  private pull(n: number): void {
-    const consumer = this.consumer!;
+  /** The bytes the next pull may ask for (its cost reserved in the budget), or 0 when the budget has no room for it now. */
+  private pullRoom(): number {
+    const need = this.big ? LARGEST_MESSAGE_BYTES : Math.min(this.pullBytes, PULL_BYTES_IDLE);
+    const room = this.account.room(messageCost(need));
+    return room > 0 ? Math.max(need, Math.min(this.pullBytes, costBytes(room))) : 0;
+  }
+
+  /** What the next pull asks for, from how this one ended. */
+  private adapt(r: PullResult, asked: number): void {
+    // Nothing came because the first message alone is larger than the pull allowed.
+    this.big = r.end === "too-big" && r.got === 0;
+    let next: number;
+    if (this.big) next = Math.max(this.pullBytes, LARGEST_MESSAGE_BYTES);
+    // The byte limit ended it: more room next time.
+    else if (r.end === "too-big") next = this.pullBytes * 2;
+    // The count ended it: room for as much again, with some to spare.
+    else if (r.end === "batch") next = 2 * r.bytes;
+    // It expired: the subscription is quiet; less each time.
+    else next = r.bytes * 2 >= asked ? this.pullBytes : this.pullBytes / 2;
+    this.pullBytes = Math.min(PULL_BYTES_MAX, Math.max(PULL_BYTES_IDLE, Math.ceil(next)));
+  }
+
+  /** Nothing to pull now: until when, unless a held subscription's expired messages are pulled meanwhile. */
+  private async notPulling(g: { until?: number; holds?: boolean; budget?: boolean }, now: number): Promise<number | undefined> {
+    // Waiting for room is waiting: the budget wakes it. Anything else wants none now.
+    if (!g.budget) this.account.rest();
+    if (!g.holds) return g.until;
+    const next = await this.expire(now);
+    return next === undefined || g.until === undefined ? (g.until ?? next) : Math.min(next, g.until);
+  }
+
+  /**
+   * A subscription that holds its events is not pulled, but what it holds past the age limit is
+   * dead-lettered all the same: when the oldest event of its namespace's stream is expired, it
+   * pulls (the first message alone, then batches while every message was expired) and each
+   * message is handled as usual: expired ones become dead letters (step), the others are handed
+   * back as the subscription's state says (paused: at once). Returns when to look next.
+   */
+  private async expire(now: number): Promise<number | undefined> {
+    if (now < this.expiryAt || this.outstanding > 0) return this.outstanding > 0 ? undefined : this.expiryAt;
+    const next = now + checkEveryMs(this.w.maxAgeMs);
+    const oldest = await this.w.oldest.oldest(this.stream);
+    if (oldest === undefined || !isExpired(oldest, now, this.w.maxAgeMs)) {
+      this.expiryAt = next;
+      this.expiryBatch = 1;
+      return next;
+    }
+    const bytes = this.pullRoom();
+    if (bytes === 0) return undefined;
+    this.expiryAt = next;
+    this.pull(this.expiryBatch, bytes, (asked, got, expired) => {
+      // Every message expired: there may be more; look again at once, with a larger batch.
+      const more = got === asked && expired === got;
+      this.expiryBatch = more ? Math.min(EXPIRY_BATCH_MAX, asked * 2) : 1;
+      if (more) this.expiryAt = 0;
+    });
+    return undefined;
+  }
+
+  private pull(n: number, bytes: number, expiry?: (asked: number, got: number, expired: number) => void): void {
     this.outstanding += n;
     this.counts.pulls++;
+    // The cost of what the pull may bring is reserved; each message that arrives takes its own
+    // out of it, the rest goes back when the pull ends.
+    const reserved = messageCost(bytes);
+    this.account.reserve(reserved);
     void (async () => {
       let got = 0;
+      let expired = 0;
+      let taken = 0;
       try {
-        const msgs = await consumer.fetch({ max_messages: n, expires: FETCH_EXPIRES_MS });
-        for await (const m of msgs) {
+        const r = await pull(this.w.nc, this.stream, this.sub.consumer, { inboxPrefix: this.w.inboxPrefix, batch: n, maxBytes: bytes, expiresMs: FETCH_EXPIRES_MS }, (m) => {
           got++;
           this.counts.pulled++;
           this.outstanding--;
-          this.accept(m);
-        }
+          const cost = messageCost(m.size);
+          taken += cost;
+          this.account.arrived(cost);
+          if (expiry && isExpired(m.storedAt, this.now(), this.w.maxAgeMs)) expired++;
+          this.accept(m, { size: cost, released: false });
+        });
+        this.adapt(r, bytes);
         this.pullFailing = false;
       } catch (err) {
         this.retryAt = this.now() + RETRY_MS;
@@ -287,9 +406,35 @@ export class SubscriptionStream {
         this.pullFailing = true;
       } finally {
         this.outstanding -= n - got;
+        this.account.unreserve(Math.max(0, reserved - taken));
+        expiry?.(n, got, expired);
         this.wake();
       }
     })();
+  }
+
+  /** Gives a message's bytes back to the budget, once. */
+  private release(bytes: Bytes): void {
+    if (bytes.released) return;
+    bytes.released = true;
+    this.account.give(bytes.size);
+  }
+
+  /**
+   * The budget asks for room for a subscription below its share: messages held and not started
+   * (parked for a slot, waiting for a token) go back to JetStream, the newest first, until about
+   * `bytes` are freed. Returns what was freed.
+   */
+  private shed(bytes: number): number {
+    let freed = 0;
+    const held = [...this.held.values()].sort((a, b) => b.msg.seq - a.msg.seq);
+    for (const h of held) {
+      if (freed >= bytes) break;
+      freed += h.bytes.size;
+      this.handBack(h, 0);
+    }
+    if (freed > 0) this.log.debug({ freedBytes: freed }, "stream consumer: handed messages back to make room for another subscription (held-bytes budget)");
+    return freed;
   }
 
   private sleep(until: number): Promise<void> {
@@ -322,22 +467,25 @@ export class SubscriptionStream {
 
   // --- one message ------------------------------------------------------------------------
 
-  private accept(msg: JsMsg): void {
+  private accept(msg: Received, bytes: Bytes): void {
     if (!this.fetching) {
       this.reply(msg, "nak", HANDBACK_LOST);
+      this.release(bytes);
       return;
     }
-    this.handle(msg).catch((err: unknown) => {
+    this.handle(msg, bytes).catch((err: unknown) => {
       // Left unanswered: JetStream delivers it again after its ack wait.
-      this.held.delete(streamKey(this.sub.namespace, this.sub.consumer, msg.seq));
+      const key = streamKey(this.sub.namespace, this.sub.consumer, msg.seq);
+      if (this.held.get(key)?.bytes === bytes) this.held.delete(key);
+      this.release(bytes);
       this.log.error({ seq: msg.seq, err: (err as Error).message }, "stream message not handled; it comes again after its ack wait");
     });
   }
 
-  private async handle(msg: JsMsg): Promise<void> {
+  private async handle(msg: Received, bytes: Bytes): Promise<void> {
     const key = streamKey(this.sub.namespace, this.sub.consumer, msg.seq);
     // A copy delivered again while this replica still holds it (its ack wait ran out): ignored.
-    if (this.held.has(key) || this.running.has(key)) return;
+    if (this.held.has(key) || this.running.has(key)) return this.release(bytes);
     let event: StreamMessage | undefined;
     let invalid: string | undefined;
     try {
@@ -348,10 +496,13 @@ export class SubscriptionStream {
       invalid = err.message;
     }
     const head = event ?? readEventHead(msg);
-    if (!head) return this.poison(msg, invalid ?? "unreadable");
-    const h: Held = { key, msg, id: head.id, type: head.type, timestamp: head.timestamp, ...(event ? { event } : {}), ...(invalid ? { invalid } : {}), since: this.now() };
+    if (!head) {
+      this.release(bytes);
+      return this.poison(msg, invalid ?? "unreadable");
+    }
+    const h: Held = { key, msg, bytes, id: head.id, type: head.type, timestamp: head.timestamp, ...(event ? { event } : {}), ...(invalid ? { invalid } : {}), since: this.now() };
     this.held.set(key, h);
-    if (msg.info.deliveryCount > 1) {
+    if (msg.deliveryCount > 1) {
       try {
         const record = await this.w.attempts.get(this.sub.consumer, msg.seq);
         if (record) h.record = record;
@@ -370,6 +521,9 @@ export class SubscriptionStream {
     h.timer = undefined;
     if (this.held.get(h.key) !== h) return;
     if (h.record?.final) return this.finish(h, { status: h.record.status, final: h.record.final });
+    // Past the age limit: a dead letter, whatever the subscription's state (HOOKLINE_STREAM_MAX_AGE_MS).
+    const at = this.now();
+    if (isExpired(h.msg.storedAt, at, this.w.maxAgeMs)) return this.finish(h, deadLetter(h.record?.status, GENERATION, at, "Expired", expiredMessage(h.msg.storedAt, at, this.w.maxAgeMs)));
     const sub = this.w.caches.subscription(this.subKey);
     const own = sub && sub.metadata.uid === this.sub.uid ? sub : undefined;
     const subscription = this.w.caches.subscriptionView(own);
@@ -476,6 +630,7 @@ export class SubscriptionStream {
       }
     } finally {
       this.running.delete(h.key);
+      this.release(h.bytes);
       this.wake();
     }
   }
@@ -517,7 +672,7 @@ export class SubscriptionStream {
           timestamp: h.timestamp,
           payload: h.event ? (JSON.parse(dataText(h.event)) as unknown) : undefined,
           ...(h.event?.traceContext ? { traceContext: h.event.traceContext } : {}),
-          origin: `${this.w.streamName}/${h.msg.seq}`,
+          origin: `${this.stream}/${h.msg.seq}`,
           result: r,
         });
       } catch (err) {
@@ -531,7 +686,7 @@ export class SubscriptionStream {
       this.counts.deadLettered++;
       this.ack(h);
     }
-    if (h.record || h.msg.info.deliveryCount > 1) {
+    if (h.record || h.msg.deliveryCount > 1) {
       await this.w.attempts.delete(this.sub.consumer, h.msg.seq).catch((err: unknown) => this.log.debug({ seq: h.msg.seq, err: (err as Error).message }, "attempts of a finished message not deleted (they expire)"));
     }
   }
@@ -544,11 +699,18 @@ export class SubscriptionStream {
    */
   private ack(h: Held): void {
     this.held.delete(h.key);
+    if (!this.running.has(h.key)) this.release(h.bytes);
     this.reply(h.msg, "ack", "acknowledgement not sent; it will be delivered again (same webhook-id)");
   }
 
   /** An ack, nak (with its delay), working or term, on its way with the others of this turn. */
-  private reply(msg: JsMsg, kind: "ack" | "nak" | "working" | "term", lost: string, delayMs?: number): void {
+  private reply(msg: Received, kind: "ack" | "nak" | "working" | "term", lost: string, delayMs?: number): void {
+    // Handed back for later, it comes back no later than its age limit: held or not, it is then
+    // dead-lettered on time (a breaker's cooldown or a Disabled endpoint's probe may be longer).
+    if (kind === "nak" && delayMs !== undefined) {
+      const left = msg.storedAt + this.w.maxAgeMs - this.now();
+      delayMs = left > 0 ? Math.min(delayMs, Math.ceil(left)) : undefined;
+    }
     this.w.replies.add({
       send: () => {
         if (kind === "nak") msg.nak(delayMs);
@@ -562,6 +724,7 @@ export class SubscriptionStream {
   private handBack(h: Held, delayMs: number): void {
     clearTimeout(h.timer);
     this.held.delete(h.key);
+    if (!this.running.has(h.key)) this.release(h.bytes);
     this.counts.handedBack++;
     this.reply(h.msg, "nak", HANDBACK_LOST, delayMs > 0 ? Math.ceil(delayMs) : undefined);
   }
@@ -572,19 +735,19 @@ export class SubscriptionStream {
    * this subject's namespace (or the operator) can have published it, but what it claims to be
    * cannot be trusted: terminated, not delivered and not recorded as a delivery of anyone's.
    */
-  private reject(msg: JsMsg, err: StreamMessageError): void {
+  private reject(msg: Received, err: StreamMessageError): void {
     this.log.warn({ seq: msg.seq, subject: msg.subject, field: err.field, err: err.message }, "stream message rejected: it does not belong to its subject; terminated, not delivered");
     const sub = this.w.caches.subscription(this.subKey);
-    if (sub) this.w.events.record(subscriptionRef(sub), "Warning", "RejectedStreamMessage", `stream message ${this.w.streamName}/${msg.seq} on ${msg.subject} is not delivered: ${err.message}`);
+    if (sub) this.w.events.record(subscriptionRef(sub), "Warning", "RejectedStreamMessage", `stream message ${this.stream}/${msg.seq} on ${msg.subject} is not delivered: ${err.message}`);
     this.w.metrics.streamRejected.inc({ namespace: this.sub.namespace, reason: err.field === MSG_ID_HEADER ? "msg_id" : "subject" });
     this.reply(msg, "term", "termination not sent; it comes again after its ack wait and is rejected then");
   }
 
   /** Not a Hookline event at all (no id or type to name it by): said, and terminated. */
-  private poison(msg: JsMsg, why: string): void {
+  private poison(msg: Received, why: string): void {
     this.log.warn({ seq: msg.seq, err: why }, "stream message is not a Hookline event; terminated, not delivered");
     const sub = this.w.caches.subscription(this.subKey);
-    if (sub) this.w.events.record(subscriptionRef(sub), "Warning", "InvalidStreamMessage", `stream message ${this.w.streamName}/${msg.seq} is not a Hookline event (${why}); it is not delivered`);
+    if (sub) this.w.events.record(subscriptionRef(sub), "Warning", "InvalidStreamMessage", `stream message ${this.stream}/${msg.seq} is not a Hookline event (${why}); it is not delivered`);
     this.w.metrics.deliveriesFinished.inc({ namespace: this.sub.namespace, subscription: this.sub.name, phase: "Discarded", reason: "InvalidPayload" });
     this.reply(msg, "term", "termination not sent; it comes again after its ack wait and is terminated then");
   }
