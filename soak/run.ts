@@ -1,9 +1,10 @@
 // `npm run soak`: a seeded fault-injection soak (issue 13). Its own control plane, two operator
 // replicas with leader election, two scripted receivers, all real processes; a seeded workload and
 // fault schedule; seven invariants checked over the whole history. Exit 1 on any violation.
-//   npm run soak -- [--seed N] [--duration 30m] [--quick] [--no-faults] [--keep] [--mode stream]
+//   npm run soak -- [--seed N] [--duration 30m] [--quick] [--no-faults] [--keep] [--mode stream [--nats-nodes 3]]
 // --mode stream soaks stream mode instead (soak/stream.ts): events through JetStream, nats-server
-// and operator crashes, its own three invariants.
+// and operator crashes, its own invariants; --nats-nodes 3 on a three-node JetStream cluster
+// with its node faults (soak/lib/nats-faults.ts).
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -57,7 +58,7 @@ for (const sig of ["SIGINT", "SIGTERM"] as const) {
   });
 }
 
-const replayCommand = `npm run soak -- --seed ${args.seed}${args.quick ? " --quick" : ` --duration ${Math.round(args.durationMs / 1000)}s`}${args.faults ? "" : " --no-faults"}${args.mode === "stream" ? " --mode stream" : ""}`;
+const replayCommand = `npm run soak -- --seed ${args.seed}${args.quick ? " --quick" : ` --duration ${Math.round(args.durationMs / 1000)}s`}${args.faults ? "" : " --no-faults"}${args.mode === "stream" ? " --mode stream" : ""}${args.natsNodes > 1 ? ` --nats-nodes ${args.natsNodes}` : ""}`;
 
 async function adminClient(kubeconfig: string): Promise<KubeClient> {
   const kc = new KubeConfig();
@@ -78,7 +79,7 @@ async function apiReady(client: KubeClient, timeoutMs: number): Promise<boolean>
 }
 
 async function main(): Promise<number> {
-  say(`seed ${args.seed}${args.seedGiven ? "" : " (random)"}; ${args.mode === "stream" ? "stream mode, " : ""}${args.quick ? "quick" : "full"} run, ${Math.round(args.durationMs / 1000)} s of workload${args.faults ? " with faults" : ", no faults"}`);
+  say(`seed ${args.seed}${args.seedGiven ? "" : " (random)"}; ${args.mode === "stream" ? `stream mode${args.natsNodes > 1 ? ` on ${args.natsNodes} nats-server nodes` : ""}, ` : ""}${args.quick ? "quick" : "full"} run, ${Math.round(args.durationMs / 1000)} s of workload${args.faults ? " with faults" : ", no faults"}`);
   const rng = new Rng(args.seed);
   const tmp = await mkdtemp(join(tmpdir(), "hookline-soak-"));
   let keep = args.keep;
@@ -113,6 +114,7 @@ async function main(): Promise<number> {
       quick: args.quick,
       faults: args.faults,
       durationMs: args.durationMs,
+      natsNodes: args.natsNodes,
       rng,
       tmp,
       kubeconfig: cp.kubeconfig,

@@ -2,7 +2,7 @@ import { Webhook } from "standardwebhooks";
 import { describe, expect, it } from "vitest";
 import type { HooklineConsumer } from "../src/stream/consumers.js";
 import { Rng } from "./lib/rng.js";
-import { answered2xx, checkStream, STREAM_FAULT_KINDS, streamSchedule } from "./stream.js";
+import { acknowledgedDuring, answered2xx, checkStream, CLUSTER_FAULT_KINDS, duplicatesByFault, DUPLICATE_WINDOW_MS, STREAM_FAULT_KINDS, streamSchedule, type FaultRecord } from "./stream.js";
 
 const event = (id: string, targets: string[], over: Record<string, unknown> = {}) => ({ id, ns: "ns", type: "order.paid", sha: `sha-${id}`, len: 100, kind: "plain", targets, acknowledged: true, publishAttempts: 1, ...over });
 const req = (seq: string, endpoint: string, id: string, over: Record<string, unknown> = {}) => ({ receiver: "r0", seq, endpoint, wid: id, sha: `sha-${id}`, len: 100, utf8: true, status: 200, kind: "ok", fin: "finish", ...over });
@@ -57,5 +57,58 @@ describe("stream soak invariants", () => {
       expect(f.at).toBeLessThan(40_000);
     }
     expect(streamSchedule(new Rng(7), 40_000, true)).toEqual(a);
+  });
+
+  it("a cluster's quick schedule: its four faults once each; longer runs draw the operators' and receivers' faults too", () => {
+    const quick = streamSchedule(new Rng(7), 60_000, true, 3);
+    expect(quick.map((f) => f.kind).sort()).toEqual([...CLUSTER_FAULT_KINDS].sort());
+    const long = streamSchedule(new Rng(7), 30 * 60_000, false, 3);
+    expect(new Set(long.map((f) => f.kind))).toEqual(new Set([...CLUSTER_FAULT_KINDS, "operator-sigkill", "operator-sigterm", "receiver-restart"]));
+    // One server: the kinds as before.
+    expect(streamSchedule(new Rng(7), 40_000, true, 1).map((f) => f.kind).sort()).toEqual([...STREAM_FAULT_KINDS].sort());
+  });
+});
+
+describe("stream soak: faults, what they acknowledged and what they sent twice", () => {
+  const fault = (kind: FaultRecord["kind"], start: number, end: number, affected = 1): FaultRecord => ({ kind, target: "hookline-local-2", start, end, affected });
+  const ok = (seq: string, endpoint: string, id: string, t: number) => req(seq, endpoint, id, { t });
+
+  it("a duplicate counts against the latest fault under way or ended within the window, else against none", () => {
+    const faults = [fault("nats-leader-sigkill", 1_000, 5_000), fault("nats-partition", 20_000, 30_000)];
+    const requests = [
+      // e1: second 2xx after the first fault ended, within DUPLICATE_WINDOW_MS, before the second began.
+      ok("1", "ns.a", "e1", 2_000),
+      ok("2", "ns.a", "e1", 15_000),
+      // e2: second 2xx during the second fault (the first's window still open): the later fault.
+      ok("3", "ns.a", "e2", 19_000),
+      ok("4", "ns.a", "e2", 21_000),
+      // e3: after every window: no fault.
+      ok("5", "ns.a", "e3", 100_000),
+      ok("6", "ns.a", "e3", 30_000 + DUPLICATE_WINDOW_MS + 1),
+      // e4: one 2xx after a 500, not a duplicate; e5 at two subscriptions once each, not a duplicate.
+      req("7", "ns.a", "e4", { t: 2_000, status: 500 }),
+      ok("8", "ns.a", "e4", 3_000),
+      ok("9", "ns.a", "e5", 3_000),
+      ok("10", "ns.b", "e5", 3_000),
+    ];
+    expect(duplicatesByFault(faults, requests)).toEqual({ perFault: [1, 1], none: 1 });
+  });
+
+  it("S4: an event acknowledged during a NATS fault that never reached a subscription; not for other faults' or other times' events", () => {
+    const faults = { records: [fault("nats-leader-sigkill", 1_000, 5_000), fault("operator-sigkill", 10_000, 12_000)], bound: () => 10 };
+    const events = [event("e1", ["ns.a"], { ackedAt: 2_000 }), event("e2", ["ns.a"], { ackedAt: 11_000 }), event("e3", ["ns.a"], { ackedAt: 20_000 }), event("e4", ["ns.a"], { ackedAt: 3_000 })];
+    const got = checkStream(events as any, [req("1", "ns.a", "e4")] as any, [], [drained("a")], new Map(), faults).map((v) => `${v.invariant} ${v.key}`);
+    expect(got.filter((v) => v.startsWith("S4"))).toEqual(["S4 e1"]);
+    expect(got.filter((v) => v.startsWith("S1")).sort()).toEqual(["S1 e1", "S1 e2", "S1 e3"]);
+    expect(acknowledgedDuring(events as any, faults.records[0]!).map((e) => e.id)).toEqual(["e1", "e4"]);
+  });
+
+  it("S5: more events sent twice after a fault than its bound", () => {
+    const records = [fault("nats-rolling-restart", 1_000, 5_000, 3)];
+    const requests = ["e1", "e2", "e3"].flatMap((id, i) => [ok(`${i}a`, "ns.a", id, 2_000), ok(`${i}b`, "ns.a", id, 3_000)]);
+    const events = ["e1", "e2", "e3"].map((id) => event(id, ["ns.a"], { ackedAt: 500 }));
+    const s5 = (bound: number) => checkStream(events as any, requests as any, [], [drained("a")], new Map(), { records, bound: (f) => bound * f.affected }).filter((v) => v.invariant === "S5");
+    expect(s5(1)).toEqual([]);
+    expect(s5(0.5).map((v) => v.message)).toEqual(["3 events delivered twice after it, above the bound of 1.5"]);
   });
 });

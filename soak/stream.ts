@@ -14,8 +14,19 @@
 //   S3 one webhook-id per event: every attempt of an event (found by its body) carries the
 //      event's id as webhook-id with a StandardWebhooks signature that verifies over it, and a
 //      dead letter names the event it is for.
+//   S4 acknowledged during a NATS fault: every publish JetStream acknowledged while a NATS fault was
+//      under way (a leader change, a node down, stopped or cut off) reached its final outcome at
+//      every subscription (a subset of S1, reported on its own: what R3 promises);
+//   S5 duplicates bounded: the events delivered twice (a second 2xx) after a fault number at most
+//      what was out at once (the sum of maxInFlight) for each node or replica the fault took.
 // Delivery is at least once: an event sent twice (an acknowledgement lost with a killed replica
-// or server) is counted, not a violation.
+// or server) is counted per fault, not a violation unless above S5's bound.
+//
+// --nats-nodes 3 (soak/lib/nats-faults.ts): a three-node JetStream cluster, the stream and the
+// buckets at R3, every client given the three URLs, and the cluster's faults instead of the
+// single server's crash: the stream leader's node SIGKILLed (started again after 3-8 s), a
+// follower SIGSTOPped for 10 s, a rolling restart, and a partition of one node for 10-15 s (its
+// routes frozen by soak/lib/route-proxy.ts).
 import { createHash } from "node:crypto";
 import { Webhook } from "standardwebhooks";
 import { existsSync, mkdirSync, readFileSync } from "node:fs";
@@ -24,6 +35,8 @@ import { API_VERSION } from "../src/api/names.js";
 import { webhookBody } from "../src/delivery/payload.js";
 import { ensureNatsServer } from "../src/cluster/build.js";
 import { LocalNatsServer } from "../src/cluster/nats.js";
+import { assignNodePorts, LocalNatsCluster, streamReplicasFor } from "../src/cluster/nats-cluster.js";
+import { freePorts } from "../src/cluster/ports.js";
 import { OPERATOR_INBOX_PREFIX, STREAM_AUTH_POLICY } from "../src/stream/permissions.js";
 import { toRfc3339 } from "../src/core/rfc3339.js";
 import { matchesEventType } from "../src/core/policy.js";
@@ -39,17 +52,47 @@ import { samples, sleep } from "../bench/lib/util.js";
 import { nextBehaviour } from "./lib/behaviour.js";
 import { Operators } from "./lib/operators.js";
 import { payload } from "./lib/payloads.js";
+import { allCurrent, followerSigstop, leaderSigkill, partition, rollingRestart, streamReplicas } from "./lib/nats-faults.js";
 import { ReceiverProcess } from "./lib/receivers.js";
 import type { Rng } from "./lib/rng.js";
+import { RouteProxies } from "./lib/route-proxy.js";
 
-export type StreamFaultKind = "nats-restart" | "operator-sigkill" | "operator-sigterm" | "receiver-restart";
+export type StreamFaultKind = "nats-restart" | "operator-sigkill" | "operator-sigterm" | "receiver-restart" | "nats-leader-sigkill" | "nats-follower-sigstop" | "nats-rolling-restart" | "nats-partition";
+/** One nats-server's faults (and the operators' and receivers'). */
 export const STREAM_FAULT_KINDS: StreamFaultKind[] = ["nats-restart", "operator-sigkill", "operator-sigterm", "receiver-restart"];
+/** A JetStream cluster's faults (--nats-nodes 3). */
+export const CLUSTER_FAULT_KINDS: StreamFaultKind[] = ["nats-leader-sigkill", "nats-follower-sigstop", "nats-rolling-restart", "nats-partition"];
+
+/** The kinds a run draws from: on a cluster, its four (quick) or those and the operators' and receivers' (longer runs). */
+export function faultKinds(nodes: number, quick: boolean): StreamFaultKind[] {
+  if (nodes === 1) return STREAM_FAULT_KINDS;
+  return quick ? CLUSTER_FAULT_KINDS : [...CLUSTER_FAULT_KINDS, "operator-sigkill", "operator-sigterm", "receiver-restart"];
+}
+
+/** How long a follower stays stopped (SIGSTOP) in nats-follower-sigstop. */
+export const SIGSTOP_MS = 10_000;
+/** Duplicates are counted against the fault under way, or ended at most this long before (a lost acknowledgement's message comes again after its ack wait: timeout 2 s + 30 s). */
+export const DUPLICATE_WINDOW_MS = 45_000;
 
 export const STREAM_INVARIANTS: Record<string, string> = {
   S1: "zero loss: every published event reached a 2xx at the receiver or a DeadLettered WebhookDelivery, for every subscription it matches; every consumer drained",
   S2: "byte-exact: every request's body is the event's exactly as published (SHA-256, length, valid UTF-8), sent only to matching subscriptions",
   S3: "one webhook-id per event: every attempt of an event carries the event id as webhook-id, signed (StandardWebhooks) over it; each dead letter names its event",
+  S4: "acknowledged during a NATS fault: every publish acknowledged while a NATS fault was under way (leader change, node down, stopped or cut off) reached its final outcome at every subscription",
+  S5: "duplicates bounded: the events delivered twice after each fault are at most the sum of maxInFlight for each node or replica it took",
 };
+
+/** A fault as it happened. */
+export interface FaultRecord {
+  kind: StreamFaultKind;
+  target: string;
+  start: number;
+  end?: number;
+  /** What was seen (the new leader, how long catching up took). */
+  detail?: string;
+  /** Nodes or replicas it took (a rolling restart: every node). */
+  affected: number;
+}
 
 export interface StreamSoakContext {
   seed: number;
@@ -64,6 +107,8 @@ export interface StreamSoakContext {
   say: (line: string) => void;
   onCleanup: (what: string, run: () => unknown) => void;
   replay: string;
+  /** nats-server nodes: 1, or 3 for a JetStream cluster. */
+  natsNodes?: number;
 }
 
 interface SubPlan {
@@ -84,6 +129,8 @@ interface Published {
   /** Subscriptions (ns.name) it matches. */
   targets: string[];
   acknowledged: boolean;
+  /** When JetStream acknowledged it. */
+  ackedAt?: number;
   publishAttempts: number;
   /** The body as published (for the signature check); absent in unit tests. */
   body?: Buffer;
@@ -92,6 +139,8 @@ interface Published {
 interface Request {
   receiver: string;
   seq: string;
+  /** When the receiver had the whole body. */
+  t?: number;
   endpoint: string;
   wid?: string;
   wts?: string;
@@ -112,11 +161,12 @@ const TYPES = ["order.paid", "order.refunded", "user.created", "invoice.sent"];
 const SECRET = "soak-stream-signing";
 const SIGNING_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 
-/** Stream faults: each kind once in a seeded order (quick, twice the crashes), or a seeded kind every 30-90 s. */
-export function streamSchedule(rng: Rng, durationMs: number, quick: boolean): Array<{ at: number; kind: StreamFaultKind; downMs: number }> {
+/** Stream faults: each kind once in a seeded order (quick), or a seeded kind every 30-90 s; the kinds of faultKinds(nodes). */
+export function streamSchedule(rng: Rng, durationMs: number, quick: boolean, nodes = 1): Array<{ at: number; kind: StreamFaultKind; downMs: number }> {
   const out: Array<{ at: number; kind: StreamFaultKind; downMs: number }> = [];
+  const all = faultKinds(nodes, quick);
   if (quick) {
-    const kinds = [...STREAM_FAULT_KINDS];
+    const kinds = [...all];
     for (let i = kinds.length - 1; i > 0; i--) {
       const j = rng.int(0, i);
       [kinds[i], kinds[j]] = [kinds[j]!, kinds[i]!];
@@ -125,7 +175,7 @@ export function streamSchedule(rng: Rng, durationMs: number, quick: boolean): Ar
     kinds.forEach((k, i) => out.push({ at: 5_000 + Math.round(i * slot + rng.next() * slot * 0.3), kind: k, downMs: rng.int(3_000, 8_000) }));
     return out;
   }
-  for (let at = rng.int(15_000, 40_000); at < durationMs - 20_000; at += rng.int(30_000, 90_000)) out.push({ at, kind: rng.pick(STREAM_FAULT_KINDS), downMs: rng.int(3_000, 8_000) });
+  for (let at = rng.int(15_000, 40_000); at < durationMs - 20_000; at += rng.int(30_000, 90_000)) out.push({ at, kind: rng.pick(all), downMs: rng.int(3_000, 8_000) });
   return out;
 }
 
@@ -190,7 +240,7 @@ export function readRequests(receiver: string, file: string): Request[] {
       if (q) q.fin = r.fin;
       continue;
     }
-    bySeq.set(r.seq, { receiver, seq: r.seq, endpoint: r.endpoint, wid: r.wid, wts: r.wts, wsig: r.wsig, sha: r.sha, len: r.len, utf8: r.utf8 && r.fffd === 0, status: r.status, kind: r.kind });
+    bySeq.set(r.seq, { receiver, seq: r.seq, t: r.t, endpoint: r.endpoint, wid: r.wid, wts: r.wts, wsig: r.wsig, sha: r.sha, len: r.len, utf8: r.utf8 && r.fffd === 0, status: r.status, kind: r.kind });
   }
   return [...bySeq.values()];
 }
@@ -206,13 +256,57 @@ function signed(q: Request, body: Buffer): boolean {
 }
 
 export interface StreamViolation {
-  invariant: "S1" | "S2" | "S3";
+  invariant: "S1" | "S2" | "S3" | "S4" | "S5";
   key: string;
   message: string;
 }
 
-/** The three invariants over the history; pure, for the unit test. */
-export function checkStream(events: Published[], requests: Request[], deadLetters: Array<{ ns: string; sub: string; eventId: string; name: string }>, consumers: HooklineConsumer[], endpointsOf: Map<string, string[]>): StreamViolation[] {
+/** A fault is a NATS fault when it takes nats-server (a node, or the only server) away. */
+export const isNatsFault = (kind: StreamFaultKind): boolean => kind.startsWith("nats-");
+
+/**
+ * The (subscription, event) pairs delivered with a 2xx more than once, each counted against the
+ * fault most recently started that was under way, or had ended at most DUPLICATE_WINDOW_MS
+ * before, when the second 2xx came (`none`: no fault). Pure.
+ */
+export function duplicatesByFault(faults: readonly FaultRecord[], requests: readonly Request[]): { perFault: number[]; none: number } {
+  const times = new Map<string, number[]>();
+  for (const q of requests) {
+    if (!answered2xx(q) || q.t === undefined) continue;
+    const k = `${q.endpoint} ${q.wid}`;
+    times.set(k, [...(times.get(k) ?? []), q.t]);
+  }
+  const perFault = faults.map(() => 0);
+  let none = 0;
+  for (const ts of times.values()) {
+    if (ts.length < 2) continue;
+    const second = [...ts].sort((a, b) => a - b)[1]!;
+    let at = -1;
+    faults.forEach((f, i) => {
+      if (f.start <= second && second <= (f.end ?? Infinity) + DUPLICATE_WINDOW_MS && (at < 0 || f.start >= faults[at]!.start)) at = i;
+    });
+    if (at < 0) none++;
+    else perFault[at]!++;
+  }
+  return { perFault, none };
+}
+
+/** Publishes acknowledged while fault `f` was under way. */
+export const acknowledgedDuring = (events: readonly Published[], f: FaultRecord): Published[] => events.filter((e) => e.ackedAt !== undefined && e.ackedAt >= f.start && e.ackedAt <= (f.end ?? Infinity));
+
+/**
+ * The invariants over the history; pure, for the unit test. With `faults`: S4 (what was
+ * acknowledged during a NATS fault reached its outcome) and S5 (duplicates per fault at most
+ * `bound(f)`).
+ */
+export function checkStream(
+  events: Published[],
+  requests: Request[],
+  deadLetters: Array<{ ns: string; sub: string; eventId: string; name: string }>,
+  consumers: HooklineConsumer[],
+  endpointsOf: Map<string, string[]>,
+  faults?: { records: readonly FaultRecord[]; bound: (f: FaultRecord) => number },
+): StreamViolation[] {
   const v: StreamViolation[] = [];
   const bySha = new Map(events.map((e) => [e.sha, e]));
   const byId = new Map(events.map((e) => [`${e.ns}/${e.id}`, e]));
@@ -243,6 +337,18 @@ export function checkStream(events: Published[], requests: Request[], deadLetter
     for (const t of e.targets) if (!reached.has(`${t} ${e.ns}/${e.id}`)) v.push({ invariant: "S1", key: e.id, message: `no 2xx at the receiver and no dead letter at ${t} (${(endpointsOf.get(`${e.ns}/${e.id}`) ?? []).length} requests seen for it)` });
   }
   for (const c of consumers) if (c.pending !== 0 || c.ackPending !== 0) v.push({ invariant: "S1", key: `${c.namespace}/${c.name}`, message: `consumer not drained: ${c.pending} pending, ${c.ackPending} unacknowledged` });
+  if (!faults) return v;
+  for (const f of faults.records.filter((x) => isNatsFault(x.kind))) {
+    for (const e of acknowledgedDuring(events, f)) {
+      const missing = e.targets.filter((t) => !reached.has(`${t} ${e.ns}/${e.id}`));
+      if (missing.length) v.push({ invariant: "S4", key: e.id, message: `acknowledged during ${f.kind} of ${f.target}, never reached ${missing.join(", ")}` });
+    }
+  }
+  const dup = duplicatesByFault(faults.records, requests);
+  faults.records.forEach((f, i) => {
+    const bound = faults.bound(f);
+    if (dup.perFault[i]! > bound) v.push({ invariant: "S5", key: `${f.kind} ${f.target}`, message: `${dup.perFault[i]} events delivered twice after it, above the bound of ${bound}` });
+  });
   return v;
 }
 
@@ -252,11 +358,29 @@ export async function streamSoak(ctx: StreamSoakContext): Promise<number> {
   const { binary } = await ensureNatsServer({ env: process.env });
   const natsDir = join(ctx.tmp, "nats");
   mkdirSync(natsDir, { recursive: true });
-  const nats = await LocalNatsServer.start({ dir: natsDir, binary, auth: STREAM_AUTH_POLICY });
-  ctx.onCleanup("nats-server", () => nats.close());
-  const conn = await StreamConnection.connect({ url: nats.operatorUrl, source: "soak", name: "hookline soak", inboxPrefix: OPERATOR_INBOX_PREFIX });
+  const nodes = ctx.natsNodes ?? 1;
+  const replicas = streamReplicasFor(nodes);
+  let nats: LocalNatsServer | undefined;
+  let cluster: LocalNatsCluster | undefined;
+  let proxies: RouteProxies | undefined;
+  if (nodes > 1) {
+    // The ports first: the proxy of each route link points at them before any node starts.
+    const ports = assignNodePorts(nodes, await freePorts(nodes * 3));
+    const links = await RouteProxies.start(ports.map((p) => p.cluster));
+    proxies = links;
+    ctx.onCleanup("route proxies", () => links.close());
+    cluster = await LocalNatsCluster.start({ dir: natsDir, binary, nodes, auth: STREAM_AUTH_POLICY, ports, routePort: (from, to) => links.port(from, to), advertise: () => links.sink });
+    const c = cluster;
+    ctx.onCleanup("nats cluster", () => c.close());
+  } else {
+    const n = await LocalNatsServer.start({ dir: natsDir, binary, auth: STREAM_AUTH_POLICY });
+    nats = n;
+    ctx.onCleanup("nats-server", () => n.close());
+  }
+  const operatorUrl = cluster?.operatorUrl ?? nats!.operatorUrl;
+  const conn = await StreamConnection.connect({ url: operatorUrl, source: "soak", name: "hookline soak", inboxPrefix: OPERATOR_INBOX_PREFIX, stream: { replicas } });
   ctx.onCleanup("stream connection", () => conn.close().catch(() => undefined));
-  say(`nats-server ${nats.version} at ${nats.url}`);
+  say(cluster ? `a JetStream cluster of ${nodes} nats-server ${cluster.version} nodes at ${cluster.url}, the namespaces' streams at R${replicas}, routes through proxies` : `nats-server ${nats!.version} at ${nats!.url}`);
 
   const receivers = [0, 1].map((i) => new ReceiverProcess(`r${i}`, join(ctx.tmp, `stream-receiver-${i}.jsonl`), (pid, alive) => (alive ? ctx.watchdog.add(pid) : ctx.watchdog.remove(pid))));
   for (const r of receivers) await r.start();
@@ -274,7 +398,7 @@ export async function streamSoak(ctx: StreamSoakContext): Promise<number> {
   }
   say(`${plans.length} subscriptions: ${plans.map((p) => `${p.ns}/${p.name} [${p.eventTypes.join(",")}]`).join("; ")}`);
 
-  const operators = new Operators(ctx.kubeconfig, ctx.tmp, ctx.watchdog, { HOOKLINE_NATS_URL: nats.operatorUrl });
+  const operators = new Operators(ctx.kubeconfig, ctx.tmp, ctx.watchdog, { HOOKLINE_NATS_URL: operatorUrl, HOOKLINE_STREAM_REPLICAS: String(replicas) });
   ctx.onCleanup("operators", () => operators.stopAll());
   await operators.start();
   if (!(await operators.waitForLeader(client, 60_000))) throw new Error("no operator became leader within 60 s");
@@ -306,6 +430,7 @@ export async function streamSoak(ctx: StreamSoakContext): Promise<number> {
         try {
           await publishToStream(conn, { namespace: ns, type, id, data }, { now: () => t, timeoutMs: 5_000 });
           e.acknowledged = true;
+          e.ackedAt = Date.now();
         } catch {
           if (Date.now() - started > ctx.durationMs + 120_000) return;
           await sleep(delay);
@@ -318,10 +443,10 @@ export async function streamSoak(ctx: StreamSoakContext): Promise<number> {
 
   const brng = rng.fork("stream-behaviour");
   const frng = rng.fork("stream-faults");
-  const planned = ctx.faults ? streamSchedule(frng, ctx.durationMs, ctx.quick) : [];
+  const planned = ctx.faults ? streamSchedule(frng, ctx.durationMs, ctx.quick, nodes) : [];
   say(`fault schedule: ${planned.map((f) => `${f.kind}@${(f.at / 1000).toFixed(0)}s`).join(", ") || "none"}`);
   const endpoints = plans.map((p) => `${p.ns}.${p.name}`);
-  const faults: Array<{ kind: string; target: string; start: number; end?: number }> = [];
+  const faults: FaultRecord[] = [];
   const t0 = Date.now();
   const deadline = t0 + ctx.durationMs;
   const workloadLoop = (async () => {
@@ -343,15 +468,33 @@ export async function streamSoak(ctx: StreamSoakContext): Promise<number> {
       const wait = t0 + f.at - Date.now();
       if (wait > 0) await sleep(wait);
       if (Date.now() > deadline) break;
-      const rec = { kind: f.kind, target: "", start: Date.now() } as (typeof faults)[number];
+      const rec: FaultRecord = { kind: f.kind, target: "", start: Date.now(), affected: 1 };
       faults.push(rec);
+      const natsFault = async (run: Promise<{ target: string; detail: string }>): Promise<void> => {
+        const r = await run;
+        rec.target = r.target;
+        rec.detail = r.detail;
+      };
       switch (f.kind) {
+        case "nats-leader-sigkill":
+          await natsFault(leaderSigkill(cluster!, f.downMs, say));
+          break;
+        case "nats-follower-sigstop":
+          await natsFault(followerSigstop(cluster!, frng, SIGSTOP_MS, say));
+          break;
+        case "nats-rolling-restart":
+          rec.affected = nodes;
+          await natsFault(rollingRestart(cluster!, say));
+          break;
+        case "nats-partition":
+          await natsFault(partition(cluster!, proxies!, frng, f.downMs + 7_000, say));
+          break;
         case "nats-restart":
           rec.target = "nats-server";
           say(`fault: nats-server SIGKILL, restarted on its store after ${f.downMs} ms`);
-          await nats.kill();
+          await nats!.kill();
           await sleep(f.downMs);
-          await nats.restart();
+          await nats!.restart();
           break;
         case "operator-sigkill":
         case "operator-sigterm": {
@@ -386,7 +529,7 @@ export async function streamSoak(ctx: StreamSoakContext): Promise<number> {
         }
       }
       rec.end = Date.now();
-      say(`fault over: ${f.kind} (${((rec.end - rec.start) / 1000).toFixed(1)} s)`);
+      say(`fault over: ${f.kind} (${((rec.end - rec.start) / 1000).toFixed(1)} s)${rec.detail ? `: ${rec.detail}` : ""}`);
     }
   })();
   await Promise.all([workloadLoop, behaviourLoop, faultLoop]);
@@ -417,7 +560,12 @@ export async function streamSoak(ctx: StreamSoakContext): Promise<number> {
   const endpointsOf = new Map<string, string[]>();
   for (const e of events) endpointsOf.set(`${e.ns}/${e.id}`, []);
   for (const q of requests) for (const ns of ["soak-sa", "soak-sb"]) endpointsOf.get(`${ns}/${q.wid}`)?.push(q.endpoint);
-  const violations = checkStream(events, requests, deadLetters, consumers, endpointsOf);
+  // What can be out unacknowledged at once, across the replicas (max_ack_pending = maxInFlight).
+  const outAtOnce = plans.reduce((n, p) => n + Number(p.spec.maxInFlight), 0);
+  const bound = (f: FaultRecord) => outAtOnce * f.affected;
+  const violations = checkStream(events, requests, deadLetters, consumers, endpointsOf, { records: faults, bound });
+  const dup = duplicatesByFault(faults, requests);
+  const finalReplicas = cluster ? await streamReplicas(cluster) : undefined;
 
   const pairs = events.reduce((n, e) => n + e.targets.length, 0);
   const okCount = new Map<string, number>();
@@ -428,7 +576,15 @@ export async function streamSoak(ctx: StreamSoakContext): Promise<number> {
   const out: string[] = [];
   out.push("", `hookline soak, stream mode: seed ${ctx.seed}, ${((Date.now() - started) / 1000).toFixed(0)} s`);
   out.push(`events ${events.length} (${Object.entries(kinds).map(([k, n]) => `${k} ${n}`).join(", ")}), publishes retried ${events.reduce((n, e) => n + e.publishAttempts - 1, 0)}; event × subscription ${pairs}: 2xx at the receiver ${okCount.size}, dead letters ${deadLetters.length}; requests ${requests.length}; delivered twice (at least once) ${sentTwice}`);
-  out.push(`faults ${faults.map((f) => `${f.kind}(${f.target})`).join(", ") || "none"}; operator starts ${operators.starts}`);
+  out.push(`faults ${faults.length || "none"}; operator starts ${operators.starts}; delivered twice outside any fault's window ${dup.none}`);
+  faults.forEach((f, i) => {
+    const acked = acknowledgedDuring(events, f);
+    const lost = violations.filter((x) => x.invariant === "S4" && x.message.includes(`during ${f.kind} of ${f.target},`)).length;
+    out.push(
+      `  ${f.kind} ${f.target} at ${((f.start - t0) / 1000).toFixed(1)} s for ${(((f.end ?? f.start) - f.start) / 1000).toFixed(1)} s${f.detail ? ` (${f.detail})` : ""}: acknowledged during it ${acked.length}${isNatsFault(f.kind) ? (lost ? `, ${lost} never delivered` : ", all delivered") : ""}; delivered twice ${dup.perFault[i]} (bound ${bound(f)})`,
+    );
+  });
+  if (cluster) out.push(`stream at the end: ${finalReplicas ? `leader ${finalReplicas.leader}, followers ${finalReplicas.followers.map((f) => `${f.name} ${f.current ? "current" : `not current (lag ${f.lag})`}`).join(", ")}${allCurrent(finalReplicas, nodes) ? "" : " (not all current)"}` : "no leader answering"}`);
   for (const [k, text] of Object.entries(STREAM_INVARIANTS)) {
     const broken = violations.filter((x) => x.invariant === k);
     out.push(`  ${broken.length ? "BROKEN" : "held  "} ${k}. ${text}${broken.length ? ` (${broken.length} violations)` : ""}`);

@@ -1,5 +1,5 @@
 // Command line of `npm run soak`: --seed N, --duration 30m (s/m/h), --quick, --no-faults, --keep,
-// --mode cr|stream.
+// --mode cr|stream, --nats-nodes 1|3 (stream mode: a JetStream cluster of three).
 import { randomInt } from "node:crypto";
 
 export interface SoakArgs {
@@ -13,6 +13,8 @@ export interface SoakArgs {
   mode: "cr" | "stream";
   /** Whether --seed was given (else it was drawn at random). */
   seedGiven: boolean;
+  /** Stream mode: nats-server nodes (3: a JetStream cluster, the stream at R3, and its faults). */
+  natsNodes: number;
 }
 
 export function parseDuration(text: string): number {
@@ -28,6 +30,7 @@ export function parseArgs(argv: string[]): SoakArgs {
   let faults = true;
   let keep = false;
   let mode: "cr" | "stream" = "cr";
+  let natsNodes = 1;
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]!;
     const value = (): string => {
@@ -49,8 +52,15 @@ export function parseArgs(argv: string[]): SoakArgs {
       const v = a === "--mode" ? value() : a.slice(7);
       if (v !== "cr" && v !== "stream") throw new Error(`--mode ${v}: expected cr or stream`);
       mode = v;
-    } else throw new Error(`unknown option ${a} (options: --seed N, --duration 30m, --quick, --no-faults, --keep, --mode cr|stream)`);
+    } else if (a === "--nats-nodes" || a.startsWith("--nats-nodes=")) {
+      const v = a === "--nats-nodes" ? value() : a.slice(13);
+      if (v !== "1" && v !== "3") throw new Error(`--nats-nodes ${v}: expected 1 or 3`);
+      natsNodes = Number(v);
+    } else throw new Error(`unknown option ${a} (options: --seed N, --duration 30m, --quick, --no-faults, --keep, --mode cr|stream, --nats-nodes 1|3)`);
   }
+  if (natsNodes !== 1 && mode !== "stream") throw new Error("--nats-nodes is an option of --mode stream");
   const seedGiven = seed !== undefined;
-  return { seed: seed ?? randomInt(0, 0xffffffff), durationMs: duration ?? (quick ? (mode === "stream" ? 40_000 : 110_000) : 30 * 60_000), quick, faults, keep, mode, seedGiven };
+  // Quick: 40 s of stream workload, 60 s on a cluster (its four faults take longer).
+  const quickMs = mode === "stream" ? (natsNodes > 1 ? 60_000 : 40_000) : 110_000;
+  return { seed: seed ?? randomInt(0, 0xffffffff), durationMs: duration ?? (quick ? quickMs : 30 * 60_000), quick, faults, keep, mode, seedGiven, natsNodes };
 }

@@ -1,9 +1,11 @@
 // `hookline cluster up|down`: a local etcd + kube-apiserver + kube-controller-manager, and with
-// --nats a nats-server with JetStream beside it (stream mode), which lets in only its users: the
-// operator's, and the publishers `hookline cluster nats-publisher NAMESPACE...` makes.
+// --nats a nats-server with JetStream beside it (stream mode; --nats-nodes 3: a JetStream cluster
+// of three), which lets in only its users: the operator's, and the publishers `hookline cluster
+// nats-publisher NAMESPACE...` makes.
 import { resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { ensureBinaries, ensureNatsServer } from "../cluster/build.js";
+import { NATS_NODE_COUNTS } from "../cluster/nats-cluster.js";
 import { addNatsPublisherBeside, runningControlPlane, startControlPlane, startNatsBeside, stopControlPlane } from "../cluster/control-plane.js";
 import { STREAM_AUTH_POLICY } from "../stream/permissions.js";
 import type { ControlPlaneInfo, ControlPlanePorts } from "../cluster/control-plane.js";
@@ -11,7 +13,7 @@ import { UsageError } from "./exit-codes.js";
 
 const DEFAULT_DIR = ".hookline/cluster";
 
-const USAGE = `usage: hookline cluster up [--dir DIR] [--nats]
+const USAGE = `usage: hookline cluster up [--dir DIR] [--nats [--nats-nodes N]]
        hookline cluster down [--dir DIR]
        hookline cluster nats-publisher [--dir DIR] NAMESPACE...
 
@@ -30,6 +32,12 @@ options:
               URL and the operator's user and password file (HOOKLINE_NATS_URL,
               HOOKLINE_NATS_USER, HOOKLINE_NATS_PASSWORD_FILE). With a control plane already
               running, starts only nats-server beside it.
+  --nats-nodes N
+              with --nats: a JetStream cluster of N nodes (1, 3 or 5; default 1, or what DIR
+              ran before), each with its own ports and store (DIR/nats-<i>), routes to the
+              others and the same users; HOOKLINE_NATS_URL lists every node (clients fail
+              over) and HOOKLINE_STREAM_REPLICAS is 3 (the stream and its buckets at R3).
+              Nodes that stopped are started again by up.
 `;
 
 const err = (line: string): boolean => process.stderr.write(`${line}\n`);
@@ -47,11 +55,14 @@ function printInfo(info: ControlPlaneInfo, dir: string, headline: string): void 
   out(`${headline}: kube-apiserver ${info.version} at ${info.server} (etcd ${info.etcdVersion})`);
   out(`kubeconfig:              ${info.kubeconfig}`);
   out(`unprivileged kubeconfig: ${info.unprivilegedKubeconfig}`);
-  if (info.natsUrl) out(`nats-server:             ${info.natsUrl} (JetStream, nats-server ${info.natsVersion ?? "unknown"})`);
+  const nodes = info.natsNodes ?? 1;
+  if (info.natsUrl && nodes > 1) out(`nats-server:             ${info.natsUrl} (JetStream cluster of ${nodes} nodes, nats-server ${info.natsVersion ?? "unknown"})`);
+  else if (info.natsUrl) out(`nats-server:             ${info.natsUrl} (JetStream, nats-server ${info.natsVersion ?? "unknown"})`);
   out(`logs:                    ${resolve(dir, "logs")}`);
   out("");
   out(`export KUBECONFIG=${info.kubeconfig}`);
   if (info.natsUrl) out(`export HOOKLINE_NATS_URL=${info.natsUrl}`);
+  if (info.natsUrl && info.natsStreamReplicas !== undefined) out(`export HOOKLINE_STREAM_REPLICAS=${info.natsStreamReplicas}`);
   if (info.natsUser && info.natsPasswordFile) {
     out(`export HOOKLINE_NATS_USER=${info.natsUser}`);
     out(`export HOOKLINE_NATS_PASSWORD_FILE=${info.natsPasswordFile}`);
@@ -62,8 +73,21 @@ function printInfo(info: ControlPlaneInfo, dir: string, headline: string): void 
   out(`stop it with: hookline cluster down --dir ${dir}`);
 }
 
-async function up(dir: string, ports: ControlPlanePorts, attachToPid: number | undefined, withNats: boolean): Promise<number> {
+/** --nats-nodes N: 1, 3 or 5, with --nats only (cluster up, dev). */
+export function parseNatsNodes(value: string | undefined, withNats: boolean | undefined): number | undefined {
+  if (value === undefined) return undefined;
+  if (!withNats) throw new UsageError("--nats-nodes is an option of --nats (a JetStream cluster of N nodes)");
+  const n = Number(value);
+  if (!NATS_NODE_COUNTS.includes(n)) throw new UsageError(`--nats-nodes must be ${NATS_NODE_COUNTS.join(", ").replace(/, (\d+)$/, " or $1")} (an odd number: a majority of the nodes must be up), got "${value}"`);
+  return n;
+}
+
+async function up(dir: string, ports: ControlPlanePorts, attachToPid: number | undefined, withNats: boolean, natsNodes: number | undefined): Promise<number> {
   const running = runningControlPlane(dir);
+  if (running?.natsUrl && natsNodes !== undefined && natsNodes !== running.natsNodes) {
+    err(`hookline cluster up: the local NATS in ${resolve(dir)} runs ${running.natsNodes} node(s), not ${natsNodes}: stop it first with hookline cluster down --dir ${dir}`);
+    return 1;
+  }
   if (running && (!withNats || running.natsUrl)) {
     printInfo(running, dir, "already running");
     return 0;
@@ -71,7 +95,7 @@ async function up(dir: string, ports: ControlPlanePorts, attachToPid: number | u
   const t0 = Date.now();
   const nats = withNats ? await ensureNatsServer({ env: process.env, onProgress: (line) => err(line) }) : undefined;
   if (running && nats) {
-    const info = await startNatsBeside(dir, { binary: nats.binary, env: process.env, auth: STREAM_AUTH_POLICY });
+    const info = await startNatsBeside(dir, { binary: nats.binary, env: process.env, auth: STREAM_AUTH_POLICY, ...(natsNodes !== undefined ? { nodes: natsNodes } : {}) });
     printInfo(info, dir, `nats-server started beside the running control plane in ${((Date.now() - t0) / 1000).toFixed(1)}s`);
     return 0;
   }
@@ -96,7 +120,7 @@ async function up(dir: string, ports: ControlPlanePorts, attachToPid: number | u
       ports,
       attachToPid,
       env: process.env,
-      ...(nats ? { nats: { binary: nats.binary, auth: STREAM_AUTH_POLICY } } : {}),
+      ...(nats ? { nats: { binary: nats.binary, auth: STREAM_AUTH_POLICY, ...(natsNodes !== undefined ? { nodes: natsNodes } : {}) } } : {}),
       onProgress: (line) => err(`[cluster] ${line}`),
     });
     printInfo(info, dir, `control plane ready in ${((Date.now() - t0) / 1000).toFixed(1)}s`);
@@ -112,7 +136,7 @@ async function natsPublisher(values: { dir: string; nats: boolean } & Record<str
   const dir = values.dir;
   if (namespaces.length === 0) throw new UsageError("nats-publisher needs one or more namespaces");
   if (!dir) throw new UsageError("--dir must not be empty");
-  const upOnly = ["apiserver-port", "etcd-port", "etcd-peer-port", "attach-to-pid"].filter((k) => values[k] !== undefined);
+  const upOnly = ["apiserver-port", "etcd-port", "etcd-peer-port", "attach-to-pid", "nats-nodes"].filter((k) => values[k] !== undefined);
   if (values.nats || upOnly.length) throw new UsageError("nats-publisher takes --dir and namespaces only");
   try {
     STREAM_AUTH_POLICY.publisher(namespaces);
@@ -137,6 +161,7 @@ export async function clusterCommand(args: string[]): Promise<number> {
     options: {
       dir: { type: "string", default: DEFAULT_DIR },
       nats: { type: "boolean", default: false },
+      "nats-nodes": { type: "string" },
       help: { type: "boolean", short: "h" },
       // Hidden: fixed ports (tests, or a stable URL). Free ports are picked otherwise.
       "apiserver-port": { type: "string" },
@@ -159,6 +184,7 @@ export async function clusterCommand(args: string[]): Promise<number> {
   // resolve("") is the working directory: a control plane must not land there by mistake.
   if (!dir) throw new UsageError("--dir must not be empty");
   if (values.nats && sub !== "up") throw new UsageError("--nats is an option of cluster up (cluster down stops nats-server too)");
+  const natsNodes = parseNatsNodes(values["nats-nodes"], values.nats);
   const ports: ControlPlanePorts = {
     apiserver: parsePort("apiserver-port", values["apiserver-port"]),
     etcd: parsePort("etcd-port", values["etcd-port"]),
@@ -179,7 +205,7 @@ export async function clusterCommand(args: string[]): Promise<number> {
       out(`control plane in ${resolve(dir)} stopped`);
       return 0;
     }
-    return await up(dir, ports, attachToPid, values.nats);
+    return await up(dir, ports, attachToPid, values.nats, natsNodes);
   } catch (e) {
     err(`hookline cluster ${sub}: ${e instanceof Error ? e.message : String(e)}`);
     return 1;

@@ -9,11 +9,11 @@ import { EXIT, usageMessage } from "./exit-codes.js";
 export const COMMANDS = [
   { usage: "operator [--kubeconfig PATH] [--leader-elect=false]", what: "run the controller against the current kubeconfig (in-cluster in a pod)" },
   {
-    usage: "dev [--dir DIR] [--keep-cluster] [--nats]",
-    what: "cluster up + CRDs + operator in DIR (default .hookline/dev), for a first run with no cluster; Ctrl-C stops both (--keep-cluster: the control plane stays up; --nats: with nats-server, stream mode)",
+    usage: "dev [--dir DIR] [--keep-cluster] [--nats [--nats-nodes N]]",
+    what: "cluster up + CRDs + operator in DIR (default .hookline/dev), for a first run with no cluster; Ctrl-C stops both (--keep-cluster: the control plane stays up; --nats: with nats-server, stream mode; --nats-nodes 3: a JetStream cluster of three, the stream at R3)",
   },
-  { usage: "cluster up [--dir DIR] [--nats]", what: "start a local etcd + kube-apiserver + kube-controller-manager in DIR (default .hookline/cluster) in the background (--nats: and nats-server with JetStream, which lets in only its users: the operator's, and publishers)" },
-  { usage: "cluster down [--dir DIR]", what: "stop what cluster up started in DIR, nats-server too (the data is kept)" },
+  { usage: "cluster up [--dir DIR] [--nats [--nats-nodes N]]", what: "start a local etcd + kube-apiserver + kube-controller-manager in DIR (default .hookline/cluster) in the background (--nats: and nats-server with JetStream, which lets in only its users: the operator's, and publishers; --nats-nodes 3: a JetStream cluster of three nodes, the stream at R3)" },
+  { usage: "cluster down [--dir DIR]", what: "stop what cluster up started in DIR, nats-server too (every node; the data is kept)" },
   { usage: "cluster nats-publisher [--dir DIR] NAMESPACE...", what: "print the URL of a NATS user of cluster up --nats that may publish the events of these namespaces and nothing else (for publish --nats)" },
   {
     usage: "publish -n NS -t TYPE [--id ID] -d JSON|@FILE|@- [--traceparent TP [--tracestate TS]] [--kubeconfig PATH] [--context NAME] [-o table|json|yaml] [--nats URL]",

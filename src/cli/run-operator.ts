@@ -8,6 +8,7 @@ import { ensureBinaries, ensureNatsServer } from "../cluster/build.js";
 import { runningControlPlane, startControlPlane, startNatsBeside, stopControlPlane, stopNatsBeside, type ControlPlaneInfo } from "../cluster/control-plane.js";
 import { ConfigError, loadConfig, type Config } from "../config/config.js";
 import { KubeClient } from "../kube/client.js";
+import { parseNatsNodes } from "./cluster.js";
 import { installCrds } from "./crds.js";
 import { EXIT, UsageError } from "./exit-codes.js";
 import { Operator } from "./operator.js";
@@ -94,7 +95,7 @@ export async function operatorCommand(args: string[]): Promise<number> {
 /** The publish door's port under `hookline dev` unless PUBLISH_PORT says otherwise (empty: off). */
 export const DEV_PUBLISH_PORT = "8090";
 
-const DEV_USAGE = `usage: hookline dev [--dir DIR] [--keep-cluster] [--nats]
+const DEV_USAGE = `usage: hookline dev [--dir DIR] [--keep-cluster] [--nats [--nats-nodes N]]
 
 A first run with no cluster at all: starts a local etcd + kube-apiserver (built once from Go
 modules), installs the CRDs and runs the operator against it, with loopback addresses allowed
@@ -109,16 +110,33 @@ A control plane already running in DIR (hookline cluster up --dir DIR) is used a
                    lets in only its users, and run the operator with HOOKLINE_NATS_URL set to it
                    and its own NATS user (stream mode); publishers: hookline cluster
                    nats-publisher --dir DIR NAMESPACE
+  --nats-nodes N   with --nats: a JetStream cluster of N nodes (1, 3 or 5), the operator given
+                   every node's URL and HOOKLINE_STREAM_REPLICAS=3 (the stream at R3)
 `;
 
+/** The operator's config for the local NATS of `info` (its URL list, user and replicas), said on stderr. */
+function natsConfig(info: ControlPlaneInfo & { natsUrl: string }, env: NodeJS.ProcessEnv, dir: string, say: (line: string) => void): Config | number {
+  if (process.env.HOOKLINE_NATS_URL && process.env.HOOKLINE_NATS_URL !== info.natsUrl) say(`--nats: using the local ${info.natsUrl}, not HOOKLINE_NATS_URL=${process.env.HOOKLINE_NATS_URL}`);
+  const auth = info.natsUser && info.natsPasswordFile ? { HOOKLINE_NATS_USER: info.natsUser, HOOKLINE_NATS_PASSWORD_FILE: info.natsPasswordFile } : {};
+  // A cluster's stream and buckets at its replicas (R3), as production runs them.
+  const replicas = info.natsStreamReplicas !== undefined ? { HOOKLINE_STREAM_REPLICAS: String(info.natsStreamReplicas) } : {};
+  const config = configFrom({ ...env, HOOKLINE_NATS_URL: info.natsUrl, ...auth, ...replicas }, undefined);
+  if (typeof config === "number") return config;
+  const cluster = (info.natsNodes ?? 1) > 1 ? ` (a cluster of ${info.natsNodes} nodes; HOOKLINE_STREAM_REPLICAS=${info.natsStreamReplicas})` : "";
+  say(`nats-server ${info.natsVersion ?? ""} with JetStream at ${info.natsUrl}${cluster}; the operator runs with HOOKLINE_NATS_URL=${info.natsUrl} as NATS user ${info.natsUser ?? "(none)"}`);
+  say(`publish to it:     hookline publish --nats "$(hookline cluster nats-publisher --dir ${dir} shop)" -n shop -t order.paid -d '{"order": 1}'`);
+  return config;
+}
+
 export async function devCommand(args: string[]): Promise<number> {
-  const { values } = parseArgs({ args, options: { dir: { type: "string" }, "keep-cluster": { type: "boolean" }, nats: { type: "boolean" }, help: { type: "boolean", short: "h" } }, allowPositionals: false });
+  const { values } = parseArgs({ args, options: { dir: { type: "string" }, "keep-cluster": { type: "boolean" }, nats: { type: "boolean" }, "nats-nodes": { type: "string" }, help: { type: "boolean", short: "h" } }, allowPositionals: false });
   if (values.help) {
     process.stdout.write(DEV_USAGE);
     return 0;
   }
   // resolve("") is the working directory: a control plane must not land there by mistake.
   if (values.dir === "") throw new UsageError("--dir must not be empty");
+  const natsNodes = parseNatsNodes(values["nats-nodes"], values.nats);
   const dir = resolve(values.dir ?? ".hookline/dev");
   const env = {
     ...process.env,
@@ -134,9 +152,11 @@ export async function devCommand(args: string[]): Promise<number> {
   let info: ControlPlaneInfo | undefined = runningControlPlane(dir);
   const startedHere = !info;
   let natsStartedHere = false;
-  if (info && nats && !info.natsUrl) {
-    info = await startNatsBeside(dir, { binary: nats.binary, env: process.env, auth: STREAM_AUTH_POLICY });
+  const natsOptions = nats && { binary: nats.binary, auth: STREAM_AUTH_POLICY, ...(natsNodes !== undefined ? { nodes: natsNodes } : {}) };
+  if (info?.natsUrl && natsNodes !== undefined && natsNodes !== info.natsNodes) throw new Error(`the local NATS in ${dir} runs ${info.natsNodes} node(s), not ${natsNodes}: stop it first with hookline cluster down --dir ${dir}`);
+  if (info && natsOptions && !info.natsUrl) {
     natsStartedHere = true;
+    info = await startNatsBeside(dir, { ...natsOptions, env: process.env });
   }
   if (!info) {
     const { binDir } = await ensureBinaries({ env: process.env, onProgress: (l) => process.stderr.write(`${l}\n`) });
@@ -144,7 +164,7 @@ export async function devCommand(args: string[]): Promise<number> {
     info = await startControlPlane({
       dir,
       binDir,
-      ...(nats ? { nats: { binary: nats.binary, auth: STREAM_AUTH_POLICY } } : {}),
+      ...(natsOptions ? { nats: natsOptions } : {}),
       onProgress: (l) => say(l),
       beforeControllerManager: async (cp) => {
         const kc = new KubeConfig();
@@ -163,12 +183,8 @@ export async function devCommand(args: string[]): Promise<number> {
   }
   say(`kube-apiserver ${info.version} at ${info.server}; CRDs installed`);
   if (nats && info.natsUrl) {
-    if (process.env.HOOKLINE_NATS_URL && process.env.HOOKLINE_NATS_URL !== info.natsUrl) say(`--nats: using the local ${info.natsUrl}, not HOOKLINE_NATS_URL=${process.env.HOOKLINE_NATS_URL}`);
-    const auth = info.natsUser && info.natsPasswordFile ? { HOOKLINE_NATS_USER: info.natsUser, HOOKLINE_NATS_PASSWORD_FILE: info.natsPasswordFile } : {};
-    config = configFrom({ ...env, HOOKLINE_NATS_URL: info.natsUrl, ...auth }, undefined);
+    config = natsConfig({ ...info, natsUrl: info.natsUrl }, env, dir, say);
     if (typeof config === "number") return config;
-    say(`nats-server ${info.natsVersion ?? ""} with JetStream at ${info.natsUrl}; the operator runs with HOOKLINE_NATS_URL=${info.natsUrl} as NATS user ${info.natsUser ?? "(none)"}`);
-    say(`publish to it:     hookline publish --nats "$(hookline cluster nats-publisher --dir ${dir} shop)" -n shop -t order.paid -d '{"order": 1}'`);
   }
   say(`in another shell:  export KUBECONFIG=${info.kubeconfig}`);
   say(`then:              kubectl apply -f examples/ && kubectl get whdel -n shop -w`);

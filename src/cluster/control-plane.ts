@@ -10,6 +10,7 @@
 //   kubeconfig                 admin kubeconfig (TLS verified against pki/apiserver.crt)
 //   kubeconfig-unprivileged    the `unprivileged` user: authenticated, no RBAC grants
 //   nats/jetstream/            with --nats: nats-server's JetStream store (kept across down/up)
+//   nats-<i>/                  with --nats --nats-nodes N: node i's config and store (nats-cluster.ts)
 //   nats-auth/                 with --nats: its users, passwords and config, all 0600 (nats-auth.ts)
 //   logs/<process>.log         stdout+stderr of each process
 //   state.json                 pids/pgids, ports, server, versions, tokens, times, nats URL
@@ -23,16 +24,18 @@ import { join, resolve } from "node:path";
 import { setTimeout as delay } from "node:timers/promises";
 import { addNatsPublisher, ensureNatsAuth, urlWithCredentials, type NatsAuthPolicy, type NatsPublisher } from "./nats-auth.js";
 import { launchNatsServer, reloadNatsServer, stopNatsGroup, type NatsPorts } from "./nats.js";
+import { launchNatsCluster, launchNatsNode, natsClusterUrl, otherLayoutStore, storedNatsNodes, streamReplicasFor, waitForNatsCluster, type NatsNodePorts } from "./nats-cluster.js";
 import { freePorts, isPortFree } from "./ports.js";
 import { groupMembers, isAlive, isOurGroup, signalGroup } from "./procs.js";
 import { spawnReaper } from "./reaper.js";
 
 /** The three processes of the control plane itself. */
 export type ControlPlaneProcess = "etcd" | "kube-apiserver" | "kube-controller-manager";
+/** nats-server with --nats: one server, or node i of a cluster (--nats-nodes N). */
+export type NatsProcess = "nats-server" | `nats-server-${number}`;
 /** Every process recorded in state.json: the control plane, and nats-server with --nats. */
-export type ProcessName = ControlPlaneProcess | "nats-server";
+export type ProcessName = ControlPlaneProcess | NatsProcess;
 const PROCESS_NAMES: readonly ControlPlaneProcess[] = ["etcd", "kube-apiserver", "kube-controller-manager"];
-const ALL_PROCESSES: readonly ProcessName[] = [...PROCESS_NAMES, "nats-server"];
 
 export interface ControlPlanePorts {
   etcd?: number;
@@ -86,11 +89,17 @@ export interface ControlPlaneInfo {
   /** The operator's NATS user and the file holding its password (HOOKLINE_NATS_USER, HOOKLINE_NATS_PASSWORD_FILE); absent for a nats-server started without authentication. */
   natsUser?: string;
   natsPasswordFile?: string;
+  /** Nodes of the local NATS (1, or the cluster's size with --nats-nodes); natsUrl then lists them all. */
+  natsNodes?: number;
+  /** HOOKLINE_STREAM_REPLICAS for it: 3 on a cluster of three or more nodes. */
+  natsStreamReplicas?: number;
 }
 
 /** How nats-server is started beside the control plane. */
 export interface NatsOptions {
   binary: string;
+  /** A JetStream cluster of this many nodes (nats-cluster.ts); default: as recorded in the dir, else 1. */
+  nodes?: number;
   ports?: Partial<NatsPorts>;
   /** Users and what each may do (nats-auth.ts); without it the server lets anyone in. */
   auth?: NatsAuthPolicy;
@@ -106,6 +115,21 @@ export interface NatsState {
   startedAt: string;
   /** With authentication: the operator's user and its password file (the password is never in state.json). */
   auth?: { user: string; passwordFile: string; config: string };
+  /** A cluster's nodes (--nats-nodes); `url` lists every node's, `ports` are node 1's; each node's pgid is pgids["nats-server-<index>"]. */
+  nodes?: NatsNodeState[];
+  /** HOOKLINE_STREAM_REPLICAS for it (a cluster's). */
+  streamReplicas?: number;
+}
+
+/** A node of the local NATS cluster, as state.json records it. */
+export interface NatsNodeState {
+  index: number;
+  /** Its server name, as stream info names it (cluster.leader, replicas). */
+  name: string;
+  ports: NatsNodePorts;
+  storeDir: string;
+  config: string;
+  log: string;
 }
 
 export interface ControlPlaneState {
@@ -165,16 +189,22 @@ function writeState(state: ControlPlaneState): void {
   renameSync(`${file}.tmp`, file);
 }
 
+/** The nats-server processes state.json records: one, or a cluster's nodes. */
+function natsProcesses(state: Pick<ControlPlaneState, "nats">): NatsProcess[] {
+  return state.nats?.nodes ? state.nats.nodes.map((n) => `nats-server-${n.index}` as const) : ["nats-server"];
+}
+
 /** Process groups of the state that are still alive and still ours. */
-function livingGroups(state: ControlPlaneState, names: readonly ProcessName[] = ALL_PROCESSES): ProcessName[] {
+function livingGroups(state: ControlPlaneState, names: readonly ProcessName[] = [...PROCESS_NAMES, ...natsProcesses(state)]): ProcessName[] {
   return names.filter((n) => {
     const pgid = state.pgids[n];
     return pgid !== undefined && isOurGroup(pgid, state.dir);
   });
 }
 
+/** Whether every nats-server process recorded runs. */
 function natsAlive(state: ControlPlaneState): boolean {
-  return state.nats !== undefined && livingGroups(state, ["nats-server"]).length === 1;
+  return state.nats !== undefined && livingGroups(state, natsProcesses(state)).length === natsProcesses(state).length;
 }
 
 function infoFromState(state: ControlPlaneState): ControlPlaneInfo {
@@ -193,6 +223,8 @@ function infoFromState(state: ControlPlaneState): ControlPlaneInfo {
         natsUrl: state.nats.url,
         ...(state.nats.version ? { natsVersion: state.nats.version } : {}),
         ...(state.nats.auth ? { natsUser: state.nats.auth.user, natsPasswordFile: state.nats.auth.passwordFile } : {}),
+        natsNodes: state.nats.nodes?.length ?? 1,
+        ...(state.nats.streamReplicas !== undefined ? { natsStreamReplicas: state.nats.streamReplicas } : {}),
       }
     : {}),
   };
@@ -335,6 +367,8 @@ export async function startControlPlane(opts: StartControlPlaneOptions): Promise
       `a control plane is already running in ${dir} (${previous.server}); stop it first with: hookline cluster down --dir ${dir}`,
     );
   }
+  // Before anything starts: a NATS that would leave another store's events undelivered is refused.
+  if (opts.nats) checkLayout(dir, wantedNodes(dir, opts.nats, previous?.nats));
 
   const explicit = opts.ports ?? {};
   const explicitList = Object.entries(explicit).filter((e): e is [string, number] => e[1] !== undefined);
@@ -355,7 +389,7 @@ export async function startControlPlane(opts: StartControlPlaneOptions): Promise
     const ports = await choosePorts(explicit, preferred);
     preferred = undefined;
     try {
-      return await startOnce({ ...opts, dir }, ports, secrets, deadline, started, progress);
+      return await startOnce({ ...opts, dir }, ports, secrets, deadline, started, progress, previous?.nats);
     } catch (err) {
       // A free port can be taken between our check and the child's bind: retry with new ones.
       const retry = err instanceof StartupError && err.portConflict && explicitList.length === 0 && attempt < 3;
@@ -391,6 +425,7 @@ async function startOnce(
   deadline: number,
   started: number,
   progress: (line: string) => void,
+  recordedNats: NatsState | undefined,
 ): Promise<ControlPlaneInfo> {
   const dir = opts.dir;
   const p = paths(dir);
@@ -459,7 +494,6 @@ async function startOnce(
   };
 
   let reaperPid: number | undefined;
-  let natsPgid: number | undefined;
   try {
     const watched = opts.attachToPid ?? (opts.attachToParent ? process.pid : undefined);
     if (watched !== undefined) {
@@ -547,9 +581,9 @@ async function startOnce(
     );
 
     if (opts.nats) {
-      progress("starting nats-server with JetStream");
-      const nats = await startNatsInState(state, opts.nats, opts.env, Math.max(5_000, deadline - Date.now()));
-      natsPgid = state.pgids["nats-server"];
+      const nodes = wantedNodes(dir, opts.nats, recordedNats);
+      progress(nodes > 1 ? `starting a JetStream cluster of ${nodes} nats-server nodes` : "starting nats-server with JetStream");
+      const nats = await startNatsInState(state, opts.nats, opts.env, Math.max(5_000, deadline - Date.now()), recordedNats);
       progress(`nats-server ${nats.version ?? ""} ready at ${nats.url} (${elapsed()})`);
     }
 
@@ -560,8 +594,10 @@ async function startOnce(
     for (const c of children) c.proc.unref();
     return opts.nats ? infoFromState(state) : info;
   } catch (err) {
-    natsPgid ??= state.pgids["nats-server"];
-    if (natsPgid !== undefined) await stopNatsGroup(natsPgid, dir, 3_000).catch(() => undefined);
+    for (const name of natsProcesses(state)) {
+      const g = state.pgids[name];
+      if (g !== undefined) await stopNatsGroup(g, dir, 3_000).catch(() => undefined);
+    }
     const pgids = children.map((c) => c.proc.pid).filter((pid): pid is number => pid !== undefined);
     await stopGroups(pgids.reverse(), dir, 3_000).catch(() => undefined);
     if (reaperPid !== undefined) stopReaper(reaperPid, dir);
@@ -613,9 +649,9 @@ export async function stopControlPlane(dir: string): Promise<void> {
   const abs = resolve(dir);
   const state = readState(abs);
   if (!state) return;
-  // Reaper first, so it does not race us; then nats-server, KCM, apiserver, etcd.
+  // Reaper first, so it does not race us; then nats-server (every node), KCM, apiserver, etcd.
   if (state.reaperPid !== undefined) stopReaper(state.reaperPid, abs);
-  const order: ProcessName[] = ["nats-server", "kube-controller-manager", "kube-apiserver", "etcd"];
+  const order: ProcessName[] = [...natsProcesses(state), "kube-controller-manager", "kube-apiserver", "etcd"];
   const pgids = order.map((n) => state.pgids[n]).filter((g): g is number => g !== undefined);
   await stopGroups(pgids, abs, STOP_GRACE_MS);
   const left = pgids.filter((g) => groupMembers(g).length > 0 && isOurGroup(g, abs));
@@ -629,8 +665,31 @@ export async function stopControlPlane(dir: string): Promise<void> {
 // ---------------------------------------------------------------------------------------------
 // nats-server beside the control plane (stream mode)
 
-/** Launches nats-server in the control plane's dir and records it in `state` (written at once, so the reaper covers it). */
-async function startNatsInState(state: ControlPlaneState, nats: NatsOptions, env: NodeJS.ProcessEnv | undefined, timeoutMs: number): Promise<NatsState> {
+/** The node count a start asks for: the option, else what the dir recorded or holds stores of, else 1. */
+function wantedNodes(dir: string, nats: NatsOptions, recorded: NatsState | undefined): number {
+  return nats.nodes ?? recorded?.nodes?.length ?? storedNatsNodes(dir) ?? 1;
+}
+
+/** Refuses to start a local NATS whose layout would leave the events of another store in DIR undelivered. */
+function checkLayout(dir: string, nodes: number): void {
+  const other = otherLayoutStore(dir, nodes);
+  if (other) {
+    throw new Error(
+      `${dir} holds the JetStream store ${other} of a local NATS with ${nodes === 1 ? "several nodes" : "another number of nodes"}: ` +
+        `its events would not be delivered by ${nodes === 1 ? "one nats-server" : `a cluster of ${nodes}`}. Use another --dir, or the same node count as before (or delete that store to drop its events)`,
+    );
+  }
+}
+
+/**
+ * Launches nats-server (or a cluster of nodes: NatsOptions.nodes) in the control plane's dir and
+ * records it in `state` (written at once, so the reaper covers it). `recorded`: what an earlier
+ * run in the dir recorded (its ports are used again when free).
+ */
+async function startNatsInState(state: ControlPlaneState, nats: NatsOptions, env: NodeJS.ProcessEnv | undefined, timeoutMs: number, recorded: NatsState | undefined = state.nats): Promise<NatsState> {
+  const nodes = wantedNodes(state.dir, nats, recorded);
+  checkLayout(state.dir, nodes);
+  if (nodes > 1) return startNatsClusterInState(state, { ...nats, nodes }, env, timeoutMs, recorded);
   const users = nats.auth ? ensureNatsAuth(state.dir, nats.auth) : undefined;
   const launched = await launchNatsServer({
     ...(users ? { config: users.paths.config } : {}),
@@ -639,7 +698,7 @@ async function startNatsInState(state: ControlPlaneState, nats: NatsOptions, env
     timeoutMs,
     ...(nats.ports ? { ports: nats.ports } : {}),
     // The same URL as last time in this dir when its ports are still free.
-    ...(state.nats?.ports ? { preferred: state.nats.ports } : {}),
+    ...(recorded?.ports && !recorded.nodes ? { preferred: recorded.ports } : {}),
     ...(env ? { env } : {}),
     onSpawn: (pgid) => {
       state.pids["nats-server"] = pgid;
@@ -660,23 +719,97 @@ async function startNatsInState(state: ControlPlaneState, nats: NatsOptions, env
   return state.nats;
 }
 
+/** A local JetStream cluster (nats-cluster.ts), always with authentication: the nodes' route user too. */
+async function startNatsClusterInState(state: ControlPlaneState, nats: NatsOptions & { nodes: number }, env: NodeJS.ProcessEnv | undefined, timeoutMs: number, recorded: NatsState | undefined): Promise<NatsState> {
+  if (!nats.auth) throw new Error("a local NATS cluster runs with authentication only (NatsOptions.auth)");
+  if (nats.ports) throw new Error("the ports of a local NATS cluster are chosen free: NatsOptions.ports is for one nats-server");
+  const users = ensureNatsAuth(state.dir, nats.auth, { route: true });
+  const record = (nodes: NatsNodeState[], version: string | undefined): NatsState => ({
+    url: natsClusterUrl(nodes.map((n) => n.ports)),
+    ports: { client: nodes[0]!.ports.client, monitor: nodes[0]!.ports.monitor },
+    ...(version ? { version } : {}),
+    storeDir: nodes[0]!.storeDir,
+    binary: nats.binary,
+    startedAt: new Date().toISOString(),
+    auth: { user: users.operator.user, passwordFile: users.paths.operatorPassword, config: users.paths.accounts },
+    nodes,
+    streamReplicas: streamReplicasFor(nodes.length),
+  });
+  const launched = await launchNatsCluster({
+    binary: nats.binary,
+    dir: state.dir,
+    nodes: nats.nodes,
+    route: users.route!,
+    timeoutMs,
+    ...(recorded?.nodes?.length === nats.nodes ? { preferred: recorded.nodes.map((n) => n.ports) } : {}),
+    ...(env ? { env } : {}),
+    onSpawn: (index, pgid) => {
+      state.pids[`nats-server-${index}`] = pgid;
+      state.pgids[`nats-server-${index}`] = pgid;
+      writeState(state);
+    },
+  });
+  state.nats = record(
+    launched.map((n) => ({ index: n.index, name: n.name, ports: n.ports, storeDir: n.storeDir, config: n.config, log: n.log })),
+    launched[0]?.version,
+  );
+  writeState(state);
+  return state.nats;
+}
+
+/** Starts again the nodes of the recorded cluster that do not run (a crash, a kill), on their ports and stores, and waits for the cluster. */
+async function restartNatsNodes(state: ControlPlaneState, nats: NatsOptions, env: NodeJS.ProcessEnv | undefined, timeoutMs: number): Promise<void> {
+  const nodes = state.nats!.nodes!;
+  if (!nats.auth) throw new Error("a local NATS cluster runs with authentication only (NatsOptions.auth)");
+  const users = ensureNatsAuth(state.dir, nats.auth, { route: true });
+  const ports = nodes.map((n) => n.ports);
+  const dead = nodes.filter((n) => livingGroups(state, [`nats-server-${n.index}`]).length === 0);
+  await Promise.all(
+    dead.map((n) =>
+      launchNatsNode({
+        binary: nats.binary,
+        dir: state.dir,
+        index: n.index,
+        ports,
+        route: users.route!,
+        timeoutMs,
+        ...(env ? { env } : {}),
+        onSpawn: (pgid) => {
+          state.pids[`nats-server-${n.index}`] = pgid;
+          state.pgids[`nats-server-${n.index}`] = pgid;
+          writeState(state);
+        },
+      }),
+    ),
+  );
+  await waitForNatsCluster(ports, timeoutMs);
+}
+
 /**
  * Starts nats-server beside the control plane already running in `dir` (`cluster up --nats`
  * after a plain `cluster up`) and returns the control plane's info with its URL. Does nothing
- * when it already runs. The control plane's reaper, if any, picks it up from state.json.
+ * when it already runs; starts again the nodes of a cluster that stopped. The control plane's
+ * reaper, if any, picks it up from state.json.
  */
 export async function startNatsBeside(dir: string, nats: NatsOptions & { env?: NodeJS.ProcessEnv; timeoutMs?: number }): Promise<ControlPlaneInfo> {
   const abs = resolve(dir);
   const state = readState(abs);
   if (!state || !runningControlPlane(abs)) throw new Error(`no control plane is running in ${abs}; start it with: hookline cluster up --dir ${abs} --nats`);
   state.dir = abs;
-  if (!natsAlive(state)) await startNatsInState(state, nats, nats.env, nats.timeoutMs ?? 30_000);
+  const recordedNodes = state.nats?.nodes?.length ?? (state.nats ? 1 : undefined);
+  const anyAlive = state.nats !== undefined && livingGroups(state, natsProcesses(state)).length > 0;
+  if (anyAlive && nats.nodes !== undefined && nats.nodes !== recordedNodes) {
+    throw new Error(`the local NATS in ${abs} runs ${recordedNodes} node(s), not ${nats.nodes}: stop it first with hookline cluster down --dir ${abs}`);
+  }
+  const timeoutMs = nats.timeoutMs ?? 30_000;
+  if (anyAlive && state.nats?.nodes && !natsAlive(state)) await restartNatsNodes(state, nats, nats.env, timeoutMs);
+  else if (!anyAlive) await startNatsInState(state, nats, nats.env, timeoutMs);
   return infoFromState(state);
 }
 
 /**
  * The publisher of `namespaces` on the nats-server running beside the control plane in `dir`
- * (made when missing: nats-server reloads its users), with the URL that carries its credentials.
+ * (made when missing: every node reloads its users), with the URL (list) that carries its credentials.
  */
 export async function addNatsPublisherBeside(dir: string, auth: NatsAuthPolicy, namespaces: readonly string[]): Promise<NatsPublisher & { url: string }> {
   const abs = resolve(dir);
@@ -684,13 +817,20 @@ export async function addNatsPublisherBeside(dir: string, auth: NatsAuthPolicy, 
   if (!state?.nats || !natsAlive({ ...state, dir: abs })) throw new Error(`no nats-server is running in ${abs}; start it with: hookline cluster up --dir ${abs} --nats`);
   if (!state.nats.auth) throw new Error(`the nats-server in ${abs} runs without authentication (started by an earlier Hookline); restart it: hookline cluster down --dir ${abs} && hookline cluster up --dir ${abs} --nats`);
   const { publisher, added } = addNatsPublisher(abs, auth, namespaces);
-  if (added) await reloadNatsServer(state.pgids["nats-server"]!, abs, state.nats.ports.monitor);
+  if (added) {
+    const monitors = state.nats.nodes ? state.nats.nodes.map((n) => [`nats-server-${n.index}` as const, n.ports.monitor] as const) : [["nats-server" as const, state.nats.ports.monitor] as const];
+    for (const [name, monitor] of monitors) await reloadNatsServer(state.pgids[name]!, abs, monitor);
+  }
   return { ...publisher, url: urlWithCredentials(state.nats.url, publisher) };
 }
 
-/** Stops only the nats-server recorded in `dir` (what `hookline dev --nats` started beside a running control plane). */
+/** Stops only the nats-server (every node) recorded in `dir` (what `hookline dev --nats` started beside a running control plane). */
 export async function stopNatsBeside(dir: string): Promise<void> {
   const abs = resolve(dir);
-  const pgid = readState(abs)?.pgids["nats-server"];
-  if (pgid !== undefined) await stopNatsGroup(pgid, abs);
+  const state = readState(abs);
+  if (!state) return;
+  for (const name of natsProcesses(state)) {
+    const pgid = state.pgids[name];
+    if (pgid !== undefined) await stopNatsGroup(pgid, abs);
+  }
 }

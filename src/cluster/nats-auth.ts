@@ -13,7 +13,13 @@
 // Layout inside DIR/nats-auth/:
 //   users.json          every user and password, and each publisher's namespaces (the source)
 //   nats-server.conf    the accounts and users nats-server reads (-c), written from users.json
+//   accounts.conf       the same without the server's name: what each node of a local cluster
+//                       includes (nats-cluster.ts), each naming itself
 //   operator.password   the operator's password alone (HOOKLINE_NATS_PASSWORD_FILE)
+//
+// A local cluster's nodes also authenticate each other: the route user (users.json `route`), whom
+// every node's cluster port requires, so a process of this machine cannot join as a node and
+// read every account.
 import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
@@ -46,6 +52,8 @@ export interface NatsUsers {
   operator: NatsUser;
   publishers: NatsPublisher[];
   admin?: NatsUser;
+  /** The nodes of a local cluster, to each other (the cluster port's authorization). */
+  route?: NatsUser;
 }
 
 export const NATS_ACCOUNT = "HOOKLINE";
@@ -53,10 +61,11 @@ export const OPERATOR_USER = "hookline-operator";
 /** The local server's name (JetStream's, in /varz): in the config file, or on the command line without one (nats.ts). */
 export const LOCAL_SERVER_NAME = "hookline-local";
 export const ADMIN_USER = "admin";
+export const ROUTE_USER = "hookline-route";
 
 export const natsAuthPaths = (dir: string) => {
   const root = join(resolve(dir), "nats-auth");
-  return { root, users: join(root, "users.json"), config: join(root, "nats-server.conf"), operatorPassword: join(root, "operator.password") };
+  return { root, users: join(root, "users.json"), config: join(root, "nats-server.conf"), accounts: join(root, "accounts.conf"), operatorPassword: join(root, "operator.password") };
 };
 
 const newPassword = (): string => randomBytes(24).toString("base64url");
@@ -69,8 +78,11 @@ function writePrivate(file: string, text: string): void {
   renameSync(`${file}.tmp`, file);
 }
 
-/** nats-server's config of the account and its users. Pure. */
-export function renderNatsConfig(users: NatsUsers, policy: NatsAuthPolicy): string {
+/**
+ * nats-server's config of the account and its users, named `serverName` (the local server's
+ * name by default); `serverName: null`: no name, for a cluster's nodes to include. Pure.
+ */
+export function renderNatsConfig(users: NatsUsers, policy: NatsAuthPolicy, serverName: string | null = LOCAL_SERVER_NAME): string {
   const q = (s: string) => JSON.stringify(s);
   const list = (items: string[]) => `[${items.map(q).join(", ")}]`;
   const user = (u: NatsUser, p: NatsUserPermissions | undefined) =>
@@ -85,7 +97,7 @@ export function renderNatsConfig(users: NatsUsers, policy: NatsAuthPolicy): stri
     "# Written by Hookline from users.json beside it (hookline cluster up --nats); rewritten at each start.",
     "# One account with JetStream; its users and what each may do (docs/stream-mode.md).",
     // Here, not on the command line: a reload reads only this file.
-    `server_name: ${q(LOCAL_SERVER_NAME)}`,
+    ...(serverName !== null ? [`server_name: ${q(serverName)}`] : []),
     "accounts: {",
     `  ${NATS_ACCOUNT}: {`,
     "    jetstream: enabled",
@@ -112,6 +124,7 @@ function writeAll(dir: string, users: NatsUsers, policy: NatsAuthPolicy): void {
   mkdirSync(p.root, { recursive: true, mode: 0o700 });
   writePrivate(p.users, `${JSON.stringify(users, null, 2)}\n`);
   writePrivate(p.config, renderNatsConfig(users, policy));
+  writePrivate(p.accounts, renderNatsConfig(users, policy, null));
   writePrivate(p.operatorPassword, users.operator.password);
 }
 
@@ -119,10 +132,11 @@ function writeAll(dir: string, users: NatsUsers, policy: NatsAuthPolicy): void {
  * The users of DIR (made on first use, with a new operator password), and nats-server's config
  * written again from them with today's permissions. Returns the users and where the files are.
  */
-export function ensureNatsAuth(dir: string, policy: NatsAuthPolicy): NatsUsers & { paths: ReturnType<typeof natsAuthPaths> } {
+export function ensureNatsAuth(dir: string, policy: NatsAuthPolicy, opts: { route?: boolean } = {}): NatsUsers & { paths: ReturnType<typeof natsAuthPaths> } {
   const p = natsAuthPaths(dir);
   const users = readUsers(p.users) ?? { operator: { user: OPERATOR_USER, password: newPassword() }, publishers: [] };
   if (policy.admin) users.admin ??= { user: ADMIN_USER, password: newPassword() };
+  if (opts.route) users.route ??= { user: ROUTE_USER, password: newPassword() };
   writeAll(dir, users, policy);
   return { ...users, paths: p };
 }
@@ -140,11 +154,16 @@ export function addNatsPublisher(dir: string, policy: NatsAuthPolicy, namespaces
   const have = users.publishers.find((x) => x.user === name);
   if (have) return { publisher: have, added: false };
   const publisher: NatsPublisher = { user: name, password: newPassword(), namespaces: sorted };
-  writeAll(dir, { operator: users.operator, publishers: [...users.publishers, publisher], ...(users.admin ? { admin: users.admin } : {}) }, policy);
+  const { paths: _paths, ...kept } = users;
+  writeAll(dir, { ...kept, publishers: [...users.publishers, publisher] }, policy);
   return { publisher, added: true };
 }
 
-/** `url` (nats://HOST:PORT, one server) with the user's credentials in it. */
+/** `url` (nats://HOST:PORT, or a comma-separated list of them: a cluster) with the user's credentials in each. */
 export function urlWithCredentials(url: string, u: NatsUser): string {
-  return url.replace(/^([a-z]+:\/\/)/i, `$1${encodeURIComponent(u.user)}:${encodeURIComponent(u.password)}@`);
+  const creds = `${encodeURIComponent(u.user)}:${encodeURIComponent(u.password)}@`;
+  return url
+    .split(",")
+    .map((one) => one.trim().replace(/^([a-z]+:\/\/)/i, `$1${creds}`))
+    .join(",");
 }

@@ -12,7 +12,7 @@
 import { spawn } from "node:child_process";
 import { closeSync, existsSync, mkdirSync, openSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { request } from "node:http";
-import { join, resolve } from "node:path";
+import { dirname, join, resolve } from "node:path";
 import { setTimeout as delay } from "node:timers/promises";
 import { addNatsPublisher, ensureNatsAuth, LOCAL_SERVER_NAME, natsAuthPaths as natsAuthFiles, urlWithCredentials, type NatsAuthPolicy, type NatsPublisher, type NatsUser } from "./nats-auth.js";
 import { freePorts, isPortFree } from "./ports.js";
@@ -42,6 +42,8 @@ export interface LaunchNatsOptions {
   onSpawn?: (pgid: number) => void;
   /** A config file (accounts and users: nats-auth.ts); the command line still sets ports and the store. */
   config?: string;
+  /** Where the store and the log go, instead of DIR/nats and DIR/logs/nats-server.log (a cluster's nodes: nats-cluster.ts). */
+  paths?: { storeDir: string; log: string };
 }
 
 export interface LaunchedNats {
@@ -81,7 +83,7 @@ function tail(file: string, lines = 20): string {
   }
 }
 
-function httpGet(url: string, timeoutMs = 1_000): Promise<{ status: number; body: string }> {
+export function httpGet(url: string, timeoutMs = 1_000): Promise<{ status: number; body: string }> {
   return new Promise((resolvePromise, reject) => {
     const req = request(url, { method: "GET", timeout: timeoutMs, agent: false }, (res) => {
       let body = "";
@@ -145,7 +147,7 @@ export async function launchNatsServer(opts: LaunchNatsOptions): Promise<Launche
 }
 
 async function launchOnce(opts: LaunchNatsOptions & { dir: string }, ports: NatsPorts): Promise<LaunchedNats> {
-  const p = natsPaths(opts.dir);
+  const p = opts.paths ? { ...opts.paths, logs: dirname(opts.paths.log) } : natsPaths(opts.dir);
   for (const d of [opts.dir, p.storeDir, p.logs]) mkdirSync(d, { recursive: true, mode: 0o700 });
   const fd = openSync(p.log, "a", 0o600);
   let child;
