@@ -406,7 +406,7 @@ export async function streamSoak(ctx: StreamSoakContext): Promise<number> {
   for (const until = Date.now() + 90_000; ; await sleep(500)) {
     const have = await soakConsumers(jsm);
     if (plans.every((p) => have.some((c) => c.namespace === p.ns && c.name === p.name))) break;
-    if (Date.now() > until) throw new Error("the leader did not make every subscription's consumer within 90 s");
+    if (Date.now() > until) throw new Error(`the leader did not make every subscription's consumer within 90 s (have ${have.map((c) => `${c.namespace}/${c.name}`).join(", ") || "none"}; last listing error: ${lastConsumerListError || "none"})`);
   }
   for (const s of operators.slots) for (const p of plans) await s.proc.waitForLog((l) => l.msg === "stream consumer started" && l.subscription === `${p.ns}/${p.name}`, 60_000, `${s.proc.opts.name} reading ${p.ns}/${p.name}`);
   say("both replicas read every consumer");
@@ -595,9 +595,19 @@ export async function streamSoak(ctx: StreamSoakContext): Promise<number> {
   return violations.length > 0 ? 1 : 0;
 }
 
+/** Why the last listing of a namespace's consumers failed (a stream not made yet, say): named when the wait for them gives up. */
+let lastConsumerListError = "";
+
 /** The consumers of the soak's two namespaces (each on its namespace's stream; none while it has no stream yet). */
 async function soakConsumers(jsm: Awaited<ReturnType<StreamConnection["jetstreamManager"]>>): Promise<HooklineConsumer[]> {
   const out: HooklineConsumer[] = [];
-  for (const ns of ["soak-sa", "soak-sb"]) out.push(...(await listConsumers(jsm, namespaceStreamName(STREAM_NAME, ns)).catch(() => [])));
+  for (const ns of ["soak-sa", "soak-sb"]) {
+    out.push(
+      ...(await listConsumers(jsm, namespaceStreamName(STREAM_NAME, ns)).catch((err: unknown) => {
+        lastConsumerListError = `${ns}: ${(err as Error).message}`;
+        return [];
+      })),
+    );
+  }
   return out;
 }
