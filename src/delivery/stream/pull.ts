@@ -8,6 +8,7 @@
 //   a message          detached (below) and handed to `onMessage`
 //   408, 404           the pull expired: no more messages now
 //   409 size > bytes   the next message is larger than `maxBytes`: ask again with more room
+//   409 batch done     JetStream handed out `batch` messages (some may not have arrived: sent again after the ack wait)
 //   100                an idle heartbeat (not asked for): ignored
 //   anything else      PullError (the consumer was deleted, JetStream went away...)
 // A pull that hears nothing ends `expiresMs` plus a margin after it was sent (the server's own
@@ -113,12 +114,9 @@ export function pull(nc: NatsConnection, stream: string, consumer: string, opts:
           if (got >= opts.batch) end("batch");
           return;
         }
-        if (status.code === 100) return;
-        if (status.code === 404 || status.code === 408) return end("expired");
-        if (status.code === 409 && status.description === "message size exceeds maxbytes") return end("too-big");
-        // A new leader or a server shutting down: nothing is wrong with the consumer, pull again.
-        if (status.code === 409 && (status.description.includes("leadership change") || status.description.includes("server shutdown"))) return end("expired");
-        end(new PullError(`JetStream answered the pull on ${stream} > ${consumer} with ${status.code} ${status.description}`, status.code));
+        const how = statusEnd(status);
+        if (how === "ignore") return;
+        end(how ?? new PullError(`JetStream answered the pull on ${stream} > ${consumer} with ${status.code} ${status.description}`, status.code));
       },
     });
     const timer = setTimeout(() => end("expired"), opts.expiresMs + SILENCE_MARGIN_MS);
@@ -128,6 +126,23 @@ export function pull(nc: NatsConnection, stream: string, consumer: string, opts:
       end(new PullError((err as Error).message));
     }
   });
+}
+
+/**
+ * What a status message (code, lowercase description) says of the pull: it ended (and how),
+ * "ignore" (a heartbeat), or undefined (an error: the consumer is gone, JetStream went away).
+ */
+export function statusEnd(status: { code: number; description: string }): PullResult["end"] | "ignore" | undefined {
+  if (status.code === 100) return "ignore";
+  if (status.code === 404 || status.code === 408) return "expired";
+  if (status.code === 409 && status.description === "message size exceeds maxbytes") return "too-big";
+  // The server handed out as many messages as the pull asked for, with bytes to spare. Fewer may
+  // have arrived (lost on the way while a node of a cluster was cut off or restarted): JetStream
+  // sends those again after the ack wait. The pull is over, nothing is wrong with the consumer.
+  if (status.code === 409 && status.description === "batch completed") return "batch";
+  // A new leader or a server shutting down: nothing is wrong with the consumer, pull again.
+  if (status.code === 409 && (status.description.includes("leadership change") || status.description.includes("server shutdown"))) return "expired";
+  return undefined;
 }
 
 /** A status message of the pull (code and lowercase description), or undefined for a stream message. */
