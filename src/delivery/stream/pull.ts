@@ -8,7 +8,7 @@
 //   a message          detached (below) and handed to `onMessage`
 //   408, 404           the pull expired: no more messages now
 //   409 size > bytes   the next message is larger than `maxBytes`: ask again with more room
-//   409 batch done     JetStream handed out `batch` messages (some may not have arrived: sent again after the ack wait)
+//   409 batch done     JetStream handed out `batch` messages; on a cluster they may come after it: wait for them a moment
 //   100                an idle heartbeat (not asked for): ignored
 //   anything else      PullError (the consumer was deleted, JetStream went away...)
 // A pull that hears nothing ends `expiresMs` plus a margin after it was sent (the server's own
@@ -83,6 +83,8 @@ const NAK = ENCODER.encode("-NAK");
 const WPI = ENCODER.encode("+WPI");
 const TERM = ENCODER.encode("+TERM");
 const NANOS_PER_MS = 1_000_000;
+/** How long a pull whose batch JetStream says it handed out waits for the messages still on their way. */
+const BATCH_STRAGGLERS_MS = 2_000;
 /** How long after its expiry a pull that heard nothing is given up. */
 const SILENCE_MARGIN_MS = 5_000;
 
@@ -116,10 +118,17 @@ export function pull(nc: NatsConnection, stream: string, consumer: string, opts:
         }
         const how = statusEnd(status);
         if (how === "ignore") return;
+        if (how === "batch" && got < opts.batch) {
+          // On a cluster JetStream's word that it handed out the whole batch can overtake the
+          // messages (they come through another node): wait a moment for them.
+          clearTimeout(timer);
+          timer = setTimeout(() => end("batch"), BATCH_STRAGGLERS_MS);
+          return;
+        }
         end(how ?? new PullError(`JetStream answered the pull on ${stream} > ${consumer} with ${status.code} ${status.description}`, status.code));
       },
     });
-    const timer = setTimeout(() => end("expired"), opts.expiresMs + SILENCE_MARGIN_MS);
+    let timer = setTimeout(() => end("expired"), opts.expiresMs + SILENCE_MARGIN_MS);
     try {
       nc.publish(`$JS.API.CONSUMER.MSG.NEXT.${stream}.${consumer}`, JSON.stringify({ batch: opts.batch, max_bytes: opts.maxBytes, expires: opts.expiresMs * NANOS_PER_MS }), { reply: inbox });
     } catch (err) {
@@ -136,9 +145,9 @@ export function statusEnd(status: { code: number; description: string }): PullRe
   if (status.code === 100) return "ignore";
   if (status.code === 404 || status.code === 408) return "expired";
   if (status.code === 409 && status.description === "message size exceeds maxbytes") return "too-big";
-  // The server handed out as many messages as the pull asked for, with bytes to spare. Fewer may
-  // have arrived (lost on the way while a node of a cluster was cut off or restarted): JetStream
-  // sends those again after the ack wait. The pull is over, nothing is wrong with the consumer.
+  // The server handed out as many messages as the pull asked for, with bytes to spare. On a
+  // cluster this can arrive before the messages do (pull() waits for them a moment; any lost on
+  // the way JetStream sends again after the ack wait). Nothing is wrong with the consumer.
   if (status.code === 409 && status.description === "batch completed") return "batch";
   // A new leader or a server shutting down: nothing is wrong with the consumer, pull again.
   if (status.code === 409 && (status.description.includes("leadership change") || status.description.includes("server shutdown"))) return "expired";
