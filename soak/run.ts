@@ -29,6 +29,7 @@ import { ReceiverProcess } from "./lib/receivers.js";
 import { render } from "./lib/report.js";
 import { Rng } from "./lib/rng.js";
 import { applySubscription, ensureNamespace, planSubscription, Workload, type SubPlan } from "./lib/workload.js";
+import { NOISY_NS, NoisyTenant } from "./lib/noisy-tenant.js";
 import { Watcher } from "./lib/watch.js";
 import { streamSoak } from "./stream.js";
 
@@ -137,7 +138,9 @@ async function main(): Promise<number> {
   // History first, so it sees every object from its creation.
   const history = new History();
   history.onViolation = (v) => say(`VIOLATION [${v.invariant}] ${v.key}: ${v.message}`);
-  const watchers = [new Watcher(client, SUBSCRIPTIONS, (t, o) => history.onSubscription(t, o)), new Watcher(client, DELIVERIES, (t, o) => history.onDelivery(t, o))];
+  // The noisy tenant (the tenant mix, lib/noisy-tenant.ts) is not one the invariants are about.
+  const ours = (o: { metadata: { namespace?: string } }) => o.metadata.namespace !== NOISY_NS;
+  const watchers = [new Watcher(client, SUBSCRIPTIONS, (t, o) => ours(o) && history.onSubscription(t, o)), new Watcher(client, DELIVERIES, (t, o) => ours(o) && history.onDelivery(t, o))];
   await Promise.all(watchers.map((w) => w.start()));
   cleanups.push({ what: "watches", run: () => Promise.all(watchers.map((w) => w.stop())) });
 
@@ -149,6 +152,8 @@ async function main(): Promise<number> {
   const plans: SubPlan[] = [];
   for (let i = 0; i < subCount; i++) plans.push(planSubscription(wrng, namespaces[i % 2]!, `sub-${i}`, receivers.length, url));
   for (const p of plans) await applySubscription(client, p);
+  const noisy = new NoisyTenant(client, receivers[0]!);
+  await noisy.setup();
   say(`${plans.length} subscriptions (${plans.filter((p) => p.spec.paused).length} paused, ${plans.filter((p) => p.scheme === "HMACSHA256Hex").length} HMACSHA256Hex, ${plans.filter((p) => p.secret.usesPrevious).length} with previousKey)`);
 
   // Operators.
@@ -204,7 +209,7 @@ async function main(): Promise<number> {
       const wait = t0 + f.at - Date.now();
       if (wait > 0) await sleep(wait);
       if (Date.now() > deadline) break;
-      await inject(f, { history, operators, receivers, client, cpDir, say });
+      await inject(f, { history, operators, receivers, client, cpDir, say, noisy, actionsPerSecond: 1000 / stepMs });
     }
   })();
   await Promise.all([workloadLoop, behaviourLoop, faultLoop]);
@@ -286,10 +291,22 @@ interface FaultEnv {
   client: KubeClient;
   cpDir: string;
   say: (line: string) => void;
+  noisy: NoisyTenant;
+  /** The workload's rate: the noisy tenant floods at ten times it. */
+  actionsPerSecond: number;
 }
 
 async function inject(f: PlannedFault, env: FaultEnv): Promise<void> {
   const { operators, client } = env;
+  if (f.kind === "noisy-tenant") {
+    // Not a fault window: no invariant of the other tenants is relaxed while it floods.
+    const rate = Math.round(env.actionsPerSecond * 10);
+    env.say(`tenant mix: ${NOISY_NS} floods at ${rate} deliveries/s for 12 s`);
+    const before = { created: env.noisy.created, refused: env.noisy.refused };
+    await env.noisy.flood(12_000, rate);
+    env.say(`tenant mix over: ${NOISY_NS} created ${env.noisy.created - before.created} deliveries (${env.noisy.refused - before.refused} refused by the API server)`);
+    return;
+  }
   const record: Fault = { kind: f.kind, target: "", start: Date.now() };
   const begin = (target: string): void => {
     record.target = target;
@@ -332,6 +349,8 @@ async function inject(f: PlannedFault, env: FaultEnv): Promise<void> {
       }
       case "lease-lost":
         return; // observed, never injected (leases.ts)
+      case "noisy-tenant":
+        return; // above
     }
   } finally {
     record.end = Date.now();

@@ -1,10 +1,10 @@
 // The fault schedule, drawn from the seed before the run starts: which fault at which offset.
-// --quick injects each of the six kinds once, in a seeded order; a longer run cycles through
+// --quick injects each of the seven kinds once, in a seeded order; a longer run cycles through
 // seeded kinds every 45-120 s.
 import type { FaultKind } from "./history.js";
 import type { Rng } from "./rng.js";
 
-export const FAULT_KINDS: FaultKind[] = ["leader-sigkill", "leader-sigterm", "standby-sigkill", "receiver-restart", "apiserver-restart", "etcd-restart"];
+export const FAULT_KINDS: FaultKind[] = ["leader-sigkill", "leader-sigterm", "standby-sigkill", "receiver-restart", "apiserver-restart", "etcd-restart", "noisy-tenant"];
 
 export const FAULT_MEANING: Record<FaultKind, string> = {
   "leader-sigkill": "the leading operator dies at once (OOM kill, node loss): no drain, no Lease release",
@@ -13,6 +13,8 @@ export const FAULT_MEANING: Record<FaultKind, string> = {
   "receiver-restart": "a receiver process is killed and restarted on the same port after 1-4 s",
   "apiserver-restart": "kube-apiserver is stopped for 3-8 s and started again",
   "etcd-restart": "etcd is stopped for 3-8 s and started again (the API server stays up and fails)",
+  "noisy-tenant":
+    "the tenant mix: namespace soak-noisy floods for 12 s at ten times the workload's rate (a hanging endpoint, 200 KiB payloads, a paused subscription, dead letters at once); the other tenants' invariants are not relaxed",
   "lease-lost": "not injected: a leader that could not renew its Lease in time (read from the operators' logs), a failover like a kill",
 };
 
