@@ -349,8 +349,6 @@ async function inject(f: PlannedFault, env: FaultEnv): Promise<void> {
       }
       case "lease-lost":
         return; // observed, never injected (leases.ts)
-      case "noisy-tenant":
-        return; // above
     }
   } finally {
     record.end = Date.now();

@@ -57,9 +57,23 @@ import { ReceiverProcess } from "./lib/receivers.js";
 import type { Rng } from "./lib/rng.js";
 import { RouteProxies } from "./lib/route-proxy.js";
 
-export type StreamFaultKind = "nats-restart" | "operator-sigkill" | "operator-sigterm" | "receiver-restart" | "nats-leader-sigkill" | "nats-follower-sigstop" | "nats-rolling-restart" | "nats-partition";
-/** One nats-server's faults (and the operators' and receivers'). */
-export const STREAM_FAULT_KINDS: StreamFaultKind[] = ["nats-restart", "operator-sigkill", "operator-sigterm", "receiver-restart"];
+export type StreamFaultKind = "nats-restart" | "operator-sigkill" | "operator-sigterm" | "receiver-restart" | "noisy-tenant" | "nats-leader-sigkill" | "nats-follower-sigstop" | "nats-rolling-restart" | "nats-partition";
+/** One nats-server's faults (and the operators' and receivers', and the tenant mix). */
+export const STREAM_FAULT_KINDS: StreamFaultKind[] = ["nats-restart", "operator-sigkill", "operator-sigterm", "receiver-restart", "noisy-tenant"];
+
+/**
+ * The tenant mix: a noisy tenant's namespace whose events flood its own stream for a while at
+ * ten times the workload's rate, to a hanging endpoint (request slots), with 200 KiB events
+ * (the held-bytes budget), and to a paused subscription (its stream holds them). The invariants
+ * ignore it; for the others nothing is relaxed while it floods (it is no fault window).
+ */
+export const NOISY_STREAM_NS = "soak-sn";
+const NOISY_SUBSCRIPTIONS = [
+  { name: "sn-hang", spec: { timeout: "5s", maxInFlight: 10, retry: { maxAttempts: 2, initialBackoff: "1s" } } },
+  { name: "sn-big", spec: { maxInFlight: 10 } },
+  { name: "sn-paused", spec: { paused: true } },
+];
+const NOISY_BIG = "x".repeat(200 * 1024);
 /** A JetStream cluster's faults (--nats-nodes 3). */
 export const CLUSTER_FAULT_KINDS: StreamFaultKind[] = ["nats-leader-sigkill", "nats-follower-sigstop", "nats-rolling-restart", "nats-partition"];
 
@@ -388,10 +402,15 @@ export async function streamSoak(ctx: StreamSoakContext): Promise<number> {
 
   const wrng = rng.fork("stream-workload");
   const plans = planSubscriptions(wrng, ctx.quick, receivers.length);
-  for (const ns of ["soak-sa", "soak-sb"]) {
+  for (const ns of ["soak-sa", "soak-sb", NOISY_STREAM_NS]) {
     await apply(client, collectionPath(CORE.namespaces), { apiVersion: "v1", kind: "Namespace", metadata: { name: ns } });
     await apply(client, collectionPath(CORE.secrets, ns), { apiVersion: "v1", kind: "Secret", metadata: { name: SECRET, namespace: ns }, type: "Opaque", stringData: { secret: SIGNING_SECRET } });
   }
+  for (const n of NOISY_SUBSCRIPTIONS) {
+    const spec = { ...n.spec, url: receivers[0]!.url(`/e/${NOISY_STREAM_NS}.${n.name}/hook`), secretRef: { name: SECRET } };
+    await apply(client, collectionPath(SUBSCRIPTIONS, NOISY_STREAM_NS), { apiVersion: API_VERSION, kind: "WebhookSubscription", metadata: { name: n.name, namespace: NOISY_STREAM_NS }, spec });
+  }
+  await receivers[0]!.set(`${NOISY_STREAM_NS}.sn-hang`, { kind: "hang" });
   for (const p of plans) {
     const url = receivers[p.receiver]!.url(`/e/${p.ns}.${p.name}/hook`);
     await apply(client, collectionPath(SUBSCRIPTIONS, p.ns), { apiVersion: API_VERSION, kind: "WebhookSubscription", metadata: { name: p.name, namespace: p.ns }, spec: { ...p.spec, url } });
@@ -441,6 +460,31 @@ export async function streamSoak(ctx: StreamSoakContext): Promise<number> {
     void run.finally(() => inFlight.delete(run));
   };
 
+  // The tenant mix: ten times the workload's rate (1-3 events every 250 ms, about 8/s), every tenth event 200 KiB.
+  const noisy = { published: 0, refused: 0 };
+  const noisyFlood = async (ms: number): Promise<void> => {
+    const rate = 80;
+    say(`tenant mix: ${NOISY_STREAM_NS} publishes ${rate} events/s for ${ms / 1000} s`);
+    await receivers[0]!.set(`${NOISY_STREAM_NS}.sn-hang`, { kind: "hang" }).catch(() => undefined);
+    const before = { ...noisy };
+    const start = Date.now();
+    const sends: Array<Promise<void>> = [];
+    for (let i = 0; Date.now() - start < ms; i++) {
+      const wait = start + (i * 1000) / rate - Date.now();
+      if (wait > 0) await sleep(wait);
+      const data = i % 10 === 0 ? { pad: NOISY_BIG, i } : { i };
+      sends.push(
+        publishToStream(conn, { namespace: NOISY_STREAM_NS, type: "order.paid", id: `noisy-${start}-${i}`, data }, { timeoutMs: 5_000 }).then(
+          () => void noisy.published++,
+          // Its quota reached, or NATS down (a fault at the same time): the flood goes on.
+          () => void noisy.refused++,
+        ),
+      );
+    }
+    await Promise.all(sends);
+    say(`tenant mix over: ${NOISY_STREAM_NS} published ${noisy.published - before.published} events, ${noisy.refused - before.refused} refused`);
+  };
+
   const brng = rng.fork("stream-behaviour");
   const frng = rng.fork("stream-faults");
   const planned = ctx.faults ? streamSchedule(frng, ctx.durationMs, ctx.quick, nodes) : [];
@@ -468,6 +512,10 @@ export async function streamSoak(ctx: StreamSoakContext): Promise<number> {
       const wait = t0 + f.at - Date.now();
       if (wait > 0) await sleep(wait);
       if (Date.now() > deadline) break;
+      if (f.kind === "noisy-tenant") {
+        await noisyFlood(12_000);
+        continue;
+      }
       const rec: FaultRecord = { kind: f.kind, target: "", start: Date.now(), affected: 1 };
       faults.push(rec);
       const natsFault = async (run: Promise<{ target: string; detail: string }>): Promise<void> => {
@@ -551,7 +599,7 @@ export async function streamSoak(ctx: StreamSoakContext): Promise<number> {
   await sleep(3_000); // the last dead letters and receiver log lines
   say(`settled: ${consumers.filter((c) => c.pending || c.ackPending).length} consumers not drained`);
 
-  const requests = receivers.flatMap((r) => readRequests(r.name, r.logFile));
+  const requests = receivers.flatMap((r) => readRequests(r.name, r.logFile)).filter((q) => !q.endpoint.startsWith(`${NOISY_STREAM_NS}.`));
   const deadLetters: Array<{ ns: string; sub: string; eventId: string; name: string }> = [];
   for (const ns of ["soak-sa", "soak-sb"]) {
     const list = await client.request<{ items: Array<{ metadata: { name: string }; spec?: { eventId?: string; subscriptionRef?: { name?: string } }; status?: { phase?: string } }> }>({ method: "GET", path: collectionPath(DELIVERIES, ns) });

@@ -23,7 +23,7 @@ import { createNamespace, deleteNamespace, kubectl, waitFor } from "../helpers/c
 import { apply, delivery, listObjs, subscription } from "../helpers/kube.js";
 import { spawnOperator, type OperatorProcess } from "../helpers/process.js";
 import { Receiver, type Script } from "../helpers/receiver.js";
-import { createPublisher, StreamQuotaExceededError } from "../../src/index.js";
+import { createPublisher, StreamQuotaExceededError, type StreamPublisher } from "../../src/index.js";
 import { startNats, type TestNats } from "../helpers/nats.js";
 
 /** B's steady load: events per second, and how many per phase; A sends ten times as many. */
@@ -227,7 +227,7 @@ describe("noisy neighbour, stream mode", () => {
   let nats: TestNats;
   let op: OperatorProcess;
   const receivers: Receiver[] = [];
-  const publishers: Record<string, Awaited<ReturnType<typeof createPublisher>>> = {};
+  const publishers: Record<string, StreamPublisher> = {};
   let bOk: Receiver;
 
   beforeAll(async () => {
