@@ -244,6 +244,9 @@ export class History {
   }
 
   /** Reads what the receivers appended to their logs since the last call. */
+  /** Endpoints ("<namespace>.<name>") whose requests are not recorded: the tenant mix's noisy tenant (lib/noisy-tenant.ts). */
+  ignoreEndpoints: ((endpoint: string) => boolean) | undefined;
+
   tailReceiverLog(receiver: string, file: string): void {
     if (!existsSync(file)) return;
     const size = statSync(file).size;
@@ -266,7 +269,7 @@ export class History {
       if (rec.fin) {
         const req = this.requests.get(rec.seq);
         if (req) Object.assign(req, { fin: rec.fin, finAt: rec.t });
-      } else this.requests.set(rec.seq, { ...(rec as ReceivedRequest), receiver });
+      } else if (!(rec.endpoint && this.ignoreEndpoints?.(rec.endpoint))) this.requests.set(rec.seq, { ...(rec as ReceivedRequest), receiver });
     }
   }
 
