@@ -12,14 +12,14 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { StreamInfo } from "@nats-io/jetstream";
 import { afterAll, describe, expect, it } from "vitest";
-import { STREAM_NAME, StreamUnavailableError, type StreamConnection } from "../../src/stream/jetstream.js";
+import { StreamUnavailableError, type StreamConnection } from "../../src/stream/jetstream.js";
 import { createNamespace, deleteNamespace, waitFor } from "../helpers/cluster.js";
 import { exec, type ExecResult } from "../helpers/exec.js";
 import { apply, secret, subscription, TEST_SECRET } from "../helpers/kube.js";
 import { connectStream } from "../helpers/nats.js";
 import { startOperator, type TestOperator } from "../helpers/operator.js";
 import { Receiver } from "../helpers/receiver.js";
-import { waitForConsumer, waitForDrained } from "../helpers/stream.js";
+import { streamOf, waitForConsumer, waitForDrained } from "../helpers/stream.js";
 import { Webhook } from "standardwebhooks";
 
 const ROOT = fileURLToPath(new URL("../..", import.meta.url));
@@ -76,7 +76,7 @@ afterAll(async () => {
 });
 
 describe("hookline cluster up --nats --nats-nodes 3 (CLI)", () => {
-  it("a JetStream cluster of three: the stream at R3, delivery through the URL list, the leader's node killed under load loses nothing, up restarts it, down stops all", async () => {
+  it("a JetStream cluster of three: the namespace's stream at R3, delivery through the URL list, the leader's node killed under load loses nothing, up restarts it, down stops all", async () => {
     const dir = await mkdtemp(join(tmpdir(), "hookline-cli-nats3-"));
     dirs.push(dir);
     const up = await hookline(["cluster", "up", "--dir", dir, "--nats", "--nats-nodes", "3", "--attach-to-pid", String(process.pid)]);
@@ -106,7 +106,7 @@ describe("hookline cluster up --nats --nats-nodes 3 (CLI)", () => {
       expect(anonymous, n.name).toBeInstanceOf(StreamUnavailableError);
     }
 
-    // The operator, given the list, makes the stream at R3.
+    // The operator, given the list, makes the namespace's stream (HOOKLINE_<namespace>) at R3.
     const ns = await createNamespace("nats3");
     cleanups.push(() => deleteNamespace(ns));
     await apply(secret(ns, "signing"));
@@ -126,7 +126,7 @@ describe("hookline cluster up --nats --nats-nodes 3 (CLI)", () => {
     await waitForConsumer(jsm, ns, "acme", 60_000);
     const r3 = await waitFor(
       async () => {
-        const info = await jsm.streams.info(STREAM_NAME);
+        const info = await jsm.streams.info(streamOf(ns));
         const r = replicasOf(info);
         return info.config.num_replicas === 3 && r.leader && r.followers.length === 2 && r.followers.every((f) => f.current && !f.offline) ? { info, ...r } : undefined;
       },
@@ -160,7 +160,7 @@ describe("hookline cluster up --nats --nats-nodes 3 (CLI)", () => {
     for (const id of burst.slice(5)) await publish(throughFollower, id);
     const after = await waitFor(
       async () => {
-        const r = replicasOf(await jsm.streams.info(STREAM_NAME));
+        const r = replicasOf(await jsm.streams.info(streamOf(ns)));
         return r.leader && r.leader !== r3.leader ? r : undefined;
       },
       { description: "a new stream leader on a surviving node", timeoutMs: 30_000 },
@@ -187,7 +187,7 @@ describe("hookline cluster up --nats --nats-nodes 3 (CLI)", () => {
     expect(alive(restarted)).toBe(true);
     await waitFor(
       async () => {
-        const r = replicasOf(await jsm.streams.info(STREAM_NAME));
+        const r = replicasOf(await jsm.streams.info(streamOf(ns)));
         return r.leader && r.followers.length === 2 && r.followers.every((f) => f.current && !f.offline);
       },
       { description: "three current replicas after the restart", timeoutMs: 60_000 },
