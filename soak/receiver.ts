@@ -15,6 +15,8 @@ const [logFile, portArg] = process.argv.slice(2);
 if (!logFile) throw new Error("usage: receiver.ts LOGFILE PORT");
 const behaviours = new Map<string, Behaviour>();
 const open = new Set<ServerResponse>();
+/** Requests a hang held that the settle phase answered (setAll ok): their finish says the status they got. */
+const released = new WeakSet<ServerResponse>();
 let seq = 0;
 
 const log = (rec: Record<string, unknown>): void => appendFileSync(logFile, `${JSON.stringify(rec)}\n`);
@@ -125,7 +127,7 @@ const server = createServer((req, res) => {
     let done = false;
     res.on("finish", () => {
       done = true;
-      log({ seq: id, fin: "finish", t: Date.now() });
+      log({ seq: id, fin: "finish", t: Date.now(), ...(released.has(res) ? { status: 200 } : {}) });
     });
     res.on("close", () => {
       open.delete(res);
@@ -139,7 +141,13 @@ server.keepAliveTimeout = 5_000;
 process.on("message", (m: { cmd: string; endpoint?: string; behaviour?: Behaviour; id?: number }) => {
   if (m.cmd === "set" && m.endpoint && m.behaviour) behaviours.set(m.endpoint, m.behaviour);
   if (m.cmd === "setAll" && m.behaviour) for (const k of behaviours.keys()) behaviours.set(k, m.behaviour);
-  if (m.cmd === "setAll" && m.behaviour?.kind === "ok") for (const r of open) if (!r.headersSent) r.writeHead(200).end("released");
+  if (m.cmd === "setAll" && m.behaviour?.kind === "ok") {
+    for (const r of open) {
+      if (r.headersSent) continue;
+      released.add(r);
+      r.writeHead(200).end("released");
+    }
+  }
   process.send?.({ id: m.id, ok: true });
 });
 process.on("disconnect", () => process.exit(0));

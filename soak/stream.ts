@@ -252,6 +252,8 @@ export function readRequests(receiver: string, file: string): Request[] {
     if (r.fin) {
       const q = bySeq.get(r.seq);
       if (q) q.fin = r.fin;
+      // A held request the settle phase answered: its finish carries the status it got.
+      if (q && typeof r.status === "number") q.status = r.status;
       continue;
     }
     bySeq.set(r.seq, { receiver, seq: r.seq, t: r.t, endpoint: r.endpoint, wid: r.wid, wts: r.wts, wsig: r.wsig, sha: r.sha, len: r.len, utf8: r.utf8 && r.fffd === 0, status: r.status, kind: r.kind });

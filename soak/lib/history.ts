@@ -268,7 +268,8 @@ export class History {
       const rec = JSON.parse(line) as Partial<ReceivedRequest> & { seq: string; fin?: "finish" | "close"; t: number };
       if (rec.fin) {
         const req = this.requests.get(rec.seq);
-        if (req) Object.assign(req, { fin: rec.fin, finAt: rec.t });
+        // A held request the settle phase answered: its finish carries the status it got.
+        if (req) Object.assign(req, { fin: rec.fin, finAt: rec.t }, rec.status !== undefined ? { status: rec.status } : {});
       } else if (!(rec.endpoint && this.ignoreEndpoints?.(rec.endpoint))) this.requests.set(rec.seq, { ...(rec as ReceivedRequest), receiver });
     }
   }
