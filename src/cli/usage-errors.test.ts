@@ -6,12 +6,17 @@
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
-import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { afterEach, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
 import { kubectlHookline } from "./kubectl-hookline.js";
 import { main } from "./main.js";
 
 let stderr: string;
 let stdout: string;
+// The commands' modules, loaded (transformed) once here, not inside the first case's timeout:
+// main() imports each command's module when it runs (the operator's takes seconds on a busy machine).
+beforeAll(async () => {
+  await Promise.all([import("./cluster.js"), import("./run-operator.js"), import("./publish.js"), import("./demo.js")]);
+}, 120_000);
 beforeEach(() => {
   stderr = "";
   stdout = "";
