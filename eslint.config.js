@@ -50,6 +50,7 @@ export default tseslint.config(
   { files: ["bin/**/*.js"], languageOptions: { globals: { process: "readonly" } } },
   // Import boundaries. Pure layers import only pure layers.
   layer(["src/api/**"], ["../*", "!../api/*"], "src/api is the schema layer: it imports nothing else from src."),
+  layer(["src/lib/**"], ["../*", "!../lib/*"], "src/lib is the leaf of shared helpers (sleep, backoff): it imports nothing else from src."),
   layer(["src/core/**"], ["../kube/*", "../runtime/*", "../delivery/*", "../observability/*", "../cluster/*", "../publish/*", "../cli/*", "../config/*", "undici", "@kubernetes/*", "node:http", "node:https", "node:fs", "node:child_process", "pino", "prom-client"], "src/core is pure: no I/O, no clients, no config reading; inject what it needs."),
   layer(["src/config/**"], ["../kube/*", "../runtime/*", "../delivery/*", "../observability/*", "../cluster/*", "../publish/*", "../cli/*", ["../stream/*", "!../stream/url.js"]], "src/config only parses the environment (HOOKLINE_NATS_URL with the pure stream/url.ts)."),
   layer(["src/stream/**"], ["../kube/*", "../runtime/*", "../delivery/*", "../observability/*", "../cluster/*", "../publish/*", "../cli/*", "../config/*", "undici", "@kubernetes/*", "pino", "prom-client"], "src/stream is the JetStream layer: NATS, the API schemas and core only; take a logger callback, not pino."),

@@ -27,6 +27,7 @@ import type { Endpoint } from "./endpoints.js";
 import { deliveryRef, type DeliveryObject } from "./objects.js";
 import { stampLane, type LaneRef } from "./ordering-lanes.js";
 import type { OutcomeWriter } from "./outcome-writer.js";
+import { doubling } from "../lib/backoff.js";
 
 /** A missing Secret is not watched: look again after 1 s, 2 s, 4 s ... up to 30 s. */
 const SECRET_RECHECK = { initialMs: 1_000, maxMs: 30_000 };
@@ -115,7 +116,7 @@ export class WaitReports {
     if (action.reason !== "SecretNotFound") return;
     const n = this.secretWaits.get(key) ?? 0;
     this.secretWaits.set(key, n + 1);
-    return { requeueAfter: Math.min(SECRET_RECHECK.maxMs, SECRET_RECHECK.initialMs * 2 ** n) };
+    return { requeueAfter: doubling(n, SECRET_RECHECK.initialMs, SECRET_RECHECK.maxMs) };
   }
 
   /**

@@ -7,7 +7,7 @@
 import type { Logger } from "pino";
 import { ApiError, type KubeClient } from "./client.js";
 import { collectionPath, CORE, objectPath } from "./types.js";
-import { sleep } from "./reflector.js";
+import { sleep } from "../lib/sleep.js";
 
 export interface LeaderElectorOptions {
   client: KubeClient;

@@ -6,6 +6,8 @@ import type { Logger } from "pino";
 import { ACCEPT, ApiError, type KubeClient } from "./client.js";
 import { LineSplitter } from "./lines.js";
 import { objectKey, type ObjectMeta } from "./types.js";
+import { doubling } from "../lib/backoff.js";
+import { sleep } from "../lib/sleep.js";
 
 export type Representation = "json" | "metadata" | "table";
 
@@ -129,7 +131,7 @@ export class Reflector<T extends { metadata: Pick<ObjectMeta, "name" | "namespac
         }
         this.failures++;
         this.setHealthy(false);
-        const delay = Math.min(maxMs, initialMs * 2 ** Math.min(this.failures - 1, 16));
+        const delay = doubling(this.failures - 1, initialMs, maxMs);
         const jittered = Math.round(delay * (0.5 + random() / 2));
         this.opts.log.warn({ reflector: this.opts.name, err: describe(err), retryInMs: jittered, failures: this.failures }, "list/watch failed, retrying");
         await sleep(jittered, signal);
@@ -339,19 +341,6 @@ export function rowItem(columns: readonly string[], row: TableRow): RawItem {
   const cells: Record<string, unknown> = {};
   columns.forEach((name, i) => (cells[name] = row.cells?.[i]));
   return { metadata: row.object?.metadata ?? ({} as ObjectMeta), cells };
-}
-
-export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal?.aborted) return resolve();
-    const t = setTimeout(done, ms);
-    function done() {
-      clearTimeout(t);
-      signal?.removeEventListener("abort", done);
-      resolve();
-    }
-    signal?.addEventListener("abort", done, { once: true });
-  });
 }
 
 function describe(err: unknown): string {

@@ -12,6 +12,7 @@
 // hold them all while alone; another tenant's key then takes the next worker that frees.
 
 import { TimerHeap } from "./timer-heap.js";
+import { doubling } from "../lib/backoff.js";
 
 export interface QueueOptions<K = string> {
   /** Per-key failure backoff: base * 2^failures, capped. */
@@ -177,7 +178,7 @@ export class WorkQueue<K = string> {
     const n = (this.failures.get(key) ?? 0) + 1;
     this.failures.set(key, n);
     const { baseMs, maxMs } = this.opts.failureBackoff ?? { baseMs: 200, maxMs: 60_000 };
-    const delay = Math.min(maxMs, baseMs * 2 ** Math.min(n - 1, 20));
+    const delay = doubling(n - 1, baseMs, maxMs);
     this.addAfter(key, delay);
     return delay;
   }

@@ -19,6 +19,8 @@ import { DEFAULT_LAYOUT, legacyStreamPlan, namespaceOfStream, namespaceStreamCon
 import { MSG_ID_HEADER, type OutgoingMessage } from "./message.js";
 import { ALL_SUBJECTS, parseEventSubject } from "./subjects.js";
 import { parseNatsUrl, redactNatsUrl } from "./url.js";
+import { doubling } from "../lib/backoff.js";
+import { sleep } from "../lib/sleep.js";
 
 /** The prefix of every namespace's stream (HOOKLINE_<namespace>), and the name of the one stream of earlier versions. */
 export const STREAM_NAME = DEFAULT_LAYOUT.name;
@@ -152,7 +154,7 @@ function passwordFrom(file: string): string {
 
 /** Reconnect delays: 250 ms doubling to 5 s, plus up to 20 % jitter. */
 export function backoffMs(attempt: number, random: () => number = Math.random): number {
-  const base = Math.min(5_000, 250 * 2 ** Math.min(attempt, 10));
+  const base = doubling(attempt, 250, 5_000);
   return Math.round(base * (1 + 0.2 * random()));
 }
 
@@ -508,16 +510,4 @@ async function streamInfo(jsm: JetStreamManager, name: string): Promise<StreamIn
     if (err instanceof JetStreamApiError && err.code === STREAM_NOT_FOUND) return undefined;
     throw err;
   }
-}
-
-function sleep(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    const t = setTimeout(done, ms);
-    function done() {
-      clearTimeout(t);
-      signal?.removeEventListener("abort", done);
-      resolve();
-    }
-    signal?.addEventListener("abort", done, { once: true });
-  });
 }

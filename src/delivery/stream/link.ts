@@ -17,6 +17,8 @@ import { namespaceStreamName } from "../../stream/layout.js";
 import type { OutgoingMessage } from "../../stream/message.js";
 import { OPERATOR_INBOX_PREFIX } from "../../stream/permissions.js";
 import { parseNatsUrl, redactNatsUrl } from "../../stream/url.js";
+import { doubling } from "../../lib/backoff.js";
+import { sleep } from "../../lib/sleep.js";
 
 export interface StreamLinkOptions {
   /** HOOKLINE_NATS_URL (may hold credentials: only ever passed to the client). */
@@ -93,7 +95,7 @@ export class StreamLink {
       if (!this.checkServer(where, auth.allowInsecure, conn)) {
         await conn.close();
         conn = undefined;
-        await sleep(Math.min(ENSURE_RETRY_MS.max, ENSURE_RETRY_MS.initial * 2 ** attempt), this.abort.signal);
+        await sleep(doubling(attempt, ENSURE_RETRY_MS.initial, ENSURE_RETRY_MS.max), this.abort.signal);
       }
     }
     if (!conn) return;
@@ -108,7 +110,7 @@ export class StreamLink {
         this.resolveReady(conn);
         return;
       } catch (err) {
-        const delayMs = Math.min(ENSURE_RETRY_MS.max, ENSURE_RETRY_MS.initial * 2 ** attempt);
+        const delayMs = doubling(attempt, ENSURE_RETRY_MS.initial, ENSURE_RETRY_MS.max);
         this.streamProblem = (err as Error).message;
         log.error({ err: (err as Error).message, retryInMs: delayMs }, "stream mode: JetStream cannot be used yet");
         await sleep(delayMs, this.abort.signal);
@@ -207,16 +209,4 @@ export class StreamLink {
     this.abort.abort();
     await this.conn?.close();
   }
-}
-
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    const t = setTimeout(done, ms);
-    function done() {
-      clearTimeout(t);
-      signal.removeEventListener("abort", done);
-      resolve();
-    }
-    signal.addEventListener("abort", done, { once: true });
-  });
 }

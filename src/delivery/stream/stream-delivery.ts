@@ -21,6 +21,7 @@ import type { SharedEndpoints } from "./shared-endpoints.js";
 import { FETCH_EXPIRES_MS, SubscriptionStream, type StreamWork } from "./subscription-stream.js";
 import { sharedAbortController } from "../../runtime/shared-abort.js";
 import { ReplyBatch } from "../../stream/replies.js";
+import { doubling } from "../../lib/backoff.js";
 
 export interface StreamDeliveryDeps extends Omit<StreamWork, "js" | "nc" | "inboxPrefix" | "prefix" | "oldest" | "attempts" | "deadLetters" | "replies" | "signal">, StreamDeadLettersDeps {
   link: StreamLink;
@@ -68,7 +69,7 @@ export class StreamDelivery implements LeaderRunnable {
         return;
       } catch (err) {
         if (signal.aborted) return;
-        const delayMs = Math.min(OPEN_RETRY_MS.max, OPEN_RETRY_MS.initial * 2 ** attempt);
+        const delayMs = doubling(attempt, OPEN_RETRY_MS.initial, OPEN_RETRY_MS.max);
         this.d.log.error({ err: (err as Error).message, retryInMs: delayMs }, "stream mode: cannot open the key-value buckets; trying again");
         await new Promise((r) => setTimeout(r, delayMs).unref());
       }
