@@ -100,7 +100,8 @@ describe("docs/receivers: the snippets receive real deliveries", () => {
 
   beforeAll(async () => {
     ns = await createNamespace("receivers");
-    op = await startOperator({ namespaces: [ns] });
+    // A Secret fixed by the user is read again within a second (the default is 30 s).
+    op = await startOperator({ namespaces: [ns], env: { WEBHOOK_SECRET_REFRESH_MS: "1000" } });
     // Rotation: NEW is current, OLD previous; requests carry both signatures.
     await apply(secret(ns, "rotating", { secret: NEW, previous: OLD }));
   });
