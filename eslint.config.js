@@ -55,7 +55,7 @@ export default tseslint.config(
   layer(["src/config/**"], ["../kube/*", "../runtime/*", "../delivery/*", "../observability/*", "../cluster/*", "../publish/*", "../cli/*", ["../stream/*", "!../stream/url.js"]], "src/config only parses the environment (HOOKLINE_NATS_URL with the pure stream/url.ts)."),
   layer(["src/stream/**"], ["../kube/*", "../runtime/*", "../delivery/*", "../observability/*", "../cluster/*", "../publish/*", "../cli/*", "../config/*", "undici", "@kubernetes/*", "pino", "prom-client"], "src/stream is the JetStream layer: NATS, the API schemas and core only; take a logger callback, not pino."),
   layer(["src/kube/**", "src/runtime/**"], ["../delivery/*", "../publish/*", "../cli/*", "../cluster/*"], "kube and runtime are generic plumbing: they know nothing of delivery."),
-  layer(["src/delivery/**", "src/publish/**", "src/observability/**", "src/cluster/**"], ["../cli/*"], "Only the CLI wires things together."),
+  layer(["src/delivery/**", "src/finished/**", "src/publish/**", "src/observability/**", "src/cluster/**"], ["../cli/*"], "Only the CLI wires things together."),
   // Tracing costs nothing when off: the OpenTelemetry SDK is imported by one module, which
   // src/observability/tracing.ts loads with import() only when OTEL_EXPORTER_OTLP_ENDPOINT is set.
   {

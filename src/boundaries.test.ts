@@ -2,6 +2,8 @@
 // makes each one fire: a probe file placed (in memory) in a layer imports what that layer may not,
 // and the project's own lint config must refuse it; an allowed import must pass. Type-aware rules
 // are switched off for the probes (they are not part of the TypeScript project).
+import { readdirSync, readFileSync } from "node:fs";
+import { dirname, join, normalize } from "node:path";
 import { ESLint } from "eslint";
 import tseslint from "typescript-eslint";
 import { beforeAll, describe, expect, it } from "vitest";
@@ -31,6 +33,7 @@ const CASES: [string, string, RegExp, string][] = [
   ["src/kube/probe.ts", "../delivery/objects.js", /generic plumbing/, "../runtime/manager.js"],
   ["src/runtime/probe.ts", "../cli/operator.js", /generic plumbing/, "../kube/types.js"],
   ["src/delivery/probe.ts", "../cli/operator.js", /Only the CLI wires/, "../kube/client.js"],
+  ["src/finished/probe.ts", "../cli/operator.js", /Only the CLI wires/, "../delivery/objects.js"],
 ];
 
 describe("eslint import boundaries", () => {
@@ -48,4 +51,70 @@ describe("eslint import boundaries", () => {
     const [ok] = await eslint.lintText(probe, { filePath: "src/observability/otel.ts" });
     expect(ok!.messages.map((m) => m.ruleId)).not.toContain("no-restricted-syntax");
   }, 30_000);
+});
+
+/** Every module of src (tests aside) with the modules it imports statically (`import ... from`). */
+function importGraph(root = "src"): Map<string, string[]> {
+  const graph = new Map<string, string[]>();
+  const walk = (dir: string) => {
+    for (const e of readdirSync(dir, { withFileTypes: true })) {
+      const p = join(dir, e.name);
+      if (e.isDirectory()) walk(p);
+      else if (p.endsWith(".ts") && !p.endsWith(".test.ts")) {
+        const deps = [...readFileSync(p, "utf8").matchAll(/^(?:import|export)\s[^;]*?\sfrom\s+"(\.{1,2}\/[^"]+)";/gms)].map((m) => normalize(join(dirname(p), m[1]!)).replace(/\.js$/, ".ts"));
+        graph.set(p, deps);
+      }
+    }
+  };
+  walk(root);
+  return graph;
+}
+
+/** The cycles of a graph: its strongly connected components of more than one module. */
+function cycles(graph: Map<string, string[]>): string[][] {
+  let next = 0;
+  const index = new Map<string, number>();
+  const low = new Map<string, number>();
+  const stack: string[] = [];
+  const onStack = new Set<string>();
+  const found: string[][] = [];
+  const visit = (v: string) => {
+    index.set(v, next);
+    low.set(v, next++);
+    stack.push(v);
+    onStack.add(v);
+    for (const w of graph.get(v) ?? []) {
+      if (!graph.has(w)) continue;
+      if (!index.has(w)) {
+        visit(w);
+        low.set(v, Math.min(low.get(v)!, low.get(w)!));
+      } else if (onStack.has(w)) low.set(v, Math.min(low.get(v)!, index.get(w)!));
+    }
+    if (low.get(v) === index.get(v)) {
+      const scc: string[] = [];
+      let w: string;
+      do {
+        w = stack.pop()!;
+        onStack.delete(w);
+        scc.push(w);
+      } while (w !== v);
+      if (scc.length > 1) found.push(scc.sort());
+    }
+  };
+  for (const v of graph.keys()) if (!index.has(v)) visit(v);
+  return found;
+}
+
+describe("import graph", () => {
+  it("finds a cycle when there is one", () => {
+    const g = new Map([["a", ["b"]], ["b", ["c"]], ["c", ["a"]], ["d", ["a"]]]);
+    expect(cycles(g)).toEqual([["a", "b", "c"]]);
+  });
+
+  it("src has no import cycle (static imports; a lazy import() is how tracing loads the OpenTelemetry module)", () => {
+    const graph = importGraph();
+    expect(graph.size).toBeGreaterThan(100);
+    expect(graph.get(join("src", "finished", "terminal-index.ts"))).toContain(join("src", "finished", "retention.ts"));
+    expect(cycles(graph)).toEqual([]);
+  });
 });

@@ -18,7 +18,8 @@
 //   await publish(event, { traceContext: { traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01" } });
 import { KubeConfig } from "@kubernetes/client-node";
 import { KubeClient } from "./kube/client.js";
-import { publish as fanOut, type PublishResult } from "./publish/fanout.js";
+import { publish as fanOut } from "./publish/fanout.js";
+import type { PublishResult } from "./publish/result.js";
 import { validateEvent, validateTraceContext, type PublishInput } from "./publish/input.js";
 import { publishToStream, type StreamPublishResult } from "./publish/stream.js";
 import { StreamConnection } from "./stream/jetstream.js";
@@ -128,7 +129,7 @@ export async function publish(input: PublishInput, opts: (ConnectOptions | Strea
 
 export { PublishInputError, PayloadTooLargeError, IdempotencyConflictError, PublishFailedError, BacklogFullError, type PublishFailure, type FullSubscription } from "./publish/errors.js";
 export type { PublishInput } from "./publish/input.js";
-export type { PublishResult, DeliveryResult, SkippedSubscription } from "./publish/fanout.js";
+export type { PublishResult, DeliveryResult, SkippedSubscription } from "./publish/result.js";
 export type { StreamPublishResult } from "./publish/stream.js";
 export { StreamQuotaExceededError, StreamUnavailableError } from "./stream/jetstream.js";
 export { NatsUrlError } from "./stream/url.js";

@@ -126,7 +126,7 @@ export function subscriptionCrd(): JsonObject {
 /**
  * The terminal-delivery index reads these columns by name from Table responses (`as=Table`):
  * Subscription, Event type, Phase, Reason, Finished, Dead-lettered, Ordering key and Ordering
- * value; see src/delivery/terminal-index.ts before renaming one.
+ * value; see src/finished/terminal-index.ts before renaming one.
  */
 export const DELIVERY_COLUMNS: PrinterColumn[] = [
   { name: "Subscription", type: "string", jsonPath: ".spec.subscriptionRef.name", description: "Subscription" },

@@ -35,7 +35,7 @@ import { NamespaceStreams } from "../delivery/stream/namespace-streams.js";
 import { SharedEndpoints } from "../delivery/stream/shared-endpoints.js";
 import { StreamDelivery, withSubscriptionListeners } from "../delivery/stream/stream-delivery.js";
 import { SubscriptionReconciler } from "../delivery/subscription-reconciler.js";
-import { TerminalIndex } from "../delivery/terminal-index.js";
+import { TerminalIndex } from "../finished/terminal-index.js";
 import { WaitReports } from "../delivery/waits.js";
 import { ApiHealth } from "../kube/api-health.js";
 import { ApiError, ignoreNotFound, KubeClient } from "../kube/client.js";

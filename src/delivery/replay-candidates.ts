@@ -8,7 +8,8 @@ import { ACCEPT, ApiError, type KubeClient } from "../kube/client.js";
 import { rowItem, type TableRow } from "../kube/reflector.js";
 import { collectionPath, objectKey } from "../kube/types.js";
 import { DELIVERIES } from "./objects.js";
-import { terminalRecord, type TerminalRecord } from "./terminal-index.js";
+import type { TerminalRecord } from "../finished/records.js";
+import { terminalRecord } from "../finished/terminal-index.js";
 
 /** Rows per page of the Succeeded list. */
 const PAGE_SIZE = 200;

@@ -40,7 +40,7 @@ import { dedupeKey, loadRequestBody } from "./payload.js";
 import { replayCandidates, type Candidate } from "./replay-candidates.js";
 import { traceOf } from "./trace.js"; // [tracing]
 import type { SecretCache } from "./secrets.js";
-import type { TerminalRecord } from "./terminal-index.js";
+import type { TerminalRecord } from "../finished/records.js";
 import { sharedAbortController } from "../runtime/shared-abort.js";
 
 /** What replay needs of the index of finished deliveries. */

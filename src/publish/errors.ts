@@ -2,7 +2,7 @@
 // field (HTTP 400/413, CLI exit 2), an id reused for a different event is a conflict (409), and
 // a publish cut short by the API server says what was created so far and that retrying with
 // the same id is safe.
-import type { PublishResult } from "./fanout.js";
+import type { PublishResult } from "./result.js";
 
 /** The event is malformed: `field` names the part of the input at fault. */
 export class PublishInputError extends Error {

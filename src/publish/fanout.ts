@@ -11,6 +11,7 @@ import { BacklogFullError, IdempotencyConflictError, PublishFailedError, type Fu
 import type { TraceContext } from "../core/trace-context.js";
 import { validateEvent, validateTraceContext, type ValidEvent } from "./input.js";
 import { deliveryName, labelValue } from "./naming.js";
+import type { DeliveryResult, PublishResult, SkippedSubscription } from "./result.js";
 
 const SUBSCRIPTIONS: ResourceType = { group: GROUP, version: VERSION, plural: SUBSCRIPTION.plural };
 const DELIVERIES: ResourceType = { group: GROUP, version: VERSION, plural: DELIVERY.plural };
@@ -22,30 +23,6 @@ export const PUBLISH_FIELD_MANAGER = "hookline-publish";
 export interface SubscriptionLike {
   metadata: { name: string; namespace?: string; deletionTimestamp?: string };
   spec?: unknown;
-}
-
-export interface DeliveryResult {
-  subscription: string;
-  /** Name of the WebhookDelivery (`kubectl get whdel NAME`). */
-  name: string;
-  /** `created` now, or `existing`: an earlier publish of this event id created it. */
-  result: "created" | "existing";
-}
-
-/** A subscription that wants the event type but gets no delivery, and why. */
-export interface SkippedSubscription {
-  subscription: string;
-  reason: "Paused" | "Deleting";
-}
-
-export interface PublishResult {
-  /** The event id (generated when the input had none): publish again with it to retry safely. */
-  id: string;
-  namespace: string;
-  type: string;
-  /** One entry per matching subscription, sorted by subscription name. */
-  deliveries: DeliveryResult[];
-  skipped: SkippedSubscription[];
 }
 
 export interface FanoutOptions {

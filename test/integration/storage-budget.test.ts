@@ -2,7 +2,7 @@
 // finished deliveries are deleted, Succeeded before Discarded before DeadLettered, with a
 // Warning Event on the subscription, a counter by phase and a gauge of stored deliveries. The
 // budget (and WEBHOOK_DLQ_MAX_ENTRIES, the dead-letter cap) is shared fairly between namespaces:
-// one namespace's flood costs that namespace only (src/delivery/fair-share.ts).
+// one namespace's flood costs that namespace only (src/finished/fair-share.ts).
 import { KubeConfig } from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it, inject } from "vitest";
 import { CONTENT_TYPE, KubeClient } from "../../src/kube/client.js";

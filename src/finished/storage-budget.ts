@@ -19,9 +19,9 @@ import { API_VERSION, SUBSCRIPTION } from "../api/names.js";
 import type { EventSink } from "../kube/events.js";
 import { objectKey } from "../kube/types.js";
 import type { Metrics, StoredPhase } from "../observability/metrics.js";
-import type { Caches } from "./caches.js";
+import type { Caches } from "../delivery/caches.js";
 import { evictionPlan, fairShares } from "./fair-share.js";
-import type { TerminalPhase, TerminalRecord } from "./terminal-index.js";
+import type { TerminalPhase, TerminalRecord } from "./records.js";
 
 /** Oldest Succeeded (and Discarded) deliveries a sweep remembers for eviction, all namespaces together. */
 export const EVICTION_CANDIDATES = 1_000;

@@ -6,9 +6,9 @@
 import { DEFAULT_RETENTION, type Policy } from "../core/policy.js";
 import { objectKey } from "../kube/types.js";
 import { TimerHeap } from "../runtime/timer-heap.js";
-import type { Caches } from "./caches.js";
+import type { Caches } from "../delivery/caches.js";
 import type { FinishedDeletes } from "./finished-deletes.js";
-import type { TerminalRecord } from "./terminal-index.js";
+import type { TerminalRecord } from "./records.js";
 
 export interface RetentionDeps {
   caches: Caches;

@@ -13,34 +13,16 @@ import { fromRfc3339 } from "../core/rfc3339.js";
 import type { KubeClient } from "../kube/client.js";
 import type { EventSink } from "../kube/events.js";
 import { Reflector, type RawItem } from "../kube/reflector.js";
-import { collectionPath, objectKey, type ObjectMeta } from "../kube/types.js";
+import { collectionPath, objectKey } from "../kube/types.js";
 import { SHARED_LIMITS, type Metrics } from "../observability/metrics.js";
-import { TERMINAL_DELIVERIES_SELECTOR, type Caches } from "./caches.js";
+import { TERMINAL_DELIVERIES_SELECTOR, type Caches } from "../delivery/caches.js";
 import { evictionPlan, fairShares } from "./fair-share.js";
 import { FinishedDeletes, type DeleteReason } from "./finished-deletes.js";
-import { DELIVERIES, subscriptionKey, subscriptionRef } from "./objects.js";
+import { DELIVERIES, subscriptionKey, subscriptionRef } from "../delivery/objects.js";
 import { Retention } from "./retention.js";
 import { StorageBudget } from "./storage-budget.js";
 import { Sweeper } from "./sweep.js";
-
-export type TerminalPhase = "Succeeded" | "DeadLettered" | "Discarded";
-
-/** What the index keeps per finished delivery: a few small fields, strings shared where they repeat. */
-export interface TerminalRecord {
-  metadata: Pick<ObjectMeta, "name" | "namespace" | "resourceVersion"> & { annotations?: Record<string, string> };
-  subscription: string;
-  phase: TerminalPhase;
-  /** Epoch ms: finishedAt, or creation when absent. */
-  finishedAt: number;
-  /** spec.eventType (what a replay's selector matches). */
-  eventType?: string;
-  /** The reason of a dead letter (its Succeeded condition's). */
-  reason?: string;
-  /** The ordering lane recorded in its status (ordered subscriptions only). */
-  ordering?: { key: string; value: string };
-  /** Succeeded, and was a dead letter (delivered by a replay): kept for retention.deadLettered. */
-  wasDeadLetter?: true;
-}
+import type { TerminalPhase, TerminalRecord } from "./records.js";
 
 /** Namespaces and subscription names repeat across thousands of records: keep one copy. */
 const pool = new Map<string, string>();

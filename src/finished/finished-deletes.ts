@@ -4,8 +4,8 @@
 import type { Logger } from "pino";
 import { ACCEPT, ApiError, type KubeClient } from "../kube/client.js";
 import { objectKey, objectPath } from "../kube/types.js";
-import { DELIVERIES } from "./objects.js";
-import type { TerminalRecord } from "./terminal-index.js";
+import { DELIVERIES } from "../delivery/objects.js";
+import type { TerminalRecord } from "./records.js";
 
 /** Deletes run at most this many at once. */
 const MAX_CONCURRENT_DELETES = 8;

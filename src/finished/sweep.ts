@@ -6,7 +6,7 @@ import type { Logger } from "pino";
 import { ACCEPT, type KubeClient } from "../kube/client.js";
 import { rowItem, type RawItem, type TableRow } from "../kube/reflector.js";
 import { collectionPath } from "../kube/types.js";
-import { DELIVERIES } from "./objects.js";
+import { DELIVERIES } from "../delivery/objects.js";
 
 const SWEEP_PAGE_SIZE = 200;
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { candidatesPerNamespace, keepOldest, SweepTally, EVICTION_CANDIDATES, MIN_CANDIDATES_PER_NAMESPACE } from "./storage-budget.js";
-import type { TerminalRecord } from "./terminal-index.js";
+import type { TerminalRecord } from "./records.js";
 
 const rec = (name: string, finishedAt: number, phase: TerminalRecord["phase"] = "Succeeded", namespace = "ns"): TerminalRecord => ({ metadata: { name, namespace }, subscription: "s", phase, finishedAt });
 
