@@ -11,6 +11,11 @@ const layer = (files, forbidden, message) => ({
   },
 });
 
+/** The webhook features (folders of src/): generic plumbing imports none of them. */
+const FEATURES = ["../delivery/*", "../transports/*", "../finished/*", "../replay/*", "../subscriptions/*", "../publish/*", "../cli/*", "../cluster/*"];
+/** Everything with I/O or clients: the pure layers import none of it. */
+const SHELL = ["../kube/*", "../runtime/*", "../observability/*", "../jetstream/*", ...FEATURES];
+
 export default tseslint.config(
   { ignores: ["dist/**", "node_modules/**", "coverage/**", "charts/**", "bench/results/**"] },
   js.configs.recommended,
@@ -51,11 +56,11 @@ export default tseslint.config(
   // Import boundaries. Pure layers import only pure layers.
   layer(["src/api/**"], ["../*", "!../api/*"], "src/api is the schema layer: it imports nothing else from src."),
   layer(["src/lib/**"], ["../*", "!../lib/*"], "src/lib is the leaf of shared helpers (sleep, backoff): it imports nothing else from src."),
-  layer(["src/core/**"], ["../kube/*", "../runtime/*", "../delivery/*", "../observability/*", "../cluster/*", "../publish/*", "../cli/*", "../config/*", "undici", "@kubernetes/*", "node:http", "node:https", "node:fs", "node:child_process", "pino", "prom-client"], "src/core is pure: no I/O, no clients, no config reading; inject what it needs."),
-  layer(["src/config/**"], ["../kube/*", "../runtime/*", "../delivery/*", "../observability/*", "../cluster/*", "../publish/*", "../cli/*", ["../stream/*", "!../stream/url.js"]], "src/config only parses the environment (HOOKLINE_NATS_URL with the pure stream/url.ts)."),
-  layer(["src/stream/**"], ["../kube/*", "../runtime/*", "../delivery/*", "../observability/*", "../cluster/*", "../publish/*", "../cli/*", "../config/*", "undici", "@kubernetes/*", "pino", "prom-client"], "src/stream is the JetStream layer: NATS, the API schemas and core only; take a logger callback, not pino."),
-  layer(["src/kube/**", "src/runtime/**"], ["../delivery/*", "../publish/*", "../cli/*", "../cluster/*"], "kube and runtime are generic plumbing: they know nothing of delivery."),
-  layer(["src/delivery/**", "src/finished/**", "src/publish/**", "src/observability/**", "src/cluster/**"], ["../cli/*"], "Only the CLI wires things together."),
+  layer(["src/core/**"], [...SHELL, "../config/*", "undici", "@kubernetes/*", "node:http", "node:https", "node:fs", "node:child_process", "pino", "prom-client"], "src/core is pure: no I/O, no clients, no config reading; inject what it needs."),
+  layer(["src/config/**"], [...SHELL.filter((p) => p !== "../jetstream/*"), ["../jetstream/*", "!../jetstream/url.js"]], "src/config only parses the environment (HOOKLINE_NATS_URL with the pure jetstream/url.ts)."),
+  layer(["src/jetstream/**"], [...SHELL.filter((p) => p !== "../jetstream/*"), "../config/*", "undici", "@kubernetes/*", "pino", "prom-client"], "src/jetstream is the JetStream layer: NATS, the API schemas and core only; take a logger callback, not pino."),
+  layer(["src/kube/**", "src/runtime/**"], FEATURES, "kube and runtime are generic plumbing: they know nothing of delivery."),
+  layer(["src/delivery/**", "src/transports/**", "src/finished/**", "src/replay/**", "src/subscriptions/**", "src/publish/**", "src/observability/**", "src/cluster/**"], ["../cli/*", "../../cli/*"], "Only the CLI wires things together."),
   // Tracing costs nothing when off: the OpenTelemetry SDK is imported by one module, which
   // src/observability/tracing.ts loads with import() only when OTEL_EXPORTER_OTLP_ENDPOINT is set.
   {

@@ -16,10 +16,10 @@ import { join } from "node:path";
 import { AckPolicy, DeliverPolicy, DiscardPolicy, RetentionPolicy, StorageType } from "@nats-io/jetstream";
 import { ensureNatsServer } from "../src/cluster/build.js";
 import { launchNatsServer, stopNatsGroup } from "../src/cluster/nats.js";
-import { consumerConfig } from "../src/stream/consumers.js";
-import { STREAM_NAME, StreamConnection } from "../src/stream/jetstream.js";
-import { MAX_MESSAGE_BYTES, encodeMessage } from "../src/stream/message.js";
-import { namespaceStreamName } from "../src/stream/layout.js";
+import { consumerConfig } from "../src/jetstream/consumers.js";
+import { STREAM_NAME, StreamConnection } from "../src/jetstream/jetstream.js";
+import { MAX_MESSAGE_BYTES, encodeMessage } from "../src/jetstream/message.js";
+import { namespaceStreamName } from "../src/jetstream/layout.js";
 import { now, percentiles, pool, procCpuSeconds, procMemory, round, sleep, type Percentiles } from "./lib/util.js";
 
 const quick = process.argv.includes("--quick");

@@ -1,6 +1,6 @@
 import { Webhook } from "standardwebhooks";
 import { describe, expect, it } from "vitest";
-import type { HooklineConsumer } from "../src/stream/consumers.js";
+import type { HooklineConsumer } from "../src/jetstream/consumers.js";
 import { Rng } from "./lib/rng.js";
 import { acknowledgedDuring, answered2xx, checkStream, CLUSTER_FAULT_KINDS, duplicatesByFault, DUPLICATE_WINDOW_MS, STREAM_FAULT_KINDS, streamSchedule, type FaultRecord } from "./stream.js";
 

@@ -28,12 +28,18 @@ const CASES: [string, string, RegExp, string][] = [
   ["src/core/probe.ts", "undici", /src\/core is pure/, "./backoff.js"],
   ["src/api/probe.ts", "../core/plan.js", /schema layer/, "./names.js"],
   ["src/lib/probe.ts", "../kube/client.js", /leaf of shared helpers/, "./sleep.js"],
-  ["src/config/probe.ts", "../stream/jetstream.js", /only parses the environment/, "../stream/url.js"],
-  ["src/stream/probe.ts", "../delivery/objects.js", /JetStream layer/, "../core/backoff.js"],
+  ["src/config/probe.ts", "../jetstream/jetstream.js", /only parses the environment/, "../jetstream/url.js"],
+  ["src/config/probe.ts", "../transports/stream/pull.js", /only parses the environment/, "../core/plan.js"],
+  ["src/jetstream/probe.ts", "../delivery/objects.js", /JetStream layer/, "../core/backoff.js"],
   ["src/kube/probe.ts", "../delivery/objects.js", /generic plumbing/, "../runtime/manager.js"],
+  ["src/kube/probe.ts", "../replay/replay.js", /generic plumbing/, "../lib/sleep.js"],
+  ["src/runtime/probe.ts", "../transports/stream/pull.js", /generic plumbing/, "../kube/client.js"],
   ["src/runtime/probe.ts", "../cli/operator.js", /generic plumbing/, "../kube/types.js"],
   ["src/delivery/probe.ts", "../cli/operator.js", /Only the CLI wires/, "../kube/client.js"],
   ["src/finished/probe.ts", "../cli/operator.js", /Only the CLI wires/, "../delivery/objects.js"],
+  ["src/replay/probe.ts", "../cli/operator.js", /Only the CLI wires/, "../finished/records.js"],
+  ["src/subscriptions/probe.ts", "../cli/operator.js", /Only the CLI wires/, "../delivery/endpoints.js"],
+  ["src/transports/stream/probe.ts", "../../cli/operator.js", /Only the CLI wires/, "../../jetstream/consumers.js"],
 ];
 
 describe("eslint import boundaries", () => {

@@ -22,8 +22,8 @@ import { publish as fanOut } from "./publish/fanout.js";
 import type { PublishResult } from "./publish/result.js";
 import { validateEvent, validateTraceContext, type PublishInput } from "./publish/input.js";
 import { publishToStream, type StreamPublishResult } from "./publish/stream.js";
-import { StreamConnection } from "./stream/jetstream.js";
-import type { TraceContext } from "./stream/message.js";
+import { StreamConnection } from "./jetstream/jetstream.js";
+import type { TraceContext } from "./jetstream/message.js";
 import { USER_AGENT } from "./version.js";
 
 export interface ConnectOptions {
@@ -131,9 +131,9 @@ export { PublishInputError, PayloadTooLargeError, IdempotencyConflictError, Publ
 export type { PublishInput } from "./publish/input.js";
 export type { PublishResult, DeliveryResult, SkippedSubscription } from "./publish/result.js";
 export type { StreamPublishResult } from "./publish/stream.js";
-export { StreamQuotaExceededError, StreamUnavailableError } from "./stream/jetstream.js";
-export { NatsUrlError } from "./stream/url.js";
-export type { TraceContext } from "./stream/message.js";
+export { StreamQuotaExceededError, StreamUnavailableError } from "./jetstream/jetstream.js";
+export { NatsUrlError } from "./jetstream/url.js";
+export type { TraceContext } from "./jetstream/message.js";
 export { deliveryName } from "./publish/naming.js";
 export { GROUP, VERSION, API_VERSION, SUBSCRIPTION, DELIVERY, LABELS, ANNOTATIONS, MAX_PAYLOAD_BYTES } from "./api/names.js";
 export type { DeliveryPhase, DeadLetterReason, DiscardReason } from "./api/names.js";

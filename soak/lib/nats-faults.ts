@@ -7,8 +7,8 @@
 import { httpGet } from "../../src/cluster/nats.js";
 import { natsNodeIndex, type LocalNatsCluster } from "../../src/cluster/nats-cluster.js";
 import { NATS_ACCOUNT } from "../../src/cluster/nats-auth.js";
-import { STREAM_NAME } from "../../src/stream/jetstream.js";
-import { namespaceStreamName } from "../../src/stream/layout.js";
+import { STREAM_NAME } from "../../src/jetstream/jetstream.js";
+import { namespaceStreamName } from "../../src/jetstream/layout.js";
 
 /**
  * The stream whose replicas the faults aim at and wait for: the first soak namespace's (each

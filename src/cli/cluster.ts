@@ -7,7 +7,7 @@ import { parseArgs } from "node:util";
 import { ensureBinaries, ensureNatsServer } from "../cluster/build.js";
 import { NATS_NODE_COUNTS } from "../cluster/nats-cluster.js";
 import { addNatsPublisherBeside, runningControlPlane, startControlPlane, startNatsBeside, stopControlPlane } from "../cluster/control-plane.js";
-import { STREAM_AUTH_POLICY } from "../stream/permissions.js";
+import { STREAM_AUTH_POLICY } from "../jetstream/permissions.js";
 import type { ControlPlaneInfo, ControlPlanePorts } from "../cluster/control-plane.js";
 import { UsageError } from "./exit-codes.js";
 

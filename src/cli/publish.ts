@@ -12,9 +12,9 @@ import { publish } from "../publish/fanout.js";
 import type { PublishResult } from "../publish/result.js";
 import { validateEvent, validateTraceContext } from "../publish/input.js";
 import { publishToStream, type StreamPublishResult } from "../publish/stream.js";
-import { StreamConnection } from "../stream/jetstream.js";
-import type { TraceContext } from "../stream/message.js";
-import { NatsUrlError, parseNatsUrl } from "../stream/url.js";
+import { StreamConnection } from "../jetstream/jetstream.js";
+import type { TraceContext } from "../jetstream/message.js";
+import { NatsUrlError, parseNatsUrl } from "../jetstream/url.js";
 import { USER_AGENT } from "../version.js";
 import { UsageError } from "./exit-codes.js";
 

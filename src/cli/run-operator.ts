@@ -12,7 +12,7 @@ import { parseNatsNodes } from "./cluster.js";
 import { installCrds } from "./crds.js";
 import { EXIT, UsageError } from "./exit-codes.js";
 import { Operator } from "./operator.js";
-import { STREAM_AUTH_POLICY } from "../stream/permissions.js";
+import { STREAM_AUTH_POLICY } from "../jetstream/permissions.js";
 
 const OPERATOR_USAGE = `usage: hookline operator [--kubeconfig PATH] [--leader-elect=false]
 

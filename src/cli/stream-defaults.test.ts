@@ -1,9 +1,9 @@
 // Where the operator's environment meets the stream layer: what HOOKLINE_STREAM_* default to is
-// what a StreamConnection makes without them (stream/layout.ts DEFAULT_LAYOUT).
+// what a StreamConnection makes without them (jetstream/layout.ts DEFAULT_LAYOUT).
 import { describe, expect, it } from "vitest";
 import { INT_VARS, loadConfig } from "../config/config.js";
-import { ATTEMPTS_TTL_MS } from "../delivery/stream/attempt-log.js";
-import { DEFAULT_LAYOUT } from "../stream/layout.js";
+import { ATTEMPTS_TTL_MS } from "../transports/stream/attempt-log.js";
+import { DEFAULT_LAYOUT } from "../jetstream/layout.js";
 
 describe("stream defaults", () => {
   it("the operator's defaults are the layout's", () => {

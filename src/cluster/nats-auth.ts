@@ -1,7 +1,7 @@
 // Authentication of a local nats-server (`hookline cluster up --nats`, `hookline dev --nats`,
 // LocalNatsServer in the tests): one account, HOOKLINE, with JetStream, and its users: the
 // operator, and one publisher per set of namespaces, each with a random password and the
-// permissions the caller gives (src/stream/permissions.ts says which; this module only writes
+// permissions the caller gives (src/jetstream/permissions.ts says which; this module only writes
 // them). Nobody gets in without a user and password: nats-server refuses anonymous clients once
 // an account has users.
 //
@@ -30,7 +30,7 @@ export interface NatsUserPermissions {
   subscribe: string[];
 }
 
-/** What the users may do: given by the caller (src/stream/permissions.ts). */
+/** What the users may do: given by the caller (src/jetstream/permissions.ts). */
 export interface NatsAuthPolicy {
   operator: NatsUserPermissions;
   publisher: (namespaces: string[]) => NatsUserPermissions;

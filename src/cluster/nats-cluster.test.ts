@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import fc from "fast-check";
 import { afterEach, describe, expect, it } from "vitest";
-import { parseNatsUrl } from "../stream/url.js";
+import { parseNatsUrl } from "../jetstream/url.js";
 import { urlWithCredentials } from "./nats-auth.js";
 import { assignNodePorts, natsClusterUrl, natsNodeIndex, natsNodeName, otherLayoutStore, renderNodeConfig, storedNatsNodes, streamReplicasFor, type NatsNodePorts } from "./nats-cluster.js";
 

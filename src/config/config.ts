@@ -8,7 +8,7 @@ import { retrySchema } from "../api/subscription.js";
 import { describeRetrySchedule, largestRetryDelayMs } from "../core/advice.js";
 import { parseCidrList, type Cidr } from "../core/netguard.js";
 import { NO_PROXY_NONE, parseNoProxy, parseProxyUrl, redactProxyUrl, type ProxyEnv } from "../core/proxy-env.js";
-import { NatsUrlError, parseNatsUrl, redactNatsUrl } from "../stream/url.js";
+import { NatsUrlError, parseNatsUrl, redactNatsUrl } from "../jetstream/url.js";
 import { DEFAULT_AUDIENCE, loadPublishDoor, PUBLISH_VARS, type PublishDoorConfig } from "./publish-door.js";
 import { loadTracing, TRACING_ENV_DOCS, type TracingConfig, type TracingWarning } from "./tracing.js";
 
@@ -88,7 +88,7 @@ export interface Config {
   /**
    * Stream mode's authentication besides HOOKLINE_NATS_URL's credentials (HOOKLINE_NATS_USER,
    * HOOKLINE_NATS_PASSWORD_FILE, HOOKLINE_NATS_TLS_*), and HOOKLINE_NATS_ALLOW_INSECURE: whether
-   * a NATS that lets anyone in is used anyway (stream/auth.ts).
+   * a NATS that lets anyone in is used anyway (jetstream/auth.ts).
    */
   natsAuth: NatsAuthConfig;
   /**
@@ -99,7 +99,7 @@ export interface Config {
   installation: string;
 }
 
-/** Stream mode's credentials besides the URL's, and HOOKLINE_NATS_ALLOW_INSECURE (the shape stream/auth.ts NatsClientAuth reads). */
+/** Stream mode's credentials besides the URL's, and HOOKLINE_NATS_ALLOW_INSECURE (the shape jetstream/auth.ts NatsClientAuth reads). */
 export interface NatsAuthConfig {
   /** HOOKLINE_NATS_USER with HOOKLINE_NATS_PASSWORD_FILE. */
   credentials?: { user: string; passwordFile: string };
@@ -144,7 +144,7 @@ export const INT_VARS = {
   dlqMaxEntries: { name: "WEBHOOK_DLQ_MAX_ENTRIES", default: 10_000, min: 1, max: 10_000_000 },
   streamReplicas: { name: "HOOKLINE_STREAM_REPLICAS", default: 1, min: 1, max: 5 },
   // Stream mode's bounds (docs/stream-mode.md#limits): memory per replica, age and size per
-  // namespace; the last three are stream/layout.ts DEFAULT_LAYOUT's (layout.test.ts checks).
+  // namespace; the last three are jetstream/layout.ts DEFAULT_LAYOUT's (layout.test.ts checks).
   streamMaxHeldBytes: { name: "HOOKLINE_STREAM_MAX_HELD_BYTES", default: 32 * 1024 * 1024, min: 1024 * 1024, max: 16 * 1024 * 1024 * 1024 },
   streamMaxAgeMs: { name: "HOOKLINE_STREAM_MAX_AGE_MS", default: 7 * 86_400_000, min: 1_000, max: 14 * 86_400_000 },
   streamNamespaceMaxMessages: { name: "HOOKLINE_STREAM_NAMESPACE_MAX_MESSAGES", default: 1_000_000, min: 1, max: 1_000_000_000 },

@@ -1,7 +1,7 @@
 // What the replicas of one install share of an endpoint in stream mode, where every replica
 // delivers: the breaker's and the health's gating state (Open until when, Disabled until when)
 // and the probe one replica claimed. Each subscription has one record in a JetStream key-value
-// bucket, written with compare-and-set (src/delivery/stream/shared-endpoints.ts); this module is
+// bucket, written with compare-and-set (src/transports/stream/shared-endpoints.ts); this module is
 // the pure part: the record of a replica's state, and what a replica adopts of a record.
 //
 // Failure streaks stay per replica: a replica opens its breaker after failureThreshold failures

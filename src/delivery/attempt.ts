@@ -47,7 +47,7 @@ export interface AttemptSpec {
 
 /**
  * Stream mode, where every replica delivers: a probe granted here is one replica's only once it
- * is claimed in the state the replicas share (src/delivery/stream/shared-endpoints.ts).
+ * is claimed in the state the replicas share (src/transports/stream/shared-endpoints.ts).
  */
 export interface ProbeClaims {
   /** Claims the probe `ep` was just granted; false: another replica holds it, nothing is sent. */

@@ -19,8 +19,8 @@ import { createServer as createHttpsServer, type Server as HttpsServer } from "n
 import type { Logger } from "pino";
 import { DELIVERY, GROUP, MAX_PAYLOAD_BYTES } from "../api/names.js";
 import { ApiError, type KubeClient } from "../kube/client.js";
-import { StreamQuotaExceededError, StreamUnavailableError } from "../stream/jetstream.js";
-import type { TraceContext } from "../stream/message.js";
+import { StreamQuotaExceededError, StreamUnavailableError } from "../jetstream/jetstream.js";
+import type { TraceContext } from "../jetstream/message.js";
 import type { PublishDoorMetrics } from "../observability/metrics.js";
 import { objectPath, CORE } from "../kube/types.js";
 import { DEFAULT_AUDIENCE, identityKey, Reviewer, TtlCache, type AuthFailure, type Authorization, type Caller, type ReviewerOptions } from "./auth.js";

@@ -5,12 +5,12 @@
 // idempotency key through the stream's duplicate window (Nats-Msg-Id). Shared by the three
 // doors: the library (src/index.ts), `hookline publish --nats` and the HTTP door (server.ts).
 import { toRfc3339 } from "../core/rfc3339.js";
-import type { StreamAck } from "../stream/jetstream.js";
-import { encodeMessage, StreamMessageError, type OutgoingMessage, type TraceContext } from "../stream/message.js";
+import type { StreamAck } from "../jetstream/jetstream.js";
+import { encodeMessage, StreamMessageError, type OutgoingMessage, type TraceContext } from "../jetstream/message.js";
 import { PublishInputError } from "./errors.js";
 import { validateEvent, validateTraceContext, type PublishInput } from "./input.js";
 
-/** Where stream-mode events go: a StreamConnection (src/stream/jetstream.ts) is one. */
+/** Where stream-mode events go: a StreamConnection (src/jetstream/jetstream.ts) is one. */
 export interface StreamPublisher {
   publish(message: OutgoingMessage, opts?: { timeoutMs?: number }): Promise<StreamAck>;
 }

@@ -4,7 +4,7 @@
 // with the same store, so a test can take JetStream away mid-test and bring it back.
 //
 // It authenticates, as stream mode requires (docs/security.md): the operator's user with the
-// permissions of src/stream/permissions.ts (`url` carries its credentials: the operator's
+// permissions of src/jetstream/permissions.ts (`url` carries its credentials: the operator's
 // HOOKLINE_NATS_URL), publishers made per namespace (`publisher`), and an admin who may do
 // anything, for what a test sets up or looks at that the operator may not. `{ auth: false }`:
 // an open server, as nats-server runs by default.
@@ -14,8 +14,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { OPERATOR_USER } from "../../src/cluster/nats-auth.js";
 import { LocalNatsServer, natsPaths, type LocalNatsOptions } from "../../src/cluster/nats.js";
-import { StreamConnection, type ConnectStreamOptions } from "../../src/stream/jetstream.js";
-import { OPERATOR_INBOX_PREFIX, STREAM_AUTH_POLICY } from "../../src/stream/permissions.js";
+import { StreamConnection, type ConnectStreamOptions } from "../../src/jetstream/jetstream.js";
+import { OPERATOR_INBOX_PREFIX, STREAM_AUTH_POLICY } from "../../src/jetstream/permissions.js";
 import { testTools } from "./tools.js";
 
 /** The nats-server binary the global setup built. */
@@ -63,7 +63,7 @@ export async function startNats(name = "test", opts: { auth?: boolean; tls?: Loc
       await server.close();
       const refused = operatorViolations();
       await rm(dir, { recursive: true, force: true });
-      if (refused.length) throw new Error(`nats-server refused the operator's user ${refused.length} time(s): its permissions (src/stream/permissions.ts) miss what stream mode uses:\n${refused.slice(0, 10).join("\n")}`);
+      if (refused.length) throw new Error(`nats-server refused the operator's user ${refused.length} time(s): its permissions (src/jetstream/permissions.ts) miss what stream mode uses:\n${refused.slice(0, 10).join("\n")}`);
     },
   };
 }

@@ -3,9 +3,9 @@
 // namespace's stream, HOOKLINE_<namespace>).
 import type { JetStreamManager } from "@nats-io/jetstream";
 import { publishToStream, type StreamPublishResult } from "../../src/publish/stream.js";
-import { listConsumers, type HooklineConsumer } from "../../src/stream/consumers.js";
-import { STREAM_NAME, type StreamConnection } from "../../src/stream/jetstream.js";
-import { namespaceStreamName } from "../../src/stream/layout.js";
+import { listConsumers, type HooklineConsumer } from "../../src/jetstream/consumers.js";
+import { STREAM_NAME, type StreamConnection } from "../../src/jetstream/jetstream.js";
+import { namespaceStreamName } from "../../src/jetstream/layout.js";
 import { waitFor } from "./cluster.js";
 
 /** Publishes one event (validated like every door) and waits for JetStream's acknowledgement. */

@@ -12,7 +12,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { StreamInfo } from "@nats-io/jetstream";
 import { afterAll, describe, expect, it } from "vitest";
-import { StreamUnavailableError, type StreamConnection } from "../../src/stream/jetstream.js";
+import { StreamUnavailableError, type StreamConnection } from "../../src/jetstream/jetstream.js";
 import { createNamespace, deleteNamespace, waitFor } from "../helpers/cluster.js";
 import { exec, type ExecResult } from "../helpers/exec.js";
 import { apply, secret, subscription, TEST_SECRET } from "../helpers/kube.js";

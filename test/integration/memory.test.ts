@@ -8,7 +8,7 @@ import { readFileSync } from "node:fs";
 import { KubeConfig } from "@kubernetes/client-node";
 import { afterEach, describe, expect, inject, it } from "vitest";
 import { freePorts } from "../../src/cluster/ports.js";
-import { MESSAGE_ROOM_BYTES } from "../../src/delivery/stream/held-bytes.js";
+import { MESSAGE_ROOM_BYTES } from "../../src/transports/stream/held-bytes.js";
 import { KubeClient } from "../../src/kube/client.js";
 import { createNamespace, deleteNamespace, kubectlOk, waitFor } from "../helpers/cluster.js";
 import { apply, create, delivery, getObj, subscription } from "../helpers/kube.js";

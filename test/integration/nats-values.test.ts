@@ -12,7 +12,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { parse } from "yaml";
-import { operatorPermissions, publisherPermissions } from "../../src/stream/permissions.js";
+import { operatorPermissions, publisherPermissions } from "../../src/jetstream/permissions.js";
 import { exec } from "../helpers/exec.js";
 import { ROOT } from "../helpers/helm.js";
 import { readBlocks } from "../helpers/markdown.js";

@@ -14,7 +14,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { createNamespace, deleteNamespace, kubectl, kubectlOk, waitFor } from "../helpers/cluster.js";
 import { find, render, type K8sObject } from "../helpers/helm.js";
 import { deliveryName } from "../../src/publish/naming.js";
-import type { StreamConnection } from "../../src/stream/jetstream.js";
+import type { StreamConnection } from "../../src/jetstream/jetstream.js";
 import { apply, delivery, events, getObj, secret, subscription, waitForPhase } from "../helpers/kube.js";
 import { connectStream, startNats, type TestNats } from "../helpers/nats.js";
 import { startOperator, type TestOperator } from "../helpers/operator.js";

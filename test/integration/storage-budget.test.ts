@@ -13,7 +13,7 @@ import { Receiver } from "../helpers/receiver.js";
 import { connectStream, startNats, type TestNats } from "../helpers/nats.js";
 import { publishEvent, waitForConsumer } from "../helpers/stream.js";
 import { deliveryName } from "../../src/publish/naming.js";
-import type { StreamConnection } from "../../src/stream/jetstream.js";
+import type { StreamConnection } from "../../src/jetstream/jetstream.js";
 
 const BUDGET = 20;
 const DELIVERIES = "/apis/hookline.dev/v1alpha1/namespaces";

@@ -1,5 +1,5 @@
 // Stream mode's access control against a real nats-server with accounts and users (the
-// permissions of src/stream/permissions.ts): NATS itself refuses a publisher of one namespace
+// permissions of src/jetstream/permissions.ts): NATS itself refuses a publisher of one namespace
 // everything but that namespace's events (another namespace's subject, any stream, its own
 // included, consumers, buckets, acknowledgements, the operator's replies), and anyone without
 // credentials; with one stream per namespace a publisher cannot reach another namespace's
@@ -17,12 +17,12 @@ import { join } from "node:path";
 import type { JetStreamManager } from "@nats-io/jetstream";
 import { headers as natsHeaders } from "@nats-io/transport-node";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { CONSUMER_METADATA, listConsumers } from "../../src/stream/consumers.js";
-import { StreamUnavailableError, type StreamConnection } from "../../src/stream/jetstream.js";
-import { DEFAULT_LAYOUT, namespaceStreamConfig } from "../../src/stream/layout.js";
-import { encodeMessage } from "../../src/stream/message.js";
-import { OPERATOR_INBOX_PREFIX } from "../../src/stream/permissions.js";
-import { eventSubject } from "../../src/stream/subjects.js";
+import { CONSUMER_METADATA, listConsumers } from "../../src/jetstream/consumers.js";
+import { StreamUnavailableError, type StreamConnection } from "../../src/jetstream/jetstream.js";
+import { DEFAULT_LAYOUT, namespaceStreamConfig } from "../../src/jetstream/layout.js";
+import { encodeMessage } from "../../src/jetstream/message.js";
+import { OPERATOR_INBOX_PREFIX } from "../../src/jetstream/permissions.js";
+import { eventSubject } from "../../src/jetstream/subjects.js";
 import { createNamespace, deleteNamespace, waitFor } from "../helpers/cluster.js";
 import { apply, listObjs, secret, subscription, TEST_SECRET } from "../helpers/kube.js";
 import { connectStream, startNats, type TestNats } from "../helpers/nats.js";

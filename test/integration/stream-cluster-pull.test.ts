@@ -13,10 +13,10 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { urlWithCredentials } from "../../src/cluster/nats-auth.js";
 import { assignNodePorts, LocalNatsCluster } from "../../src/cluster/nats-cluster.js";
 import { freePorts } from "../../src/cluster/ports.js";
-import { pull } from "../../src/delivery/stream/pull.js";
-import { ensureConsumer } from "../../src/stream/consumers.js";
-import { StreamConnection } from "../../src/stream/jetstream.js";
-import { OPERATOR_INBOX_PREFIX, STREAM_AUTH_POLICY } from "../../src/stream/permissions.js";
+import { pull } from "../../src/transports/stream/pull.js";
+import { ensureConsumer } from "../../src/jetstream/consumers.js";
+import { StreamConnection } from "../../src/jetstream/jetstream.js";
+import { OPERATOR_INBOX_PREFIX, STREAM_AUTH_POLICY } from "../../src/jetstream/permissions.js";
 import { natsServerBinary } from "../helpers/nats.js";
 import { streamOf } from "../helpers/stream.js";
 

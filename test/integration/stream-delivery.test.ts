@@ -7,7 +7,7 @@ import { Kvm } from "@nats-io/kv";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { MAX_PAYLOAD_BYTES } from "../../src/api/names.js";
 import { deliveryName } from "../../src/publish/naming.js";
-import type { StreamConnection } from "../../src/stream/jetstream.js";
+import type { StreamConnection } from "../../src/jetstream/jetstream.js";
 import { createNamespace, deleteNamespace, kubectlOk, waitFor } from "../helpers/cluster.js";
 import { apply, getObj, listObjs, secret, subscription, TEST_SECRET, waitForPhase } from "../helpers/kube.js";
 import { connectStream, startNats, type TestNats } from "../helpers/nats.js";

@@ -6,7 +6,7 @@
 // A record an earlier version wrote with the URL is rewritten without it.
 import { Kvm, type KV } from "@nats-io/kv";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { StreamConnection } from "../../src/stream/jetstream.js";
+import type { StreamConnection } from "../../src/jetstream/jetstream.js";
 import { createNamespace, deleteNamespace, kubectlOk, waitFor } from "../helpers/cluster.js";
 import { apply, getObj, subscription } from "../helpers/kube.js";
 import { connectStream, startNats, type TestNats } from "../helpers/nats.js";

@@ -7,11 +7,11 @@ import type { ConsumerMessages, JetStreamManager, JsMsg } from "@nats-io/jetstre
 import { AckPolicy, RetentionPolicy, StorageType } from "@nats-io/jetstream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { matchesEventType } from "../../src/core/policy.js";
-import { pull, type Received } from "../../src/delivery/stream/pull.js";
-import { consumerName, deleteConsumer, ensureConsumer, listConsumers, orphanedConsumers, type ConsumerPolicy } from "../../src/stream/consumers.js";
-import { DEFAULT_LAYOUT, namespaceStreamConfig } from "../../src/stream/layout.js";
-import { STREAM_NAME, StreamQuotaExceededError, StreamUnavailableError, type StreamConnection, type StreamConnectionEvent } from "../../src/stream/jetstream.js";
-import { decodeMessage, encodeMessage, type StreamEvent } from "../../src/stream/message.js";
+import { pull, type Received } from "../../src/transports/stream/pull.js";
+import { consumerName, deleteConsumer, ensureConsumer, listConsumers, orphanedConsumers, type ConsumerPolicy } from "../../src/jetstream/consumers.js";
+import { DEFAULT_LAYOUT, namespaceStreamConfig } from "../../src/jetstream/layout.js";
+import { STREAM_NAME, StreamQuotaExceededError, StreamUnavailableError, type StreamConnection, type StreamConnectionEvent } from "../../src/jetstream/jetstream.js";
+import { decodeMessage, encodeMessage, type StreamEvent } from "../../src/jetstream/message.js";
 import { freePorts } from "../../src/cluster/ports.js";
 import { waitFor } from "../helpers/cluster.js";
 import { connectStream, startNats, type TestNats } from "../helpers/nats.js";

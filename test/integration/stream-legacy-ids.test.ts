@@ -5,8 +5,8 @@
 // Nats-Msg-Id does, and is recorded once; the message is not refused again and again. Real
 // nats-server, real API server, the real operator.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { encodeMessage, hashedId } from "../../src/stream/message.js";
-import type { StreamConnection } from "../../src/stream/jetstream.js";
+import { encodeMessage, hashedId } from "../../src/jetstream/message.js";
+import type { StreamConnection } from "../../src/jetstream/jetstream.js";
 import { createNamespace, deleteNamespace, waitFor } from "../helpers/cluster.js";
 import { apply, listObjs, subscription } from "../helpers/kube.js";
 import { connectStream, startNats, type TestNats } from "../helpers/nats.js";

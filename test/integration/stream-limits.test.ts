@@ -7,7 +7,7 @@
 import type { JetStreamManager } from "@nats-io/jetstream";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { StreamQuotaExceededError } from "../../src/index.js";
-import type { StreamConnection } from "../../src/stream/jetstream.js";
+import type { StreamConnection } from "../../src/jetstream/jetstream.js";
 import { createNamespace, deleteNamespace, kubectlOk, waitFor } from "../helpers/cluster.js";
 import { apply, listObjs, publisherToken, subscription } from "../helpers/kube.js";
 import { connectStream, startNats, type TestNats } from "../helpers/nats.js";

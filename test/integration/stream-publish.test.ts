@@ -21,9 +21,9 @@ import { publish as libraryPublish, createPublisher, NatsUrlError, PayloadTooLar
 import { KubeClient } from "../../src/kube/client.js";
 import { closeServer, listen } from "../../src/observability/http-servers.js";
 import { publishServer } from "../../src/publish/server.js";
-import { ensureConsumer } from "../../src/stream/consumers.js";
-import type { StreamConnection } from "../../src/stream/jetstream.js";
-import { dataText, decodeMessage, type StreamMessage } from "../../src/stream/message.js";
+import { ensureConsumer } from "../../src/jetstream/consumers.js";
+import type { StreamConnection } from "../../src/jetstream/jetstream.js";
+import { dataText, decodeMessage, type StreamMessage } from "../../src/jetstream/message.js";
 import { createNamespace, deleteNamespace, waitFor } from "../helpers/cluster.js";
 import { exec } from "../helpers/exec.js";
 import { publisherToken } from "../helpers/kube.js";

@@ -3,7 +3,7 @@
 // published before or after, reaches the receiver with its bytes exactly as published.
 import type { JetStreamManager } from "@nats-io/jetstream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { StreamConnection } from "../../src/stream/jetstream.js";
+import type { StreamConnection } from "../../src/jetstream/jetstream.js";
 import { createNamespace, deleteNamespace, waitFor } from "../helpers/cluster.js";
 import { apply, listObjs, subscription } from "../helpers/kube.js";
 import { connectStream, startNats, type TestNats } from "../helpers/nats.js";

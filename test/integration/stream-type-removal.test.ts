@@ -4,12 +4,12 @@
 // is listed again) instead of vanishing with the narrowed filter; events of that type published
 // after the removal were never the subscription's (neither sent nor dead-lettered); and the
 // consumer's filter is narrowed once the backlog of the removed type is through
-// (src/stream/type-removal.ts).
+// (src/jetstream/type-removal.ts).
 import type { JetStreamManager } from "@nats-io/jetstream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { deliveryName } from "../../src/publish/naming.js";
-import { listConsumers } from "../../src/stream/consumers.js";
-import type { StreamConnection } from "../../src/stream/jetstream.js";
+import { listConsumers } from "../../src/jetstream/consumers.js";
+import type { StreamConnection } from "../../src/jetstream/jetstream.js";
 import { createNamespace, deleteNamespace, kubectlOk, waitFor } from "../helpers/cluster.js";
 import { apply, getObj, listObjs, secret, subscription, waitForPhase } from "../helpers/kube.js";
 import { connectStream, startNats, type TestNats } from "../helpers/nats.js";

@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { publish } from "../../src/index.js";
 import { deliveryName } from "../../src/publish/naming.js";
 import { publishToStream } from "../../src/publish/stream.js";
-import type { StreamConnection } from "../../src/stream/jetstream.js";
+import type { StreamConnection } from "../../src/jetstream/jetstream.js";
 import { closeServer } from "../../src/observability/http-servers.js";
 import { createNamespace, deleteNamespace, kubectlOk, waitFor } from "../helpers/cluster.js";
 import { apply, getObj, subscription, waitForPhase } from "../helpers/kube.js";

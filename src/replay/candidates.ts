@@ -7,7 +7,7 @@ import { afterCursor, parseCursor, selects, type ReplayCursor, type ReplaySelect
 import { ACCEPT, ApiError, type KubeClient } from "../kube/client.js";
 import { rowItem, type TableRow } from "../kube/reflector.js";
 import { collectionPath, objectKey } from "../kube/types.js";
-import { DELIVERIES } from "./objects.js";
+import { DELIVERIES } from "../delivery/objects.js";
 import type { TerminalRecord } from "../finished/records.js";
 import { terminalRecord } from "../finished/terminal-index.js";
 

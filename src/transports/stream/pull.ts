@@ -21,7 +21,7 @@
 // of its body, its decoded headers and its reply subject, and answers JetStream on that subject
 // with the payloads of JetStream's acknowledgement protocol (those the client's JsMsg sends).
 import { createInbox, type Msg, type NatsConnection } from "@nats-io/transport-node";
-import type { HeaderReader } from "../../stream/message.js";
+import type { HeaderReader } from "../../jetstream/message.js";
 
 /** A fetched message, detached. */
 export interface Received {

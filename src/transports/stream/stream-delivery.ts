@@ -9,9 +9,9 @@
 import type { ReflectorHandler } from "../../kube/reflector.js";
 import { objectKey } from "../../kube/types.js";
 import type { LeaderRunnable } from "../../runtime/manager.js";
-import { consumerName } from "../../stream/consumers.js";
-import type { DrainReport } from "../leader-term.js";
-import type { SubscriptionObject } from "../objects.js";
+import { consumerName } from "../../jetstream/consumers.js";
+import type { DrainReport } from "../../delivery/leader-term.js";
+import type { SubscriptionObject } from "../../delivery/objects.js";
 import { AttemptLog } from "./attempt-log.js";
 import { StreamDeadLetters, type StreamDeadLettersDeps } from "./dead-letters.js";
 import { checkEveryMs, OldestMessages } from "./expiry.js";
@@ -20,7 +20,7 @@ import type { StreamLink } from "./link.js";
 import type { SharedEndpoints } from "./shared-endpoints.js";
 import { FETCH_EXPIRES_MS, SubscriptionStream, type StreamWork } from "./subscription-stream.js";
 import { sharedAbortController } from "../../runtime/shared-abort.js";
-import { ReplyBatch } from "../../stream/replies.js";
+import { ReplyBatch } from "../../jetstream/replies.js";
 import { doubling } from "../../lib/backoff.js";
 
 export interface StreamDeliveryDeps extends Omit<StreamWork, "js" | "nc" | "inboxPrefix" | "prefix" | "oldest" | "attempts" | "deadLetters" | "replies" | "signal">, StreamDeadLettersDeps {

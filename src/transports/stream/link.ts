@@ -11,12 +11,12 @@
 // connection or a reconnection) it closes the connection. Either way the operator is not ready
 // and says why, until HOOKLINE_NATS_ALLOW_INSECURE=true.
 import type { Logger } from "pino";
-import { noCredentialsProblem, openServerProblem, type NatsClientAuth } from "../../stream/auth.js";
-import { STREAM_NAME, StreamConnection, StreamUnavailableError, type StreamAck, type StreamSettings } from "../../stream/jetstream.js";
-import { namespaceStreamName } from "../../stream/layout.js";
-import type { OutgoingMessage } from "../../stream/message.js";
-import { OPERATOR_INBOX_PREFIX } from "../../stream/permissions.js";
-import { parseNatsUrl, redactNatsUrl } from "../../stream/url.js";
+import { noCredentialsProblem, openServerProblem, type NatsClientAuth } from "../../jetstream/auth.js";
+import { STREAM_NAME, StreamConnection, StreamUnavailableError, type StreamAck, type StreamSettings } from "../../jetstream/jetstream.js";
+import { namespaceStreamName } from "../../jetstream/layout.js";
+import type { OutgoingMessage } from "../../jetstream/message.js";
+import { OPERATOR_INBOX_PREFIX } from "../../jetstream/permissions.js";
+import { parseNatsUrl, redactNatsUrl } from "../../jetstream/url.js";
 import { doubling } from "../../lib/backoff.js";
 import { sleep } from "../../lib/sleep.js";
 

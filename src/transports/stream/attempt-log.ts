@@ -10,7 +10,7 @@ import { Kvm, type KV } from "@nats-io/kv";
 import { StorageType, type JetStreamClient } from "@nats-io/jetstream";
 import type { DeliveryStatus } from "../../api/delivery.js";
 import type { Final } from "../../core/outcome.js";
-import { KV_BUCKETS } from "../../stream/permissions.js";
+import { KV_BUCKETS } from "../../jetstream/permissions.js";
 
 export const ATTEMPTS_BUCKET = KV_BUCKETS.attempts;
 

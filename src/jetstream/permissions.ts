@@ -24,7 +24,7 @@ import { filterSubjects } from "./subjects.js";
 /** The operator's replies (JetStream API answers, pulled messages) come on this prefix, which publishers cannot subscribe to. */
 export const OPERATOR_INBOX_PREFIX = "_INBOX_hookline";
 
-/** The key-value buckets of stream mode (delivery/stream/attempt-log.ts, shared-endpoints.ts). */
+/** The key-value buckets of stream mode (transports/stream/attempt-log.ts, shared-endpoints.ts). */
 export const KV_BUCKETS = { attempts: "hookline-attempts", endpoints: "hookline-endpoints" } as const;
 
 /** A user's permissions as nats-server's config writes them: subjects it may publish to and subscribe to; nothing else. */

@@ -8,8 +8,8 @@ import type { Logger } from "pino";
 import { ApiError } from "../../kube/client.js";
 import type { EventSink } from "../../kube/events.js";
 import type { Metrics } from "../../observability/metrics.js";
-import type { Caches } from "../caches.js";
-import { subscriptionRef } from "../objects.js";
+import type { Caches } from "../../delivery/caches.js";
+import { subscriptionRef } from "../../delivery/objects.js";
 
 /** forbidden: RBAC; quota: a ResourceQuota; refused: another 4xx; error: an outage (or the names taken). */
 export type RecordFailure = "forbidden" | "quota" | "refused" | "error";

@@ -26,10 +26,10 @@ import type { TraceContext } from "../../core/trace-context.js";
 import { ApiError, type KubeClient } from "../../kube/client.js";
 import { collectionPath, objectKey } from "../../kube/types.js";
 import { deliveryName, labelValue } from "../../publish/naming.js";
-import { hashedId } from "../../stream/message.js";
-import type { OutcomeMeta } from "../finals.js";
-import { DELIVERIES, type DeliveryObject } from "../objects.js";
-import type { OutcomeWriter } from "../outcome-writer.js";
+import { hashedId } from "../../jetstream/message.js";
+import type { OutcomeMeta } from "../../delivery/finals.js";
+import { DELIVERIES, type DeliveryObject } from "../../delivery/objects.js";
+import type { OutcomeWriter } from "../../delivery/outcome-writer.js";
 import { DeadLetterFailures, type DeadLetterFailuresDeps } from "./dead-letter-failures.js";
 
 /** One message's final outcome, to be recorded as a WebhookDelivery. */

@@ -24,7 +24,7 @@
 //               go back to JetStream for later, so a subscription that holds everything (a slow
 //               endpoint behind busy request slots) cannot starve another's pulls.
 
-import { MAX_MESSAGE_BYTES } from "../../stream/message.js";
+import { MAX_MESSAGE_BYTES } from "../../jetstream/message.js";
 
 /** What a fetched message of `size` bytes (subject, reply, headers, body) counts: itself, and the request body made of it while it is sent. */
 export const messageCost = (size: number): number => 2 * size;

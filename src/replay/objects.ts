@@ -17,8 +17,8 @@ import type { StatusWriter } from "../kube/status-writer.js";
 import { objectKey, splitKey } from "../kube/types.js";
 import type { Result } from "../runtime/controller.js";
 import type { Expectations } from "../runtime/expectations.js";
-import { formatZodError, type Caches } from "./caches.js";
-import { REPLAYS, replayRef, subscriptionKey, type ReplayObject } from "./objects.js";
+import { formatZodError, type Caches } from "../delivery/caches.js";
+import { REPLAYS, replayRef, subscriptionKey, type ReplayObject } from "../delivery/objects.js";
 import { progressStatus, type Replayer, type ReplayJob, type ReplayProgress } from "./replay.js";
 
 export interface ReplayObjectsDeps {

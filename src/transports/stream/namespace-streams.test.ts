@@ -2,7 +2,7 @@
 // on streams its installation claimed, and removed only when nothing is left in them or for them.
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import type { NamespaceStream } from "../../stream/jetstream.js";
+import type { NamespaceStream } from "../../jetstream/jetstream.js";
 import { inScope, unusedStreams } from "./namespace-streams.js";
 
 const stream = (namespace: string, o: Partial<NamespaceStream> = {}): NamespaceStream => ({ namespace, stream: `HOOKLINE_${namespace}`, messages: 0, bytes: 0, consumers: 0, owner: "team-a", ...o });

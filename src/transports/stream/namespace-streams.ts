@@ -1,4 +1,4 @@
-// The leader's view of the namespaces' streams (one per namespace: src/stream/layout.ts): what
+// The leader's view of the namespaces' streams (one per namespace: src/jetstream/layout.ts): what
 // each holds against its quota and how old its oldest event is (webhook_stream_namespace_usage,
 // webhook_stream_oldest_message_timestamp_seconds, read every few seconds), and the removal of
 // a stream left with no subscription, no consumer and no event (a namespace whose
@@ -7,11 +7,11 @@
 // never touched. The streams themselves are made by the consumer sync (before a subscription's
 // consumer) and the HTTP door.
 import type { Logger } from "pino";
-import type { NamespaceStream } from "../../stream/jetstream.js";
+import type { NamespaceStream } from "../../jetstream/jetstream.js";
 import type { Metrics } from "../../observability/metrics.js";
 import type { LeaderRunnable } from "../../runtime/manager.js";
-import { ownedBy } from "../../stream/layout.js";
-import type { Caches } from "../caches.js";
+import { ownedBy } from "../../jetstream/layout.js";
+import type { Caches } from "../../delivery/caches.js";
 import type { StreamLink } from "./link.js";
 
 export interface NamespaceStreamsDeps {

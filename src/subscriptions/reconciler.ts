@@ -20,11 +20,11 @@ import { splitKey } from "../kube/types.js";
 import type { Metrics } from "../observability/metrics.js";
 import type { Result } from "../runtime/controller.js";
 import type { Expectations } from "../runtime/expectations.js";
-import type { Caches } from "./caches.js";
-import { SUBSCRIPTIONS, subscriptionRef, type SubscriptionObject } from "./objects.js";
-import type { EndpointRegistry } from "./endpoints.js";
-import type { Credentials } from "./credentials.js";
-import type { SecretCache } from "./secrets.js";
+import type { Caches } from "../delivery/caches.js";
+import { SUBSCRIPTIONS, subscriptionRef, type SubscriptionObject } from "../delivery/objects.js";
+import type { EndpointRegistry } from "../delivery/endpoints.js";
+import type { Credentials } from "../delivery/credentials.js";
+import type { SecretCache } from "../delivery/secrets.js";
 
 export interface DeadLetterCounts {
   deadLetterCount(subKey: string): number;

@@ -4,7 +4,7 @@
 // consumer (stream/type-removal.ts). The consumer's cached info is used; it is read again, at
 // most once a second, when it knows of no removal matching the message.
 import type { Consumer } from "@nats-io/jetstream";
-import { publishedAfterRemoval, readDraining } from "../../stream/type-removal.js";
+import { publishedAfterRemoval, readDraining } from "../../jetstream/type-removal.js";
 
 /** The consumer's info is read again at most this often for a message no recorded removal matches. */
 const REFRESH_MS = 1_000;

@@ -1,7 +1,7 @@
 // What only the leader does in stream mode: one durable JetStream consumer per subscription,
-// on its namespace's stream (made first: src/stream/layout.ts), created and updated with it
+// on its namespace's stream (made first: src/jetstream/layout.ts), created and updated with it
 // (filter from eventTypes, max_ack_pending from maxInFlight, ack wait from the timeout:
-// src/stream/consumers.ts) and deleted when the subscription is; a periodic sweep of the
+// src/jetstream/consumers.ts) and deleted when the subscription is; a periodic sweep of the
 // consumers whose subscription is gone (deleted while no replica led) and of subscriptions whose
 // consumer is missing (removed by hand, or with its stream), which touches only the streams this
 // installation claimed and on them only the consumers it made (HOOKLINE_INSTALLATION); and each
@@ -17,11 +17,11 @@ import type { Metrics } from "../../observability/metrics.js";
 import { Controller, TerminalError, type Reconciler, type Result } from "../../runtime/controller.js";
 import type { LeaderRunnable } from "../../runtime/manager.js";
 import { WorkQueue } from "../../runtime/queue.js";
-import { ConsumerSpecError, deleteConsumer, ensureConsumer, listConsumers, madeBy, orphanedConsumers, type HooklineConsumer, type SubscriptionIdentity } from "../../stream/consumers.js";
-import type { StreamConnection } from "../../stream/jetstream.js";
-import { ownedBy, streamOwner } from "../../stream/layout.js";
-import { SubjectError } from "../../stream/subjects.js";
-import type { Caches } from "../caches.js";
+import { ConsumerSpecError, deleteConsumer, ensureConsumer, listConsumers, madeBy, orphanedConsumers, type HooklineConsumer, type SubscriptionIdentity } from "../../jetstream/consumers.js";
+import type { StreamConnection } from "../../jetstream/jetstream.js";
+import { ownedBy, streamOwner } from "../../jetstream/layout.js";
+import { SubjectError } from "../../jetstream/subjects.js";
+import type { Caches } from "../../delivery/caches.js";
 import type { StreamLink } from "./link.js";
 
 export interface ConsumerSyncDeps {
