@@ -229,8 +229,8 @@ export class Operator {
       globalMax: config.maxInFlight,
       healthProbeIntervalMs: config.healthProbeIntervalMs,
       defaults,
-      // A stream message's key goes back to its stream; a delivery's to the leader's queue.
-      wake: (key) => (stream.delivery?.owns(key) ? stream.delivery.wake(key) : term.current?.addDelivery(key)),
+      // A subscription's deliveries when its endpoint recovers; parked keys carry their own wake.
+      wake: (key) => term.current?.addDelivery(key),
       onInFlight: (n) => metrics.inFlight.set(n),
       observer: shared ?? transitions,
       ...(shared ? { replicas: () => shared.replicas() } : {}),
@@ -257,6 +257,7 @@ export class Operator {
       expectations: deliveryExpectations,
       log: log.child({ controller: "delivery" }),
       interruptedAction: config.drain.action,
+      requeue: (key) => term.current?.addDelivery(key),
     });
     const replayer = new Replayer({
       client,

@@ -54,6 +54,8 @@ export interface DeliveryReconcilerDeps {
   log: Logger;
   /** What an interrupted attempt becomes (WEBHOOK_DRAIN_TIMEOUT_ACTION). */
   interruptedAction: "requeue" | "dead-letter";
+  /** Queues a delivery again: how a delivery parked for a slot or a probe is woken. */
+  requeue: (deliveryKey: string) => void;
   now?: () => number;
   random?: () => number;
 }
@@ -164,7 +166,7 @@ export class DeliveryReconciler {
       }
       case "Park": {
         // Parked before the report is written: a slot freed meanwhile wakes it (no idle slot).
-        this.d.endpoints.park(c.endpoint!, c.key, action.why);
+        this.d.endpoints.park(c.endpoint!, c.key, action.why, () => this.d.requeue(c.key));
         this.countHeld(action, c);
         const report = await this.d.waits.endpointHold(action, c.key, c.obj, c.policy, c.now, c.subKey);
         return report === undefined ? undefined : { requeueAfter: report };

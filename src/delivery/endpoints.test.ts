@@ -21,21 +21,54 @@ function policyOf(spec: Partial<SubscriptionSpecInput> = {}): Policy {
 function setup(globalMax = 100) {
   const woken: string[] = [];
   const inFlightReports: number[] = [];
-  const registry = new EndpointRegistry({
+  const registry: EndpointRegistry & { park(ep: Endpoint, k: string, why: "endpoint" | "global" | "probe", wake?: () => void): void } = new EndpointRegistry({
     globalMax,
     healthProbeIntervalMs: PROBE_INTERVAL,
     defaults: { deliveryTimeoutMs: 10_000, breaker: { failureThreshold: 5, successThreshold: 1, cooldownMs: 60_000 } },
     wake: (k) => woken.push(k),
     onInFlight: (n) => inFlightReports.push(n),
   });
+  // Parked keys carry their own wake; unless a test gives one, each reports itself to `woken`.
+  const park = registry.park.bind(registry);
+  registry.park = (ep, k, why, wake = () => woken.push(k)) => park(ep, k, why, wake);
   return { registry, woken, inFlightReports };
 }
 
 const commitOf = (ep: Endpoint): EndpointCommit => ({ breaker: ep.breaker, health: ep.health, bucket: ep.bucket });
 
-function parkAll(registry: EndpointRegistry, ep: Endpoint, keys: string[], why: "endpoint" | "global" | "probe" = "endpoint") {
+function parkAll(registry: ReturnType<typeof setup>["registry"], ep: Endpoint, keys: string[], why: "endpoint" | "global" | "probe" = "endpoint") {
   for (const k of keys) registry.park(ep, k, why);
 }
+
+describe("EndpointRegistry: a parked key is woken by the function it was parked with", () => {
+  it("a delivery and a stream message on one endpoint, and one parked globally, each go back to their own transport; the registry's wake is not used", () => {
+    const { registry, woken } = setup(2);
+    const ep = registry.ensure("shop/a", "uid-a", undefined, policyOf({ maxInFlight: 2 }), NOW);
+    registry.acquire(ep, commitOf(ep));
+    registry.acquire(ep, commitOf(ep));
+    const cr: string[] = [];
+    const stream: string[] = [];
+    registry.park(ep, "shop/evt-1", "endpoint", () => cr.push("shop/evt-1"));
+    registry.park(ep, "shop/stream:c:7", "endpoint", () => stream.push("shop/stream:c:7"));
+    registry.park(ep, "shop/stream:c:8", "global", () => stream.push("shop/stream:c:8"));
+    registry.release(ep, 2);
+    registry.release(ep, 2);
+    for (const k of ["shop/evt-1", "shop/stream:c:7", "shop/stream:c:8"]) registry.settle(k);
+    expect(cr).toEqual(["shop/evt-1"]);
+    expect(stream.sort()).toEqual(["shop/stream:c:7", "shop/stream:c:8"]);
+    expect(woken).toEqual([]);
+  });
+
+  it("parked again with another function (a new stream reader for the same message), the latest one wakes it", () => {
+    const { registry } = setup();
+    const ep = registry.ensure("shop/a", "uid-a", undefined, policyOf(), NOW);
+    const calls: string[] = [];
+    registry.park(ep, "shop/stream:c:1", "probe", () => calls.push("old"));
+    registry.park(ep, "shop/stream:c:1", "probe", () => calls.push("new"));
+    registry.wakeEndpoint(ep);
+    expect(calls).toEqual(["new"]);
+  });
+});
 
 describe("EndpointRegistry: acquire and release", () => {
   it("counts requests in flight per endpoint and globally, reporting the global count", () => {
@@ -109,7 +142,7 @@ describe("EndpointRegistry: parking and waking", () => {
     registry.acquire(ep, commitOf(ep));
     registry.kick(ep, 1);
     expect(woken).toEqual(["shop/d1", "shop/d2"]);
-    expect([...ep.parked]).toEqual(["shop/d3"]);
+    expect([...ep.parked.keys()]).toEqual(["shop/d3"]);
   });
 
   it("a delivery woken for an endpoint slot whose reconcile ends without taking it or parking again hands the slot on", () => {
@@ -134,7 +167,7 @@ describe("EndpointRegistry: parking and waking", () => {
     registry.park(ep, "shop/d3", "endpoint");
     registry.settle("shop/d3");
     expect(woken).toEqual(["shop/d1", "shop/d2", "shop/d3"]);
-    expect([...ep.parked]).toEqual(["shop/d3"]);
+    expect([...ep.parked.keys()]).toEqual(["shop/d3"]);
   });
 
   it("a key parked twice is woken once", () => {
@@ -460,7 +493,7 @@ describe("EndpointRegistry.adopt: state another replica decided (stream mode)", 
     });
     const ep = registry.ensure("shop/a", "uid", undefined, policyOf(), NOW);
     expect(created).toEqual(["shop/a"]);
-    registry.park(ep, "shop/d-parked", "endpoint");
+    registry.park(ep, "shop/d-parked", "endpoint", () => woken.push("shop/d-parked"));
     const opened = { ...ep.breaker, state: "Open" as const, consecutiveFailures: 5, openedAt: NOW, nextProbeAt: NOW + 60_000 };
     expect(registry.adopt(ep, { breaker: opened, health: ep.health })).toBe(true);
     expect(ep.breaker).toEqual(opened);

@@ -20,8 +20,8 @@ export class Endpoint {
   health: health.HealthState;
   bucket: TokenBucket | undefined;
   inFlight = 0;
-  /** Delivery keys waiting for a slot here or for the probe in flight. */
-  readonly parked = new Set<string>();
+  /** Keys waiting for a slot here or for the probe in flight, each with the function that wakes it (its transport's). */
+  readonly parked = new Map<string, () => void>();
   /** Finished deliveries not yet added to status.deliveries (flushed by the subscription rollup). */
   succeededDelta = 0;
   discardedDelta = 0;
@@ -105,7 +105,7 @@ export interface EndpointRegistryOptions {
   healthProbeIntervalMs: number;
   /** The operator's breaker defaults, for a subscription whose spec cannot be used. */
   defaults: PolicyDefaults;
-  /** Queues a delivery key again. */
+  /** Queues a WebhookDelivery's key again: a subscription's deliveries, when its endpoint recovers. Parked keys carry their own wake. */
   wake: (deliveryKey: string) => void;
   onInFlight?: (n: number) => void;
   observer?: EndpointObserver;
@@ -123,7 +123,7 @@ export class EndpointRegistry {
   private readonly healthConfig: health.HealthConfig;
 
   constructor(private readonly o: EndpointRegistryOptions) {
-    this.slots = new GlobalSlots(o.globalMax, o.wake, o.onInFlight);
+    this.slots = new GlobalSlots(o.globalMax, o.onInFlight);
     this.now = o.now ?? Date.now;
     this.healthConfig = health.healthConfig(o.healthProbeIntervalMs);
   }
@@ -187,7 +187,7 @@ export class EndpointRegistry {
   remove(subKey: string): void {
     const ep = this.endpoints.get(subKey);
     this.endpoints.delete(subKey);
-    if (ep) for (const k of ep.parked) this.o.wake(k);
+    if (ep) for (const wake of ep.parked.values()) wake();
   }
 
   all(): IterableIterator<Endpoint> {
@@ -236,10 +236,16 @@ export class EndpointRegistry {
     return "free";
   }
 
-  park(ep: Endpoint, deliveryKey: string, why: "endpoint" | "global" | "probe"): void {
+  /**
+   * Parks a key until a slot frees (on the endpoint or globally) or the probe reports back;
+   * `wake` is how it is woken then: each transport parks its keys with its own (CR mode queues the
+   * delivery again, a stream subscription steps its held message), so nothing routes a key by
+   * its shape.
+   */
+  park(ep: Endpoint, deliveryKey: string, why: "endpoint" | "global" | "probe", wake: () => void): void {
     this.wokenForEndpoint.delete(deliveryKey);
-    if (why === "global") this.slots.park(namespaceOf(ep.key), deliveryKey);
-    else ep.parked.add(deliveryKey);
+    if (why === "global") this.slots.park(namespaceOf(ep.key), deliveryKey, wake);
+    else ep.parked.set(deliveryKey, wake);
   }
 
   /** Takes the slots an admitted attempt needs and commits the state plan() admitted it with. */
@@ -313,11 +319,11 @@ export class EndpointRegistry {
   kick(ep: Endpoint | undefined, maxInFlight: number): void {
     if (ep) {
       let n = maxInFlight - ep.inFlight;
-      for (const k of ep.parked) {
+      for (const [k, wake] of ep.parked) {
         if (n-- <= 0) break;
         ep.parked.delete(k);
         this.wokenForEndpoint.set(k, { ep, maxInFlight });
-        this.o.wake(k);
+        wake();
       }
     }
     this.slots.wakeNext();
@@ -326,9 +332,9 @@ export class EndpointRegistry {
   /** Wakes every delivery parked on `ep`: the probe reported back, or the endpoint changed. */
   wakeEndpoint(ep: Endpoint): void {
     if (ep.parked.size === 0) return;
-    const keys = [...ep.parked];
+    const wakes = [...ep.parked.values()];
     ep.parked.clear();
-    for (const k of keys) this.o.wake(k);
+    for (const wake of wakes) wake();
   }
 
   /** Wakes every active delivery of a subscription (some may wait on a timer). */

@@ -8,7 +8,8 @@
  */
 interface Tenant {
   inFlight: number;
-  readonly parked: Set<string>;
+  /** Parked deliveries, each with the function that wakes it (its transport's). */
+  readonly parked: Map<string, () => void>;
   readonly woken: Set<string>;
 }
 
@@ -25,7 +26,6 @@ export class GlobalSlots {
 
   constructor(
     private readonly globalMax: number,
-    private readonly wake: (deliveryKey: string) => void,
     private readonly onInFlight?: (n: number) => void,
   ) {}
 
@@ -49,11 +49,11 @@ export class GlobalSlots {
     return true;
   }
 
-  /** Parks a delivery until a global slot is free for its namespace. */
-  park(namespace: string, deliveryKey: string): void {
+  /** Parks a delivery until a global slot is free for its namespace; `wake` is called then. */
+  park(namespace: string, deliveryKey: string, wake: () => void): void {
     const t = this.tenant(namespace);
     this.unclaim(t, deliveryKey);
-    t.parked.add(deliveryKey);
+    t.parked.set(deliveryKey, wake);
     // Parked beside a free slot held back for a namespace below its share: wake that namespace.
     this.wakeNext();
   }
@@ -91,12 +91,12 @@ export class GlobalSlots {
       const name = this.furthestBelowShare();
       if (name === undefined) return;
       const t = this.tenants.get(name)!;
-      const key = t.parked.values().next().value!;
+      const [key, wake] = t.parked.entries().next().value!;
       t.parked.delete(key);
       t.woken.add(key);
       this.claims++;
       this.lastWoken = name;
-      this.wake(key);
+      wake();
     }
   }
 
@@ -108,7 +108,7 @@ export class GlobalSlots {
   private tenant(namespace: string): Tenant {
     let t = this.tenants.get(namespace);
     if (!t) {
-      t = { inFlight: 0, parked: new Set(), woken: new Set() };
+      t = { inFlight: 0, parked: new Map(), woken: new Set() };
       this.tenants.set(namespace, t);
     }
     return t;

@@ -274,7 +274,7 @@ export class Replayer {
     if (heldUntil !== undefined) return { outcome: "wait", inMs: Math.max(1, heldUntil - this.now()) };
     const slot = this.d.endpoints.slotFor(ep, policy.maxInFlight, key);
     if (slot !== "free") {
-      this.d.endpoints.park(ep, key, slot);
+      this.d.endpoints.park(ep, key, slot, () => this.d.enqueueDelivery(key));
       return { outcome: "parked" };
     }
     const answer: { delivered?: boolean | "interrupted" } = {};

@@ -15,7 +15,6 @@ import type { SubscriptionObject } from "../../delivery/objects.js";
 import { AttemptLog } from "./attempt-log.js";
 import { StreamDeadLetters, type StreamDeadLettersDeps } from "./dead-letters.js";
 import { checkEveryMs, OldestMessages } from "./expiry.js";
-import { parseStreamKey } from "./keys.js";
 import type { StreamLink } from "./link.js";
 import type { SharedEndpoints } from "./shared-endpoints.js";
 import { FETCH_EXPIRES_MS, SubscriptionStream, type StreamWork } from "./subscription-stream.js";
@@ -110,19 +109,6 @@ export class StreamDelivery implements LeaderRunnable {
     const s = new SubscriptionStream(work, { ...identity, consumer });
     this.streams.set(consumer, s);
     s.start();
-  }
-
-  /** Whether a work key is a stream message's (the registry's wake-ups are routed by it). */
-  owns(key: string): boolean {
-    return parseStreamKey(key) !== undefined;
-  }
-
-  /** The registry woke a stream message (a slot freed, the probe reported back). */
-  wake(key: string): void {
-    const p = parseStreamKey(key);
-    const s = p ? this.streams.get(p.consumer) : undefined;
-    if (s) s.wakeKey(key);
-    else this.d.endpoints.settle(key);
   }
 
   /** The endpoint of a subscription changed (another replica's state was taken): its stream looks again. */

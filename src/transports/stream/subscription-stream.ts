@@ -578,7 +578,7 @@ export class SubscriptionStream {
       }
       case "Park":
         // Woken by the registry when a slot frees or the probe reports back (wakeKey).
-        this.w.endpoints.park(ep!, h.key, action.why);
+        this.w.endpoints.park(ep!, h.key, action.why, () => this.wakeKey(h.key));
         return;
       case "Wait":
         // Subscription missing or invalid, paused, Secret missing: nothing is fetched until it clears.
