@@ -19,30 +19,30 @@ import { EndpointRegistry } from "../delivery/endpoints.js";
 import { Finals, type OutcomeMeta } from "../delivery/finals.js";
 import { Handlers } from "../delivery/handlers.js";
 import { LeaderTerm } from "../delivery/leader-term.js";
-import { SUBSCRIPTIONS, type DeliveryObject, type SubscriptionObject } from "../delivery/objects.js";
+import type { DeliveryObject, SubscriptionObject } from "../delivery/objects.js";
 import { OrderingLanes } from "../delivery/ordering-lanes.js";
 import { readOrderingValue } from "../delivery/payload.js";
-import { ReplayObjects } from "../replay/objects.js";
 import { OAuth2Client } from "../delivery/oauth2.js";
 import { OutcomeWriter } from "../delivery/outcome-writer.js";
-import { Replayer } from "../replay/replay.js";
 import { SecretCache } from "../delivery/secrets.js";
 import { Sender } from "../delivery/sender.js";
-import { ConsumerSync } from "../transports/stream/consumer-sync.js";
-import { HeldBudget } from "../transports/stream/held-bytes.js";
+import type { LeaderQueues, Shared } from "../delivery/shared.js";
+import { setupFinished } from "../finished/setup.js";
+import type { TerminalIndex } from "../finished/terminal-index.js";
+import type { ReplayObjects } from "../replay/objects.js";
+import { setupReplay } from "../replay/setup.js";
+import { setupSubscriptions } from "../subscriptions/setup.js";
+import { setupStream, type StreamMode } from "../transports/stream/setup.js";
+import { withSubscriptionListeners } from "../transports/stream/stream-delivery.js";
 import { StreamLink } from "../transports/stream/link.js";
-import { NamespaceStreams } from "../transports/stream/namespace-streams.js";
 import { SharedEndpoints } from "../transports/stream/shared-endpoints.js";
-import { StreamDelivery, withSubscriptionListeners } from "../transports/stream/stream-delivery.js";
-import { SubscriptionReconciler } from "../subscriptions/reconciler.js";
-import { TerminalIndex } from "../finished/terminal-index.js";
 import { WaitReports } from "../delivery/waits.js";
 import { ApiHealth } from "../kube/api-health.js";
-import { ApiError, ignoreNotFound, KubeClient } from "../kube/client.js";
+import { ApiError, KubeClient } from "../kube/client.js";
 import { EventRecorder } from "../kube/events.js";
 import { LeaderElector } from "../kube/leader.js";
 import { StatusWriter } from "../kube/status-writer.js";
-import { objectKey, objectPath, splitKey } from "../kube/types.js";
+import { objectKey } from "../kube/types.js";
 import { healthServer, metricsServer, serverRunnable } from "../observability/http-servers.js";
 import { createLogger } from "../observability/logger.js";
 import { Metrics } from "../observability/metrics.js";
@@ -128,9 +128,7 @@ export class Operator {
     for (const w of configWarnings(config)) log.warn({ variable: w.variable, advice: w.message }, "configuration advice");
 
     const defaults: PolicyDefaults = { deliveryTimeoutMs: config.deliveryTimeoutMs, breaker: config.breaker };
-    const deliveryExpectations = new Expectations();
-    const subscriptionExpectations = new Expectations();
-    const replayExpectations = new Expectations();
+    const expectations = { deliveries: new Expectations(), subscriptions: new Expectations(), replays: new Expectations() };
     // Every status string and list is cut to its schema's limit here, in the one writer.
     const statusWriter = new StatusWriter(client, STATUS_FITTERS);
     const events = new EventRecorder(client, log.child({ component: "events" }), { component: "hookline", host: config.leaderElection.identity });
@@ -140,12 +138,15 @@ export class Operator {
     metrics.oauth2.setTokensSource(() => oauth2.cached.tokens);
     const credentials = new Credentials(secrets, sender, oauth2);
 
-    // The leader term is built last; the parts built before it wake it through this reference.
+    // The leader term is built last; the parts built before it wake it through these queues.
     const term: { current?: LeaderTerm } = {};
-    const late: { replays?: ReplayObjects } = {};
-    const backlog = new Backlog((key) => term.current?.addDelivery(key));
-    // Stream mode (HOOKLINE_NATS_URL): built after the registry it feeds; reached through this.
-    const stream: { delivery?: StreamDelivery; consumers?: ConsumerSync; namespaces?: NamespaceStreams } = {};
+    const queues: LeaderQueues = {
+      addDelivery: (key) => term.current?.addDelivery(key),
+      addReplay: (key) => term.current?.addReplay(key),
+      addSubscription: (key, afterMs) => term.current?.addSubscription(key, afterMs),
+    };
+    const late: { replays?: ReplayObjects; stream?: StreamMode } = {};
+    const backlog = new Backlog((key) => queues.addDelivery(key));
     const handlers: Handlers = new Handlers({
       queues: () => (term.current?.leading ? term.current : undefined),
       deliveriesOf: (subKey) => caches.deliveriesOf(subKey),
@@ -154,9 +155,9 @@ export class Operator {
         if (ep) endpoints.wakeEndpoint(ep);
       },
       deliveryLeft: (subKey, key) => backlog.left(subKey, key, caches.policy(caches.subscription(subKey))?.maxPending),
-      deliveryExpectations,
-      subscriptionExpectations,
-      replayExpectations,
+      deliveryExpectations: expectations.deliveries,
+      subscriptionExpectations: expectations.subscriptions,
+      replayExpectations: expectations.replays,
       unfinishedReplays: (ns) => late.replays?.unfinishedIn(ns) ?? [],
       statusIntervalMs: this.opts.statusIntervalMs ?? SUBSCRIPTION_STATUS_INTERVAL_MS,
     });
@@ -166,12 +167,12 @@ export class Operator {
       deliveriesOf: (subKey) => caches.deliveriesOf(subKey),
       delivery: (key) => caches.delivery(key),
       readValue: (obj, o, signal) => readOrderingValue(client, obj, o, signal),
-      wake: (key) => term.current?.addDelivery(key),
+      wake: (key) => queues.addDelivery(key),
       events,
       subscription: (subKey) => caches.subscription(subKey),
       log: log.child({ component: "ordering" }),
     });
-    const subscriptionEvents = config.natsUrl ? withSubscriptionListeners(handlers.subscription, [(k) => stream.delivery?.subscriptionChanged(k), (k, spec) => stream.consumers?.subscriptionChanged(k, spec)]) : handlers.subscription;
+    const subscriptionEvents = config.natsUrl ? withSubscriptionListeners(handlers.subscription, [(k) => late.stream?.delivery.subscriptionChanged(k), (k, spec) => late.stream?.consumers.subscriptionChanged(k, spec)]) : handlers.subscription;
     // The lanes see every cache change before the handlers (and stream mode's listeners) hear of it.
     const withLanes = {
       subscription: lanes.watching(subscriptionEvents, (o: SubscriptionObject) => lanes.subscriptionChanged(objectKey(o.metadata))),
@@ -184,24 +185,6 @@ export class Operator {
     };
     const caches: Caches = (this.caches = new Caches(client, config.watchNamespaces, log.child({ component: "cache" }), withLanes, defaults, onHealth));
     const rollUp = (subKey: string, urgent: boolean) => handlers.rollUp(subKey, urgent);
-    const terminal = (this.terminal = new TerminalIndex({
-      client,
-      caches,
-      namespaces: config.watchNamespaces,
-      events,
-      metrics,
-      log: log.child({ component: "terminal-index" }),
-      isLeader: () => this.isLeader,
-      onReplayRequested: (key) => term.current?.addDelivery(key),
-      onDeadLettersChanged: (subKey) => rollUp(subKey, false),
-      onDeadLetter: (rec, present) => {
-        const subKey = `${rec.metadata.namespace}/${rec.subscription}`;
-        if (present) lanes.deadLetterSeen(subKey, rec.metadata.name, rec.ordering);
-        else lanes.deadLetterGone(subKey, rec.metadata.name);
-      },
-      maxFinishedDeliveries: config.maxFinishedDeliveries,
-      dlqMaxEntries: config.dlqMaxEntries,
-    }));
     const transitions = new EndpointTransitions({ caches, events, metrics, log: log.child({ component: "endpoints" }), rollUp });
     const streamLog = log.child({ component: "stream" });
     const link = config.natsUrl ?
@@ -213,7 +196,7 @@ export class Operator {
           auth: config.natsAuth,
         }))
       : undefined;
-    const shared = config.natsUrl ?
+    const sharedEndpoints = config.natsUrl ?
         new SharedEndpoints({
           inner: transitions,
           endpoints: () => endpoints,
@@ -221,7 +204,7 @@ export class Operator {
           breakerConfig: (subKey) => caches.policy(caches.subscription(subKey))?.breaker ?? defaults.breaker,
           healthProbeIntervalMs: config.healthProbeIntervalMs,
           isLeader: () => this.isLeader,
-          onAdopted: (subKey) => stream.delivery?.wakeSubscription(subKey),
+          onAdopted: (subKey) => late.stream?.delivery.wakeSubscription(subKey),
           log: streamLog,
         })
       : undefined;
@@ -230,127 +213,17 @@ export class Operator {
       healthProbeIntervalMs: config.healthProbeIntervalMs,
       defaults,
       // A subscription's deliveries when its endpoint recovers; parked keys carry their own wake.
-      wake: (key) => term.current?.addDelivery(key),
+      wake: (key) => queues.addDelivery(key),
       onInFlight: (n) => metrics.inFlight.set(n),
-      observer: shared ?? transitions,
-      ...(shared ? { replicas: () => shared.replicas() } : {}),
+      observer: sharedEndpoints ?? transitions,
+      ...(sharedEndpoints ? { replicas: () => sharedEndpoints.replicas() } : {}),
     });
     // Tracing off: the producer's trace context passes through and no OpenTelemetry module is loaded.
     const tracing = await createAttemptTracer(config.tracing, { log: log.child({ component: "tracing" }), version: VERSION });
-    const executor = new AttemptExecutor({ endpoints, credentials, metrics, userAgent: USER_AGENT, tracing, log: log.child({ component: "attempt" }), ...(shared ? { probes: shared } : {}) });
-    const outcomes = new OutcomeWriter<OutcomeMeta>({ client, statusWriter, expectations: deliveryExpectations, events, log: log.child({ controller: "delivery" }) });
+    const executor = new AttemptExecutor({ endpoints, credentials, metrics, userAgent: USER_AGENT, tracing, log: log.child({ component: "attempt" }), ...(sharedEndpoints ? { probes: sharedEndpoints } : {}) });
+    const outcomes = new OutcomeWriter<OutcomeMeta>({ client, statusWriter, expectations: expectations.deliveries, events, log: log.child({ controller: "delivery" }) });
     const finals = new Finals({ endpoints, events, metrics, rollUp: (subKey) => rollUp(subKey, false) });
-    const deliveries = new DeliveryReconciler({
-      client,
-      lanes,
-      deadLetterRoom: (key, subKey) => terminal.makeRoom(key, subKey),
-      caches,
-      endpoints,
-      secrets,
-      credentials,
-      executor,
-      waits: new WaitReports({ outcomes, events, log: log.child({ controller: "delivery" }) }),
-      backlog,
-      outcomes,
-      finals,
-      events,
-      expectations: deliveryExpectations,
-      log: log.child({ controller: "delivery" }),
-      interruptedAction: config.drain.action,
-      requeue: (key) => term.current?.addDelivery(key),
-    });
-    const replayer = new Replayer({
-      client,
-      caches,
-      terminal,
-      endpoints,
-      secrets,
-      executor,
-      outcomes,
-      finals,
-      statusWriter,
-      events,
-      metrics,
-      expectations: subscriptionExpectations,
-      log: log.child({ component: "replay" }),
-      touchSubscription: (subKey) => term.current?.addSubscription(subKey),
-      runEnded: (ns) => {
-        for (const key of late.replays?.unfinishedIn(ns) ?? []) term.current?.addReplay(key);
-      },
-      enqueueDelivery: (key) => term.current?.addDelivery(key),
-    });
-    const replays = (late.replays = new ReplayObjects({
-      caches,
-      replayer,
-      statusWriter,
-      events,
-      expectations: replayExpectations,
-      log: log.child({ controller: "replay" }),
-      requeue: (key) => term.current?.addReplay(key),
-    }));
-    const subscriptions = new SubscriptionReconciler({
-      caches,
-      endpoints,
-      secrets,
-      credentials,
-      statusWriter,
-      events,
-      expectations: subscriptionExpectations,
-      metrics,
-      deadLetters: terminal,
-      log: log.child({ controller: "subscription" }),
-      bulkReplay: (sub, signal) => replayer.bulk(sub, signal),
-      streamPending: (key) => stream.consumers?.pendingOf(key) ?? 0,
-      streamMode: config.natsUrl !== undefined,
-      read: (key) => {
-        const { namespace, name } = splitKey(key);
-        return ignoreNotFound(client.request<SubscriptionObject>({ method: "GET", path: objectPath(SUBSCRIPTIONS, namespace, name) }));
-      },
-    });
-    this.term = term.current = new LeaderTerm({
-      caches,
-      deliveryKeys: new DeliveryKeys({ deliveries, replay: replayer, hasUnwritten: (key) => outcomes.hasUnwritten(key), endpoints }),
-      subscriptions,
-      replays: { reconcile: (key) => replays.reconcile(key) },
-      replayRequests: () => terminal.replayRequests(),
-      onStart: () => {
-        backlog.reset();
-        replayer.restart();
-        terminal.resync();
-      },
-      stopReplays: (graceMs) => replayer.stop(graceMs),
-      // The CR path's requests; stream mode's drain counts its own.
-      inFlight: () => endpoints.inFlight - (stream.delivery?.inFlight ?? 0),
-      deliveryExpectations,
-      metrics,
-      log,
-      // One worker per request in flight, plus headroom for reconciles that only write status.
-      deliveryWorkers: config.maxInFlight + 16,
-    });
-
-    if (link && shared) {
-      stream.delivery = new StreamDelivery({
-        link,
-        shared,
-        client,
-        outcomes,
-        caches,
-        endpoints,
-        secrets,
-        credentials,
-        executor,
-        finals,
-        events,
-        metrics,
-        interruptedAction: config.drain.action,
-        budget: new HeldBudget(config.streamMaxHeldBytes, (ns, bytes) => metrics.streamLimits.heldBytes.set({ namespace: ns }, bytes)),
-        maxAgeMs: config.streamMaxAgeMs,
-        log: streamLog,
-      });
-      metrics.streamLimits.setLimits({ heldBytes: config.streamMaxHeldBytes, messages: config.streamNamespaceMaxMessages, bytes: config.streamNamespaceMaxBytes, maxAgeMs: config.streamMaxAgeMs });
-      stream.namespaces = new NamespaceStreams({ link, caches, namespaces: config.watchNamespaces, installation: config.installation, metrics, log: streamLog });
-      stream.consumers = new ConsumerSync({ link, caches, namespaces: config.watchNamespaces, installation: config.installation, metrics, log: streamLog, forget: (uid) => shared.forget(uid), lagChanged: (subKey) => rollUp(subKey, false) });
-    }
+    const shared: Shared = { config, client, log, metrics, events, statusWriter, secrets, credentials, caches, endpoints, executor, outcomes, finals, expectations, queues, isLeader: () => this.isLeader, rollUp };
 
     const drainLog = (this.drainLog = new DrainLog({ log, metrics, timeoutMs: config.drain.timeoutMs, action: config.drain.action }));
     const le = config.leaderElection;
@@ -385,13 +258,46 @@ export class Operator {
         name: "caches",
         start: () => caches.start(),
         stop: () => caches.stop(),
-        waitForSync: (s) => caches.waitForSync(s),
+        waitForSync: (sync) => caches.waitForSync(sync),
         notReady: () => (this.unhealthyReflectors.size ? `watches failing: ${[...this.unhealthyReflectors].join(", ")}` : undefined),
       },
       { group: "cache" },
     );
-    manager.add({ name: "terminal index", start: () => terminal.start(), stop: () => terminal.stop(), waitForSync: (s) => terminal.waitForSync(s) }, { group: "cache" });
+
+    // The features, each with its own setup.
+    const terminal = (this.terminal = setupFinished(manager, shared, (rec, present) => {
+      const subKey = `${rec.metadata.namespace}/${rec.subscription}`;
+      if (present) lanes.deadLetterSeen(subKey, rec.metadata.name, rec.ordering);
+      else lanes.deadLetterGone(subKey, rec.metadata.name);
+    }));
+    const deliveries = new DeliveryReconciler({
+      client,
+      lanes,
+      deadLetterRoom: (key, subKey) => terminal.makeRoom(key, subKey),
+      caches,
+      endpoints,
+      secrets,
+      credentials,
+      executor,
+      waits: new WaitReports({ outcomes, events, log: log.child({ controller: "delivery" }) }),
+      backlog,
+      outcomes,
+      finals,
+      events,
+      expectations: expectations.deliveries,
+      log: log.child({ controller: "delivery" }),
+      interruptedAction: config.drain.action,
+      requeue: (key) => queues.addDelivery(key),
+    });
+    const { replayer, replays } = setupReplay(shared, terminal);
+    late.replays = replays;
+    const subscriptions = setupSubscriptions(shared, {
+      deadLetters: terminal,
+      bulkReplay: (sub, signal) => replayer.bulk(sub, signal),
+      streamPending: (key) => late.stream?.consumers.pendingOf(key) ?? 0,
+    });
     if (config.publishPort !== undefined) {
+      // The HTTP publish door (docs/publishing.md): every replica serves it, leader or not.
       const door = publishServer({
         client,
         log: publishLog,
@@ -405,22 +311,36 @@ export class Operator {
         ...(tls ? { tls } : {}),
         ...(link ? { stream: link, streamQuota: { messages: config.streamNamespaceMaxMessages, bytes: config.streamNamespaceMaxBytes, refused: (namespace, quota) => metrics.streamLimits.refused.inc({ namespace, quota }) } } : {}),
       });
-      // The HTTP publish door (docs/publishing.md): every replica serves it, leader or not.
       manager.add(serverRunnable("publish", door, config.publishPort, (p) => (this.publishPort = p)), { group: "after-sync" });
     }
     if (link) manager.add({ name: "nats", start: () => link.start(), stop: () => link.stop(), notReady: () => link.problem() }, { group: "server" });
+    this.term = term.current = new LeaderTerm({
+      caches,
+      deliveryKeys: new DeliveryKeys({ deliveries, replay: replayer, hasUnwritten: (key) => outcomes.hasUnwritten(key), endpoints }),
+      subscriptions,
+      replays: { reconcile: (key) => replays.reconcile(key) },
+      replayRequests: () => terminal.replayRequests(),
+      onStart: () => {
+        backlog.reset();
+        replayer.restart();
+        terminal.resync();
+      },
+      stopReplays: (graceMs) => replayer.stop(graceMs),
+      // The CR path's requests; stream mode's drain counts its own.
+      inFlight: () => endpoints.inFlight - (late.stream?.delivery.inFlight ?? 0),
+      deliveryExpectations: expectations.deliveries,
+      metrics,
+      log,
+      // One worker per request in flight, plus headroom for reconciles that only write status.
+      deliveryWorkers: config.maxInFlight + 16,
+    });
     manager.add(this.term, { group: "leader" });
-    if (stream.delivery && stream.consumers) {
-      // Every replica delivers from the stream; consumers are made and removed by the leader.
-      manager.add(stream.delivery, { group: "worker" });
-      manager.add(stream.consumers, { group: "leader" });
-      manager.add(stream.namespaces!, { group: "leader" });
-    }
+    if (link && sharedEndpoints) late.stream = setupStream(manager, shared, link, sharedEndpoints, streamLog);
     manager.add(
       {
         name: "drain report",
         stop: async () => {
-          const report = combineDrains([term.current!.lastDrain, ...(stream.delivery ? [stream.delivery.lastDrain] : [])]);
+          const report = combineDrains([term.current!.lastDrain, ...(late.stream ? [late.stream.delivery.lastDrain] : [])]);
           drainLog.drained(report);
           await subscriptions.flushDirty(FINAL_ROLLUP_BUDGET_MS);
           await events.flush();
