@@ -60,7 +60,13 @@ export default tseslint.config(
   layer(["src/config/**"], [...SHELL.filter((p) => p !== "../jetstream/*"), ["../jetstream/*", "!../jetstream/url.js"]], "src/config only parses the environment (HOOKLINE_NATS_URL with the pure jetstream/url.ts)."),
   layer(["src/jetstream/**"], [...SHELL.filter((p) => p !== "../jetstream/*"), "../config/*", "undici", "@kubernetes/*", "pino", "prom-client"], "src/jetstream is the JetStream layer: NATS, the API schemas and core only; take a logger callback, not pino."),
   layer(["src/kube/**", "src/runtime/**"], FEATURES, "kube and runtime are generic plumbing: they know nothing of delivery."),
-  layer(["src/delivery/**", "src/transports/**", "src/finished/**", "src/replay/**", "src/subscriptions/**", "src/publish/**", "src/observability/**", "src/cluster/**"], ["../cli/*", "../../cli/*"], "Only the CLI wires things together."),
+  layer(["src/transports/**", "src/finished/**", "src/replay/**", "src/subscriptions/**", "src/publish/**", "src/observability/**", "src/cluster/**"], ["../cli/*", "../../cli/*"], "Only the CLI wires things together."),
+  // The delivery engine and what the features share: the features build on it, never the reverse.
+  layer(
+    ["src/delivery/**"],
+    ["cli", "transports", "finished", "replay", "subscriptions", "publish", "cluster"].flatMap((f) => [`../${f}/*`, `../../${f}/*`]),
+    "src/delivery is the engine the features build on: it imports no feature (transports, finished, replay, subscriptions, publish) and not the CLI.",
+  ),
   // Tracing costs nothing when off: the OpenTelemetry SDK is imported by one module, which
   // src/observability/tracing.ts loads with import() only when OTEL_EXPORTER_OTLP_ENDPOINT is set.
   {

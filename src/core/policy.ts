@@ -31,7 +31,7 @@ export interface Policy {
   deadLetter: { maxEntries: number; maxReplays: number };
   retention: { succeededMs: number; deadLetteredMs: number };
   paused: boolean;
-  /** Header values from Secrets (src/delivery/credentials.ts reads them). */
+  /** Header values from Secrets (src/delivery/engine/credentials.ts reads them). */
   headersFrom: Array<{ name: string; secretKeyRef: SecretKeyRef }>;
   tls: { clientCertificateSecretRef?: { name: string }; caBundleSecretRef?: SecretKeyRef } | undefined;
   oauth2: OAuth2Policy | undefined;

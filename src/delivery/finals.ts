@@ -5,7 +5,7 @@ import { ANNOTATIONS } from "../api/names.js";
 import type { Final } from "../core/outcome.js";
 import type { EventSink } from "../kube/events.js";
 import type { Metrics } from "../observability/metrics.js";
-import type { EndpointRegistry } from "./endpoints.js";
+import type { EndpointRegistry } from "./engine/endpoints.js";
 import { deliveryRef, subscriptionLabels, type DeliveryObject } from "./objects.js";
 
 /** What an outcome kept for a later write needs to be reported when it is finally written. */

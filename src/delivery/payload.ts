@@ -10,7 +10,7 @@ import { ignoreNotFound, type KubeClient } from "../kube/client.js";
 import type { RawItem } from "../kube/reflector.js";
 import { objectPath } from "../kube/types.js";
 import { DELIVERIES, type DeliveryObject, type StoredDeliverySpec } from "./objects.js";
-import type { RequestBody } from "./request.js";
+import type { RequestBody } from "./engine/request.js";
 
 export type PayloadSummary =
   /**

@@ -9,13 +9,13 @@ import type { EventRecorder } from "../kube/events.js";
 import type { StatusWriter } from "../kube/status-writer.js";
 import type { Metrics } from "../observability/metrics.js";
 import type { Expectations } from "../runtime/expectations.js";
-import type { AttemptExecutor } from "./attempt.js";
+import type { AttemptExecutor } from "./engine/attempt.js";
 import type { Caches } from "./caches.js";
-import type { Credentials } from "./credentials.js";
-import type { EndpointRegistry } from "./endpoints.js";
+import type { Credentials } from "./engine/credentials.js";
+import type { EndpointRegistry } from "./engine/endpoints.js";
 import type { Finals, OutcomeMeta } from "./finals.js";
 import type { OutcomeWriter } from "./outcome-writer.js";
-import type { SecretCache } from "./secrets.js";
+import type { SecretCache } from "./engine/secrets.js";
 
 /** The leader's work queues; nothing is queued while this replica does not lead. */
 export interface LeaderQueues {

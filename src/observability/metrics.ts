@@ -379,7 +379,7 @@ function publishDoorMetrics(registry: Registry): PublishDoorMetrics {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The OAuth2 token cache (src/delivery/oauth2.ts): bounded per namespace and in all.
+// The OAuth2 token cache (src/delivery/engine/oauth2.ts): bounded per namespace and in all.
 
 export const OAUTH2_EVICTION_REASONS = ["namespace", "total"] as const;
 

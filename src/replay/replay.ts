@@ -30,16 +30,16 @@ import { objectKey, splitKey, type ResourceType } from "../kube/types.js";
 import type { Metrics } from "../observability/metrics.js";
 import type { Result } from "../runtime/controller.js";
 import type { Expectations } from "../runtime/expectations.js";
-import type { AttemptExecutor } from "../delivery/attempt.js";
+import type { AttemptExecutor } from "../delivery/engine/attempt.js";
 import type { Caches } from "../delivery/caches.js";
-import type { EndpointRegistry } from "../delivery/endpoints.js";
+import type { EndpointRegistry } from "../delivery/engine/endpoints.js";
 import type { Finals, OutcomeMeta } from "../delivery/finals.js";
 import { DELIVERIES, deliveryRef, SUBSCRIPTIONS, subscriptionKey, subscriptionRef, type DeliveryObject, type SubscriptionObject } from "../delivery/objects.js";
 import type { OutcomeWriter } from "../delivery/outcome-writer.js";
 import { dedupeKey, loadRequestBody } from "../delivery/payload.js";
 import { replayCandidates, type Candidate } from "./candidates.js";
 import { traceOf } from "../delivery/trace.js"; // [tracing]
-import type { SecretCache } from "../delivery/secrets.js";
+import type { SecretCache } from "../delivery/engine/secrets.js";
 import type { TerminalRecord } from "../finished/records.js";
 import { sharedAbortController } from "../runtime/shared-abort.js";
 

@@ -22,9 +22,9 @@ import type { Result } from "../runtime/controller.js";
 import type { Expectations } from "../runtime/expectations.js";
 import type { Caches } from "../delivery/caches.js";
 import { SUBSCRIPTIONS, subscriptionRef, type SubscriptionObject } from "../delivery/objects.js";
-import type { EndpointRegistry } from "../delivery/endpoints.js";
-import type { Credentials } from "../delivery/credentials.js";
-import type { SecretCache } from "../delivery/secrets.js";
+import type { EndpointRegistry } from "../delivery/engine/endpoints.js";
+import type { Credentials } from "../delivery/engine/credentials.js";
+import type { SecretCache } from "../delivery/engine/secrets.js";
 
 export interface DeadLetterCounts {
   deadLetterCount(subKey: string): number;

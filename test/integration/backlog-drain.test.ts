@@ -1,6 +1,6 @@
 // A released backlog costs the API server its deliveries' own writes, not one more status write
 // per waiting delivery: conditions that only say why a delivery waits (EndpointBusy, Paused...)
-// are informational, so they are written within a budget (src/delivery/waits.ts) and never
+// are informational, so they are written within a budget (src/transports/cr/waits.ts) and never
 // compete with the outcomes when thousands wait at once.
 import { describe, expect, it } from "vitest";
 import { waitFor } from "../helpers/cluster.js";

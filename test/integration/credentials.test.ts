@@ -8,7 +8,7 @@
 // the field while its deliveries wait. No value shows in status, Events, logs or metrics.
 import { KubeConfig } from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
-import { SecretCache } from "../../src/delivery/secrets.js";
+import { SecretCache } from "../../src/delivery/engine/secrets.js";
 import { KubeClient } from "../../src/kube/client.js";
 import { createNamespace, deleteNamespace, kubectlOk, waitFor } from "../helpers/cluster.js";
 import { ConnectProxy } from "../helpers/connect-proxy.js";

@@ -29,8 +29,8 @@ import type { BreakerConfig, BreakerTransition } from "../../core/breaker.js";
 import * as health from "../../core/health.js";
 import type { Policy } from "../../core/policy.js";
 import { adoptRecord, claimExpiresAt, endpointTarget, fromLegacyRecord, mergeFailing, toRecord, writeAgain, type SharedEndpointRecord, type SharedWrite } from "../../core/shared-endpoint.js";
-import type { ProbeClaims } from "../../delivery/attempt.js";
-import type { Endpoint, EndpointObserver, EndpointRegistry } from "../../delivery/endpoints.js";
+import type { ProbeClaims } from "../../delivery/engine/attempt.js";
+import type { Endpoint, EndpointObserver, EndpointRegistry } from "../../delivery/engine/endpoints.js";
 import { KV_BUCKETS } from "../../jetstream/permissions.js";
 
 export const ENDPOINTS_BUCKET = KV_BUCKETS.endpoints;

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { createLogger } from "../observability/logger.js";
-import type { DeliveryObject } from "./objects.js";
+import { createLogger } from "../../observability/logger.js";
+import type { DeliveryObject } from "../../delivery/objects.js";
 import { WAIT_REPORT_BUDGET, WaitReports } from "./waits.js";
 
 const paused = { type: "Wait" as const, reason: "Paused" as const, message: "the subscription is paused" };

@@ -2,9 +2,9 @@
 // headers merged, Bearer tokens, exactly one refresh and one re-send on a 401 inside the
 // attempt; and the rules for header values read from Secrets.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { Receiver } from "../../test/helpers/receiver.js";
-import { TokenServer } from "../../test/helpers/token-server.js";
-import { parseCidrList } from "../core/netguard.js";
+import { Receiver } from "../../../test/helpers/receiver.js";
+import { TokenServer } from "../../../test/helpers/token-server.js";
+import { parseCidrList } from "../../core/netguard.js";
 import { CREDENTIALS_MISSING_CODE, headerValueProblem, sendWithCredentials, withCredentials, type ResolvedCredentials } from "./credentials.js";
 import { OAuth2Client } from "./oauth2.js";
 import { Sender } from "./sender.js";

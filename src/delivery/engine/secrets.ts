@@ -5,9 +5,9 @@
 // as soon as it is read, and a Secret nobody asked for in a while is forgotten. Values never
 // leave this module except to the signer and to credentials.ts: not in logs, status, Events or
 // metrics; messages name the Secret and the key, never a value.
-import { ApiError, type KubeClient } from "../kube/client.js";
-import { objectPath, CORE } from "../kube/types.js";
-import { SecretNotVerifiableError, signingKey, type SignatureScheme } from "../core/signing.js";
+import { ApiError, type KubeClient } from "../../kube/client.js";
+import { objectPath, CORE } from "../../kube/types.js";
+import { SecretNotVerifiableError, signingKey, type SignatureScheme } from "../../core/signing.js";
 
 export type SecretLookup =
   | { kind: "ok"; keys: Buffer[] }

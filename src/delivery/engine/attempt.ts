@@ -4,17 +4,17 @@
 // metrics and on the endpoint (breaker, health), and hands the result to the transport, which
 // records it (a status write in CR mode). It knows nothing of where the work came from.
 import type { Logger } from "pino";
-import { attemptStatusLabel, classify } from "../core/classify.js";
-import { attemptOutcome, type AttemptResult } from "../core/outcome.js";
-import type { EndpointCommit } from "../core/plan.js";
-import type { Policy } from "../core/policy.js";
-import type { Metrics } from "../observability/metrics.js";
-import { PASS_THROUGH, type AttemptTracer } from "../observability/tracing.js"; // [tracing]
-import type { TraceContext } from "../core/trace-context.js"; // [tracing]
+import { attemptStatusLabel, classify } from "../../core/classify.js";
+import { attemptOutcome, type AttemptResult } from "../../core/outcome.js";
+import type { EndpointCommit } from "../../core/plan.js";
+import type { Policy } from "../../core/policy.js";
+import type { Metrics } from "../../observability/metrics.js";
+import { PASS_THROUGH, type AttemptTracer } from "../../observability/tracing.js"; // [tracing]
+import type { TraceContext } from "../../core/trace-context.js"; // [tracing]
 import type { Credentials, ResolvedCredentials } from "./credentials.js"; // [receiver-credentials]
 import type { Endpoint, EndpointRegistry } from "./endpoints.js";
-import { splitKey } from "../kube/types.js";
-import { subscriptionLabels } from "./objects.js";
+import { splitKey } from "../../kube/types.js";
+import { subscriptionLabels } from "../objects.js";
 import { buildRequest, type RequestBody } from "./request.js";
 import type { SendResult } from "./sender.js";
 
@@ -102,7 +102,7 @@ export class AttemptExecutor {
       }
       if (!message) return undefined;
       const startedAt = this.now();
-      // [receiver-credentials] sent through src/delivery/credentials.ts (which calls the Sender).
+      // [receiver-credentials] sent through src/delivery/engine/credentials.ts (which calls the Sender).
       const credentials = spec.credentials ?? (await this.d.credentials.resolve(splitKey(spec.key).namespace, policy));
       // A replay whose Secret went missing sends nothing and is tried again (a plan() waits instead).
       if (credentials.kind === "missing") throw new Error(credentials.message);

@@ -3,8 +3,8 @@
 // keys it claims (a bulk replay's dead letters, finished deliveries annotated for replay); the
 // delivery reconciler takes the rest. Whichever ran, a request slot held for the key and not
 // taken goes to the next waiter.
-import type { ReconcileContext, Reconciler, Result } from "../runtime/controller.js";
-import type { EndpointRegistry } from "./endpoints.js";
+import type { ReconcileContext, Reconciler, Result } from "../../runtime/controller.js";
+import type { EndpointRegistry } from "../../delivery/engine/endpoints.js";
 
 export interface DeliveryKeysDeps {
   deliveries: Reconciler;

@@ -3,29 +3,29 @@
 // record what it waits for, dead-letter, discard, or attempt it through the executor and write
 // the outcome in one status patch.
 import type { Logger } from "pino";
-import { ANNOTATIONS } from "../api/names.js";
-import type { DeliverySpec } from "../api/delivery.js";
-import { applyAttempt, deadLetter, discard, type AttemptResult, type OutcomeResult } from "../core/outcome.js";
-import type { OrderView } from "../core/ordering.js";
-import { plan, type Action } from "../core/plan.js";
-import type { Policy } from "../core/policy.js";
-import { fromRfc3339 } from "../core/rfc3339.js";
-import type { EventSink } from "../kube/events.js";
-import type { KubeClient } from "../kube/client.js";
-import { splitKey } from "../kube/types.js";
-import type { ReconcileContext, Result } from "../runtime/controller.js";
-import type { Expectations } from "../runtime/expectations.js";
-import type { AttemptExecutor } from "./attempt.js";
-import type { Caches } from "./caches.js";
-import { secretsFor, type Credentials, type ResolvedCredentials } from "./credentials.js"; // [receiver-credentials]
-import type { Endpoint, EndpointRegistry } from "./endpoints.js";
-import type { Finals, OutcomeMeta } from "./finals.js";
-import { subscriptionKey, type DeliveryObject } from "./objects.js";
-import { stampLane, type LaneRef, type OrderingLanes } from "./ordering-lanes.js";
-import type { ComputeStatus, OutcomeWriter, Written } from "./outcome-writer.js";
-import { loadRequestBody, payloadView } from "./payload.js";
-import { traceOf } from "./trace.js"; // [tracing]
-import type { SecretCache } from "./secrets.js";
+import { ANNOTATIONS } from "../../api/names.js";
+import type { DeliverySpec } from "../../api/delivery.js";
+import { applyAttempt, deadLetter, discard, type AttemptResult, type OutcomeResult } from "../../core/outcome.js";
+import type { OrderView } from "../../core/ordering.js";
+import { plan, type Action } from "../../core/plan.js";
+import type { Policy } from "../../core/policy.js";
+import { fromRfc3339 } from "../../core/rfc3339.js";
+import type { EventSink } from "../../kube/events.js";
+import type { KubeClient } from "../../kube/client.js";
+import { splitKey } from "../../kube/types.js";
+import type { ReconcileContext, Result } from "../../runtime/controller.js";
+import type { Expectations } from "../../runtime/expectations.js";
+import type { AttemptExecutor } from "../../delivery/engine/attempt.js";
+import type { Caches } from "../../delivery/caches.js";
+import { secretsFor, type Credentials, type ResolvedCredentials } from "../../delivery/engine/credentials.js"; // [receiver-credentials]
+import type { Endpoint, EndpointRegistry } from "../../delivery/engine/endpoints.js";
+import type { Finals, OutcomeMeta } from "../../delivery/finals.js";
+import { subscriptionKey, type DeliveryObject } from "../../delivery/objects.js";
+import { stampLane, type LaneRef, type OrderingLanes } from "../../delivery/ordering-lanes.js";
+import type { ComputeStatus, OutcomeWriter, Written } from "../../delivery/outcome-writer.js";
+import { loadRequestBody, payloadView } from "../../delivery/payload.js";
+import { traceOf } from "../../delivery/trace.js"; // [tracing]
+import type { SecretCache } from "../../delivery/engine/secrets.js";
 import type { WaitReports } from "./waits.js";
 import type { Backlog } from "./backlog.js";
 
@@ -41,7 +41,7 @@ export interface DeliveryReconcilerDeps {
   caches: Caches;
   endpoints: EndpointRegistry;
   secrets: SecretCache;
-  /** [receiver-credentials] headersFrom, tls, oauth2 and proxy (src/delivery/credentials.ts). */
+  /** [receiver-credentials] headersFrom, tls, oauth2 and proxy (src/delivery/engine/credentials.ts). */
   credentials: Credentials;
   executor: AttemptExecutor;
   waits: WaitReports;

@@ -13,21 +13,21 @@
 // is over it gets a later slot and is reconciled again then (if it still waits, it reports:
 // every waiting delivery shows why, eventually, at a bounded write rate).
 import type { Logger } from "pino";
-import { conditionDiffers, getCondition } from "../core/conditions.js";
-import { SUCCEEDED, waiting } from "../core/outcome.js";
-import type { Action } from "../core/plan.js";
-import type { Policy } from "../core/policy.js";
-import { fromRfc3339 } from "../core/rfc3339.js";
-import { reserve } from "../core/report-budget.js";
-import type { RateLimit } from "../core/token-bucket.js";
-import { endpointWait } from "../core/waiting.js";
-import type { EventSink } from "../kube/events.js";
-import type { Result } from "../runtime/controller.js";
-import type { Endpoint } from "./endpoints.js";
-import { deliveryRef, type DeliveryObject } from "./objects.js";
-import { stampLane, type LaneRef } from "./ordering-lanes.js";
-import type { OutcomeWriter } from "./outcome-writer.js";
-import { doubling } from "../lib/backoff.js";
+import { conditionDiffers, getCondition } from "../../core/conditions.js";
+import { SUCCEEDED, waiting } from "../../core/outcome.js";
+import type { Action } from "../../core/plan.js";
+import type { Policy } from "../../core/policy.js";
+import { fromRfc3339 } from "../../core/rfc3339.js";
+import { reserve } from "../../core/report-budget.js";
+import type { RateLimit } from "../../core/token-bucket.js";
+import { endpointWait } from "../../core/waiting.js";
+import type { EventSink } from "../../kube/events.js";
+import type { Result } from "../../runtime/controller.js";
+import type { Endpoint } from "../../delivery/engine/endpoints.js";
+import { deliveryRef, type DeliveryObject } from "../../delivery/objects.js";
+import { stampLane, type LaneRef } from "../../delivery/ordering-lanes.js";
+import type { OutcomeWriter } from "../../delivery/outcome-writer.js";
+import { doubling } from "../../lib/backoff.js";
 
 /** A missing Secret is not watched: look again after 1 s, 2 s, 4 s ... up to 30 s. */
 const SECRET_RECHECK = { initialMs: 1_000, maxMs: 30_000 };

@@ -3,16 +3,16 @@
 // probe frees, and the transitions with their Events and gauges. It starts from the
 // subscription's stored status, so a new leader resumes an Open breaker as Open; the
 // subscription reconciler mirrors it back into status (it never changes it).
-import type { SubscriptionStatus } from "../api/subscription.js";
-import * as breaker from "../core/breaker.js";
-import type { Classification } from "../core/classify.js";
-import { reportAttempt, type EndpointState } from "../core/endpoint-report.js";
-import * as health from "../core/health.js";
-import type { EndpointCommit, EndpointView } from "../core/plan.js";
-import type { Policy, PolicyDefaults } from "../core/policy.js";
-import { fromRfc3339 } from "../core/rfc3339.js";
-import { isThrottled, nextThrottle, type Throttle } from "../core/throttle.js";
-import type { TokenBucket } from "../core/token-bucket.js";
+import type { SubscriptionStatus } from "../../api/subscription.js";
+import * as breaker from "../../core/breaker.js";
+import type { Classification } from "../../core/classify.js";
+import { reportAttempt, type EndpointState } from "../../core/endpoint-report.js";
+import * as health from "../../core/health.js";
+import type { EndpointCommit, EndpointView } from "../../core/plan.js";
+import type { Policy, PolicyDefaults } from "../../core/policy.js";
+import { fromRfc3339 } from "../../core/rfc3339.js";
+import { isThrottled, nextThrottle, type Throttle } from "../../core/throttle.js";
+import type { TokenBucket } from "../../core/token-bucket.js";
 import { GlobalSlots, namespaceOf } from "./global-slots.js";
 
 export class Endpoint {
