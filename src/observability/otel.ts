@@ -21,7 +21,7 @@ import {
 import type { TracingConfig } from "../config/tracing.js";
 import type { AttemptResult } from "../core/outcome.js";
 import { childTraceparent, parseTraceparent } from "../core/trace-context.js";
-import { redactedUrl, type AttemptInfo, type AttemptTrace, type AttemptTracer, type TracerLog } from "./tracing.js";
+import { redactedUrl, type AttemptInfo, type AttemptTrace, type AttemptTracer, type TracerLog } from "./attempt-trace.js";
 
 /** Hookline's own span attributes (the semantic conventions name the HTTP ones). */
 export const ATTRS = {
