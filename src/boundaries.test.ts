@@ -40,7 +40,7 @@ const CASES: [string, string, RegExp, string][] = [
   ["src/delivery/engine/probe.ts", "../../finished/terminal-index.js", /imports no feature/, "../objects.js"],
   ["src/finished/probe.ts", "../cli/operator.js", /Only the CLI wires/, "../delivery/objects.js"],
   ["src/replay/probe.ts", "../cli/operator.js", /Only the CLI wires/, "../finished/records.js"],
-  ["src/subscriptions/probe.ts", "../cli/operator.js", /Only the CLI wires/, "../delivery/endpoints.js"],
+  ["src/subscriptions/probe.ts", "../cli/operator.js", /Only the CLI wires/, "../delivery/engine/endpoints.js"],
   ["src/transports/stream/probe.ts", "../../cli/operator.js", /Only the CLI wires/, "../../jetstream/consumers.js"],
 ];
 

@@ -1,4 +1,4 @@
-// The JetStream layer of stream mode (src/stream) against a real nats-server: the namespaces'
+// The JetStream layer of stream mode (src/jetstream) against a real nats-server: the namespaces'
 // streams and their quotas, the one stream of earlier versions, the consumers of subscriptions,
 // JetStream's own subject matching of hostile event types, interest retention, duplicates, and
 // nats-server going away and coming back mid-test.
