@@ -42,6 +42,7 @@ import { traceOf } from "../delivery/trace.js"; // [tracing]
 import type { SecretCache } from "../delivery/engine/secrets.js";
 import type { TerminalRecord } from "../finished/records.js";
 import { sharedAbortController } from "../runtime/shared-abort.js";
+import { secretsFor, type Credentials } from "../delivery/engine/credentials.js"; // [receiver-credentials]
 
 /** What replay needs of the index of finished deliveries. */
 export interface DeadLetterIndex {
@@ -58,6 +59,8 @@ export interface ReplayerDeps {
   terminal: DeadLetterIndex;
   endpoints: EndpointRegistry;
   secrets: SecretCache;
+  /** [receiver-credentials] headersFrom, tls, oauth2 and proxy, resolved as the transports do. */
+  credentials: Pick<Credentials, "resolveDue">;
   executor: AttemptExecutor;
   outcomes: OutcomeWriter<OutcomeMeta>;
   finals: Finals;
@@ -73,6 +76,8 @@ export interface ReplayerDeps {
   /** Queue a delivery key in the delivery controller (one worker per key, like any change). */
   enqueueDelivery: (key: string) => void;
   now?: () => number;
+  /** The jitter of the next attempt's backoff (injected, as in the transports). */
+  random?: () => number;
 }
 
 export function validReason(reason: string | undefined): reason is string {
@@ -164,6 +169,7 @@ const DRY_RUN_SAVE_EVERY = 500;
 
 export class Replayer {
   private readonly now: () => number;
+  private readonly random: () => number;
   /** Runs in this process, by run key, with what they touch. */
   private readonly running = new Map<string, { promise: Promise<void>; job: ReplayJob }>();
   private abort = sharedAbortController();
@@ -172,6 +178,7 @@ export class Replayer {
 
   constructor(private readonly d: ReplayerDeps) {
     this.now = d.now ?? Date.now;
+    this.random = d.random ?? Math.random;
   }
 
   /**
@@ -263,12 +270,11 @@ export class Replayer {
     const policy = view.policy;
     if (policy.paused) return { outcome: "skipped", detail: `${whose} is paused; replay it after resuming the subscription` };
     if (!matchesEventType(policy.eventTypes, parsed.spec.eventType)) return { outcome: "skipped", detail: `${whose} does not list event type ${parsed.spec.eventType}; add the type first` };
-    let keys: Buffer[] = [];
-    if (policy.secretRef) {
-      const lookup = await this.d.secrets.keys(namespace, policy.secretRef);
-      if (lookup.kind !== "ok") return { outcome: "skipped", detail: lookup.message };
-      keys = lookup.keys;
-    }
+    // The same lookup as the transports': signing keys and receiver credentials.
+    const { secret, keys, creds } = await secretsFor(this.d, namespace, policy, true);
+    // Only the receiver credentials are missing: nothing is sent and the replay is tried again.
+    if (creds?.kind === "missing" && secret === creds) throw new Error(creds.message);
+    if (secret.kind === "missing") return { outcome: "skipped", detail: secret.message };
     const ep = this.d.endpoints.ensure(subKey, subObj.metadata.uid, subObj.status, policy, this.now());
     const heldUntil = this.d.endpoints.throttledUntil(ep);
     if (heldUntil !== undefined) return { outcome: "wait", inMs: Math.max(1, heldUntil - this.now()) };
@@ -287,6 +293,7 @@ export class Replayer {
         probe: false,
         viaReplay: true,
         keys,
+        credentials: creds, // [receiver-credentials]
         message: (s) => loadRequestBody(this.d.client, obj, s),
         signal,
         attempt: (obj.status?.lastAttempt?.number ?? 0) + 1,
@@ -296,7 +303,7 @@ export class Replayer {
       async (attempt) => {
         const c = attempt.classification;
         const delivered = (answer.delivered = c === "interrupted" ? "interrupted" : c.verdict === "delivered");
-        const compute = (status: DeliveryObject["status"]) => applyAttempt({ status, generation: obj.metadata.generation, now: this.now(), attempt, policy, random: Math.random, replay });
+        const compute = (status: DeliveryObject["status"]) => applyAttempt({ status, generation: obj.metadata.generation, now: this.now(), attempt, policy, random: this.random, replay });
         const ownSubKey = subscriptionKey(namespace, parsed.spec.subscriptionRef.name);
         const w = await this.d.outcomes.writeOrKeep(key, obj, compute, { subKey: ownSubKey, replay: true });
         if (w?.final) this.d.finals.record(w.obj, w.final, ownSubKey, true);

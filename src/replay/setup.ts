@@ -12,6 +12,7 @@ export function setupReplay(s: Shared, terminal: DeadLetterIndex): { replayer: R
     terminal,
     endpoints: s.endpoints,
     secrets: s.secrets,
+    credentials: s.credentials,
     executor: s.executor,
     outcomes: s.outcomes,
     finals: s.finals,

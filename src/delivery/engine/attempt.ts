@@ -31,8 +31,8 @@ export interface AttemptSpec {
   viaReplay: boolean;
   /** Signing keys, the current one first. */
   keys: Buffer[];
-  /** [receiver-credentials] Resolved before planning; when absent (a replay) they are read now. */
-  credentials?: ResolvedCredentials | undefined;
+  /** [receiver-credentials] Resolved before planning by every transport and replay (`secretsFor`). */
+  credentials: ResolvedCredentials | undefined;
   /** What to send; undefined when there is nothing to send any more (the delivery is gone). */
   message: (signal: AbortSignal) => Promise<RequestBody | undefined>;
   /** Aborted by a shutdown: the attempt ends as interrupted. */
@@ -59,7 +59,7 @@ export interface ProbeClaims {
 export interface AttemptExecutorDeps {
   endpoints: EndpointRegistry;
   /** [receiver-credentials] Sends through the Sender with the Secret headers, TLS identity, proxy and OAuth2 token (one refresh and re-send on a 401). */
-  credentials: Pick<Credentials, "resolve" | "send">;
+  credentials: Pick<Credentials, "send">;
   metrics: Metrics;
   userAgent: string;
   /** [tracing] Sends each attempt in the producer's trace, as a CLIENT span when tracing is on (src/observability/tracing.ts); default: pass-through. */
@@ -103,9 +103,9 @@ export class AttemptExecutor {
       if (!message) return undefined;
       const startedAt = this.now();
       // [receiver-credentials] sent through src/delivery/engine/credentials.ts (which calls the Sender).
-      const credentials = spec.credentials ?? (await this.d.credentials.resolve(splitKey(spec.key).namespace, policy));
-      // A replay whose Secret went missing sends nothing and is tried again (a plan() waits instead).
-      if (credentials.kind === "missing") throw new Error(credentials.message);
+      const credentials = spec.credentials;
+      // Nothing is sent without what the receiver requires (plan() waits for it before this).
+      if (credentials?.kind === "missing") throw new Error(credentials.message);
       const request = buildRequest({ message, policy, keys: spec.keys, userAgent: this.d.userAgent, startedAt, signal: spec.signal });
       const trace = this.startTrace(spec, message.id); // [tracing]
       Object.assign(request.headers, trace.headers); // [tracing] traceparent, tracestate
