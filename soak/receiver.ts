@@ -49,7 +49,11 @@ function answer(b: Behaviour, res: ServerResponse): void {
       return;
     }
     case "slowHeaders":
-      setTimeout(() => res.writeHead(200).end("slow"), b.delayMs ?? 1000);
+      // Released by setAll (settle) or closed by the client meanwhile: nothing more to write
+      // (a second writeHead throws, and an uncaught throw took the receiver down: seed 300496).
+      setTimeout(() => {
+        if (!res.headersSent && !res.destroyed) res.writeHead(200).end("slow");
+      }, b.delayMs ?? 1000);
       return;
     case "trickle": {
       res.writeHead(200, { "content-type": "text/plain" });

@@ -10,6 +10,8 @@ export class ReceiverProcess {
   private nextId = 1;
   private readonly pending = new Map<number, () => void>();
   port = 0;
+  /** Set while the parent stops or restarts it: that exit is expected. */
+  private stopping = false;
   /** Behaviours set so far, re-sent after a restart. */
   private readonly behaviours = new Map<string, Behaviour>();
 
@@ -26,6 +28,7 @@ export class ReceiverProcess {
       stdio: ["ignore", "ignore", "pipe", "ipc"],
     });
     this.child = child;
+    this.stopping = false;
     this.onPid(child.pid, true);
     let stderr = "";
     child.stderr!.setEncoding("utf8").on("data", (c: string) => (stderr = (stderr + c).slice(-4000)));
@@ -33,6 +36,11 @@ export class ReceiverProcess {
       if (m.id === undefined) return;
       this.pending.get(m.id)?.();
       this.pending.delete(m.id);
+    });
+    // A receiver that dies on its own (not stopped or restarted by a fault) is said at once:
+    // every later request to it fails, which would otherwise read as the operator's loss.
+    child.once("exit", (code, signal) => {
+      if (this.child === child && !this.stopping) console.error(`[soak] receiver ${this.name} exited on its own (${signal ?? code}): ${stderr.trim().slice(-1000)}`);
     });
     this.port = await new Promise<number>((resolve, reject) => {
       const timer = setTimeout(() => reject(new Error(`receiver ${this.name} did not start within 30 s: ${stderr}`)), 30_000);
@@ -80,6 +88,7 @@ export class ReceiverProcess {
   /** The fault: SIGKILL, then a new process on the same port after `downMs`. */
   async restart(downMs: number): Promise<void> {
     const old = this.child;
+    this.stopping = true;
     old.kill("SIGKILL");
     await stopChild(old, 1_000);
     this.onPid(old.pid, false);
@@ -88,6 +97,7 @@ export class ReceiverProcess {
   }
 
   async stop(): Promise<void> {
+    this.stopping = true;
     if (this.child.connected) this.child.disconnect();
     await stopChild(this.child, 3_000);
     this.onPid(this.child.pid, false);
