@@ -8,7 +8,7 @@
 // zero, and a complete command must fail reaching it (exit 1). dev, cluster up and demo run
 // without Go and with an empty binary cache, so even a missed usage check could not start a
 // control plane; they are only run as far as their usage checks.
-import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, type AddressInfo, type Server } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
@@ -224,6 +224,7 @@ describe("the command line as docs/api.md documents it", () => {
   });
   afterAll(async () => {
     for (const l of [forbidden, sink]) await new Promise<void>((resolve) => (l ? l.server.close(() => resolve()) : resolve()));
+    if (dir) rmSync(dir, { recursive: true, force: true });
   });
 
   const run = async (bin: Bin, args: string[], opts: { kubeconfig?: string | null } = {}): Promise<ExecResult> => {

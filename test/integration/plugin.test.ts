@@ -1,7 +1,7 @@
 // `kubectl hookline`, end to end: the real bin as a child process against the real API server,
 // an in-process operator and a real receiver on 127.0.0.1. The assertions read what a user
 // reads (stdout, stderr, exit code), and check the cluster and the receiver agree.
-import { mkdtempSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -24,6 +24,8 @@ describe("kubectl hookline", () => {
   let status = 200;
   /** A kubeconfig whose context `console` defaults to the test namespace, like a user's. */
   let kubeconfig: string;
+  /** The kubeconfig's directory (removed after the file). */
+  let dir: string | undefined;
 
   const plugin = (args: string[], opts: { kubeconfig?: string } = {}) =>
     exec(process.execPath, [PLUGIN, "--kubeconfig", opts.kubeconfig ?? inject("kubeconfig"), ...args], { timeoutMs: 90_000 });
@@ -45,7 +47,7 @@ describe("kubectl hookline", () => {
       }),
     ]);
     op = await startOperator({ namespaces: [ns] });
-    const dir = mkdtempSync(join(tmpdir(), "plugin-"));
+    dir = mkdtempSync(join(tmpdir(), "plugin-"));
     kubeconfig = join(dir, "kubeconfig");
     writeFileSync(kubeconfig, await kubectlOk(["config", "view", "--raw", "--minify"]));
     const view = (path: string) => exec("kubectl", ["--kubeconfig", kubeconfig, "config", "view", "-o", `jsonpath=${path}`]).then((r) => r.stdout.trim());
@@ -56,6 +58,7 @@ describe("kubectl hookline", () => {
     await op?.stop();
     await receiver?.close();
     await deleteNamespace(ns);
+    if (dir) rmSync(dir, { recursive: true, force: true });
   });
 
   it("--version, --help and usage errors: exit 0, 0 and 2, nothing sent", async () => {

@@ -5,7 +5,7 @@
 // constant-time compare, 401); and a secret the Standard Webhooks libraries cannot use refused.
 import { spawn, type ChildProcess } from "node:child_process";
 import { createHmac } from "node:crypto";
-import { mkdtempSync, readFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { homedir, tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -67,8 +67,12 @@ async function python(): Promise<string> {
   return bin;
 }
 
+/** Where the Go receivers were built (removed after the file). */
+const goDirs: string[] = [];
 async function goBinary(pkg = "."): Promise<string> {
-  const out = join(mkdtempSync(join(tmpdir(), "receiver-go-")), "receiver");
+  const dir = mkdtempSync(join(tmpdir(), "receiver-go-"));
+  goDirs.push(dir);
+  const out = join(dir, "receiver");
   const r = await exec("go", ["build", "-o", out, pkg], { cwd: join(DOCS, "go"), timeoutMs: 300_000 });
   expect(r.code, r.stderr).toBe(0);
   return out;
@@ -110,6 +114,7 @@ describe("docs/receivers: the snippets receive real deliveries", () => {
     await Promise.all(receivers.map((r) => r.close()));
     await op?.stop();
     await deleteNamespace(ns);
+    for (const d of goDirs) rmSync(d, { recursive: true, force: true });
   });
 
   const cases: Array<[string, () => Promise<[string, string[]]>, string]> = [
