@@ -115,6 +115,41 @@ function cycles(graph: Map<string, string[]>): string[][] {
   return found;
 }
 
+/** The modules `entry` loads before it runs: its static imports, transitively (no `import()`, no `import type`). */
+function staticClosure(entry: string): { modules: Set<string>; packages: Set<string> } {
+  const modules = new Set<string>();
+  const packages = new Set<string>();
+  const visit = (file: string) => {
+    if (modules.has(file)) return;
+    modules.add(file);
+    const text = readFileSync(file, "utf8");
+    for (const m of text.matchAll(/^(?:import|export)\s(?!type\s)[^;]*?\sfrom\s+"([^"]+)";/gms)) {
+      const spec = m[1]!;
+      if (spec.startsWith(".")) visit(normalize(join(dirname(file), spec)).replace(/\.js$/, ".ts"));
+      else if (!spec.startsWith("node:")) packages.add(spec);
+    }
+  };
+  visit(entry);
+  return { modules, packages };
+}
+
+describe("command-line start-up", () => {
+  // --help and usage errors answer before the operator (0.6 s to load) or the Kubernetes
+  // client's kubeconfig loader (0.5 s) is loaded: each command imports those once its
+  // arguments are checked.
+  it.each(["run-operator.ts", "demo-command.ts", "cluster.ts", "kubectl-hookline.ts", "publish.ts"])("src/cli/%s loads neither the operator nor @kubernetes/client-node before its usage checks", (file) => {
+    const { modules, packages } = staticClosure(join("src", "cli", file));
+    expect(modules.size).toBeGreaterThan(1);
+    expect([...modules].filter((m) => m === join("src", "cli", "operator.ts") || m === join("src", "cli", "demo.ts"))).toEqual([]);
+    expect([...packages].filter((p) => p.startsWith("@kubernetes/"))).toEqual([]);
+  });
+
+  it("sees a static import of the operator", () => {
+    expect(staticClosure(join("src", "cli", "demo.ts")).modules).toContain(join("src", "cli", "operator.ts"));
+    expect(staticClosure(join("src", "cli", "operator.ts")).packages).toContain("@kubernetes/client-node");
+  });
+});
+
 describe("import graph", () => {
   it("finds a cycle when there is one", () => {
     const g = new Map([["a", ["b"]], ["b", ["c"]], ["c", ["a"]], ["d", ["a"]]]);

@@ -11,9 +11,8 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { STATUS_CODES, createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
-import { join, relative, resolve } from "node:path";
+import { join, relative } from "node:path";
 import { setTimeout as delay } from "node:timers/promises";
-import { parseArgs } from "node:util";
 import { KubeConfig } from "@kubernetes/client-node";
 import { parseDuration } from "../api/duration.js";
 import { ANNOTATIONS, API_VERSION, SUBSCRIPTION, isTerminalPhase } from "../api/names.js";
@@ -30,22 +29,7 @@ import { Metrics } from "../observability/metrics.js";
 import { publish } from "../publish/fanout.js";
 import type { PublishResult } from "../publish/result.js";
 import { installCrds } from "./crds.js";
-import { UsageError } from "./exit-codes.js";
 import { Operator } from "./operator.js";
-
-const USAGE = `usage: hookline demo [--keep] [--dir DIR]
-
-Shows Hookline end to end in about a minute, with no cluster: starts a local etcd +
-kube-apiserver (built once from Go modules and cached), the operator, and three local
-receivers, and plays the three-customer case study: acme answers 503, 503, then 200; globex
-answers 410 Gone; initech answers 500 six times, the gaps doubling. It prints every request
-with its gap, each delivery's outcome, a replay of initech's dead letter once it is back, and
-the kubectl commands to look around.
-
-  --keep      leave the control plane running afterwards (in DIR) to try those commands
-  --dir DIR   where the kept control plane lives (default .hookline/demo); without --keep
-              a temporary directory is used and removed
-`;
 
 const NAMESPACE = "shop";
 const EVENT_ID = "evt-1001";
@@ -55,7 +39,6 @@ const RETRY = { maxAttempts: 6, initialBackoff: "50ms", multiplier: 2, maxBackof
 /** Above initech's six failures, so the breaker lets all six through (the default opens at 5). */
 const BREAKER = { failureThreshold: 10 };
 const REPLAY_REASON = "initech is back, INC-42";
-const DEFAULT_KEEP_DIR = ".hookline/demo";
 const DEADLINE_MS = 60_000;
 
 type Print = (line: string) => void;
@@ -332,19 +315,10 @@ function printNextSteps(print: Print, opts: { keep: boolean; dir: string; keptDi
   print(`  hookline cluster down --dir ${dir}`);
 }
 
-export async function demoCommand(args: string[]): Promise<number> {
-  // Usage errors are thrown (parseArgs's, UsageError): main() turns them into exit code 2.
-  const { values } = parseArgs({ args, options: { keep: { type: "boolean" }, dir: { type: "string" }, help: { type: "boolean", short: "h" } }, allowPositionals: false });
-  if (values.help) {
-    process.stdout.write(USAGE);
-    return 0;
-  }
-  // resolve("") is the working directory: a control plane must not land there by mistake.
-  if (values.dir === "") throw new UsageError("--dir must not be empty");
-  const keep = values.keep ?? false;
+/** The demo, its arguments checked (src/cli/demo-command.ts): `keptDir` is where --keep leaves the control plane. */
+export async function runDemo({ keep, keptDir }: { keep: boolean; keptDir: string }): Promise<number> {
   const print: Print = (line) => process.stdout.write(`${line}\n`);
   const note: Print = (line) => process.stderr.write(`[demo] ${line}\n`);
-  const keptDir = resolve(values.dir ?? DEFAULT_KEEP_DIR);
   if (keep && runningControlPlane(keptDir)) {
     process.stderr.write(`hookline demo: a control plane is already running in ${keptDir} (an earlier --keep); stop it first: hookline cluster down --dir ${keptDir}\n`);
     return 1;

@@ -47,7 +47,7 @@ const DISPATCH: Record<string, () => Promise<Command>> = {
   operator: async () => (await import("./run-operator.js")).operatorCommand,
   dev: async () => (await import("./run-operator.js")).devCommand,
   publish: async () => (await import("./publish.js")).publishCommand,
-  demo: async () => (await import("./demo.js")).demoCommand,
+  demo: async () => (await import("./demo-command.js")).demoCommand,
 };
 
 export async function main(argv: string[]): Promise<number> {

@@ -3,19 +3,23 @@
 // reading it would fail differently). Only calls that stop at the usage check are made here:
 // nothing starts a control plane or connects. test/integration/cli-reference.test.ts runs the
 // built bins against every command of docs/api.md.
-import { mkdtempSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
-import { afterEach, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
 import { kubectlHookline } from "./kubectl-hookline.js";
 import { main } from "./main.js";
 
 let stderr: string;
 let stdout: string;
+/** An empty binary cache for every case (removed at the end). */
+const emptyCache = mkdtempSync(join(tmpdir(), "hookline-usage-"));
+afterAll(() => rmSync(emptyCache, { recursive: true, force: true }));
 // The commands' modules, loaded (transformed) once here, not inside the first case's timeout:
-// main() imports each command's module when it runs (the operator's takes seconds on a busy machine).
+// main() imports each command's module when it runs. (The operator and the demo themselves are
+// imported only past the usage checks; test/integration/cli-reference.test.ts runs the bins.)
 beforeAll(async () => {
-  await Promise.all([import("./cluster.js"), import("./run-operator.js"), import("./publish.js"), import("./demo.js")]);
+  await Promise.all([import("./cluster.js"), import("./run-operator.js"), import("./publish.js"), import("./demo-command.js")]);
 }, 120_000);
 beforeEach(() => {
   stderr = "";
@@ -27,7 +31,7 @@ beforeEach(() => {
   vi.stubEnv("TRACEPARENT", undefined);
   // A safety net should a usage check be missed: no Go and an empty binary cache, so dev,
   // cluster up and demo fail at once instead of starting a control plane.
-  vi.stubEnv("HOOKLINE_CACHE_DIR", mkdtempSync(join(tmpdir(), "hookline-usage-")));
+  vi.stubEnv("HOOKLINE_CACHE_DIR", emptyCache);
   vi.stubEnv("PATH", dirname(process.execPath));
 });
 afterEach(() => {
