@@ -25,6 +25,11 @@ import { CHART, helm, parseManifests } from "../helpers/helm.js";
 // Its own release name: the chart's cluster-scoped objects (ClusterRoles, the admission policy)
 // are named after the release, and another test's `helm install hl` refuses objects this one owns.
 const RELEASE = `upgrade-${randomBytes(3).toString("hex")}`;
+/**
+ * The loop over blocks runs in this many releases at once (`${RELEASE}-0`...): each helm call
+ * mostly waits on the API server, one after the other.
+ */
+const LANES = 3;
 const DEFAULTS = chartDefaults(CHART);
 const TOP_LEVEL = Object.keys(DEFAULTS.values);
 const VALUES_YAML = await readFile(`${CHART}/values.yaml`, "utf8");
@@ -99,10 +104,10 @@ describe("helm upgrade from an older chart", () => {
    * A fresh install of this chart with the user's values, not applied (a server dry run; the API
    * server validates `fresh`; with more --set-json pairs, only what it renders is needed).
    */
-  async function freshInstall(setJson: Record<string, unknown> = {}): Promise<Rendered> {
+  async function freshInstall(setJson: Record<string, unknown> = {}, name = RELEASE): Promise<Rendered> {
     const extra = Object.entries(setJson).flatMap(([k, v]) => ["--set-json", `${k}=${JSON.stringify(v)}`]);
     if (extra.length) extra.push("--disable-openapi-validation");
-    return rendered(await release(["install", RELEASE, CHART, "--values", userValues, ...extra, "--dry-run=server"]));
+    return rendered(await release(["install", name, CHART, "--values", userValues, ...extra, "--dry-run=server"]));
   }
 
   /** This chart copied to dir, its values.yaml without the top-level keys `remove`, its version older. */
@@ -140,7 +145,9 @@ describe("helm upgrade from an older chart", () => {
   afterAll(async () => {
     if (tmp) await rm(tmp, { recursive: true, force: true });
     // A failed test can leave the release; its cluster-scoped objects outlive the namespace.
-    if (ns) await helm(["uninstall", RELEASE, "--kubeconfig", kubeconfig, "--namespace", ns, "--ignore-not-found"]);
+    for (const name of [RELEASE, ...Array.from({ length: LANES }, (_, i) => `${RELEASE}-${i}`)]) {
+      if (ns) await helm(["uninstall", name, "--kubeconfig", kubeconfig, "--namespace", ns, "--ignore-not-found"]);
+    }
     if (ns) await deleteNamespace(ns);
   });
 
@@ -198,21 +205,30 @@ describe("helm upgrade from an older chart", () => {
   });
 
   it("--reuse-values from a previous chart lacking any one top-level block gives what a fresh install gives", async () => {
-    // One release, put back before each upgrade to "installed from the previous chart with the
-    // user's values" by an upgrade with --reset-values: that stores the previous chart and the
-    // user's values, all that --reuse-values reads from a release. The upgrade under test is a
-    // server dry run; it renders exactly `fresh`, which the API server validated. (Top-level
-    // settings that are not blocks, replicaCount, logLevel..., are removed in the test above.)
-    const dir = join(tmp, "previous");
+    // One release per lane, put back before each upgrade to "installed from the previous chart
+    // with the user's values" by an upgrade with --reset-values: that stores the previous chart
+    // and the user's values, all that --reuse-values reads from a release. The upgrade under test
+    // is a server dry run; it renders exactly what a fresh install of that release renders, which
+    // the API server validated. (Top-level settings that are not blocks, replicaCount,
+    // logLevel..., are removed in the test above.)
     const blocks = TOP_LEVEL.filter((k) => DEFAULTS.values[k] && typeof DEFAULTS.values[k] === "object" && !Array.isArray(DEFAULTS.values[k]));
     expect(blocks).toEqual(expect.arrayContaining(["image", "flowControl", "publish", "tests", "networkPolicy", "startupProbe"]));
-    for (const key of blocks) {
-      const previous = await previousChart(dir, [key]);
-      await release(["upgrade", "--install", RELEASE, previous, "--reset-values", "--values", userValues, "--disable-openapi-validation"]);
-      const upgraded = rendered(await release(["upgrade", RELEASE, CHART, "--reuse-values", "--dry-run=server", "--disable-openapi-validation"]));
-      const expected = DEFAULTS.keepAbsent.includes(key) ? await freshInstall({ [key]: null }) : fresh;
-      expect.soft(upgraded, `previous chart without ${key}`).toEqual(expected);
-    }
-    await helmOk(["uninstall", RELEASE]);
+    const checked: string[] = [];
+    const lane = async (i: number): Promise<void> => {
+      const name = `${RELEASE}-${i}`;
+      const dir = join(tmp, `previous-${i}`);
+      const freshHere = await freshInstall({}, name);
+      for (const key of blocks.filter((_, j) => j % LANES === i)) {
+        const previous = await previousChart(dir, [key]);
+        await release(["upgrade", "--install", name, previous, "--reset-values", "--values", userValues, "--disable-openapi-validation", "--history-max", "2"]);
+        const upgraded = rendered(await release(["upgrade", name, CHART, "--reuse-values", "--dry-run=server", "--disable-openapi-validation"]));
+        const expected = DEFAULTS.keepAbsent.includes(key) ? await freshInstall({ [key]: null }, name) : freshHere;
+        expect.soft(upgraded, `previous chart without ${key}`).toEqual(expected);
+        checked.push(key);
+      }
+      await helmOk(["uninstall", name]);
+    };
+    await Promise.all(Array.from({ length: LANES }, (_, i) => lane(i)));
+    expect(checked.sort()).toEqual([...blocks].sort());
   }, 180_000);
 });
