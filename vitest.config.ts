@@ -10,6 +10,11 @@ export default defineConfig({
           name: "unit",
           include: ["src/**/*.test.ts", "bench/**/*.test.ts", "soak/**/*.test.ts"],
           environment: "node",
+          // One process per worker for all unit files, not one per file: forking and importing
+          // anew for each of ~100 small files cost 37 s of a 38 s unit run (9 s this way).
+          // Unit tests hold no state between files (vi.stubEnv and spies are undone in afterEach).
+          isolate: false,
+          maxWorkers: 2,
         },
       },
       {
@@ -22,6 +27,9 @@ export default defineConfig({
           hookTimeout: 300_000,
           fileParallelism: true,
           maxWorkers: 2,
+          // A worker keeps its process and module cache from file to file (files share no state
+          // but the cluster, each in its own namespaces): 62 fresh imports cost ~60 s of worker time.
+          isolate: false,
           // vitest 4.1 wants projects with different maxWorkers in different groups.
           sequence: { groupOrder: 1 },
         },
