@@ -147,7 +147,8 @@ describe("stream mode: a replica's held-bytes budget", () => {
     const hang = await receiver(() => "hang");
     const ok = await receiver(() => 200);
     await apply([subscription(slow, "big", { url: hang.url("/big"), maxInFlight: 1000, timeout: "60s", paused: true }), subscription(quiet, "small", { url: ok.url("/small") })]);
-    const op = await operator([slow, quiet], { HOOKLINE_STREAM_MAX_HELD_BYTES: String(4 * 1024 * 1024) });
+    // Its requests hang until the operator stops: the stop does not wait out the 25 s drain for them.
+    const op = await operator([slow, quiet], { HOOKLINE_STREAM_MAX_HELD_BYTES: String(4 * 1024 * 1024), WEBHOOK_DRAIN_TIMEOUT_MS: "1000" });
     for (const [ns, name] of [[slow, "big"], [quiet, "small"]] as const) await waitForConsumer(jsm, ns, name);
     // 100 events of 30 KiB: more than the budget holds (each counts about 60 KiB).
     const pad = "x".repeat(30 * 1024);
