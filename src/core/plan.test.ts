@@ -3,7 +3,7 @@ import { MAX_PAYLOAD_BYTES, type DeliveryPhase } from "../api/names.js";
 import { subscriptionSpecSchema, type SubscriptionSpecInput } from "../api/subscription.js";
 import { closedBreaker, type BreakerState } from "./breaker.js";
 import { healthyEndpoint, type HealthState } from "./health.js";
-import { admit, plan, type Action, type DeliveryView, type EndpointView, type PlanInput, type SecretView, type SubscriptionView } from "./plan.js";
+import { admit, admitReplay, plan, type Action, type DeliveryView, type EndpointView, type PlanInput, type SecretView, type SubscriptionView } from "./plan.js";
 import { resolvePolicy, type Policy, type PolicyDefaults } from "./policy.js";
 
 const NOW = Date.UTC(2025, 5, 15, 12, 0, 0);
@@ -94,6 +94,24 @@ describe("admit: the endpoint gates alone (stream mode asks them before fetching
     for (const ep of [endpoint(), endpoint({ breaker: open(NOW + 1_000) }), endpoint({ breaker: halfOpen(true) }), endpoint({ health: disabled(NOW + 5) }), endpoint({ inFlight: 10 }), endpoint({ globalSlot: false })]) {
       expect(admit(NOW, policy, ep)).toEqual(plan(input({ subscription: { kind: "ok", policy }, endpoint: ep })));
     }
+  });
+});
+
+describe("admitReplay: an operator's replay passes the breaker and health, not the Retry-After hold or the slots", () => {
+  const policy = policyOf({ rateLimit: { perSecond: 1, burst: 1 } });
+  it("attempts through an Open breaker, a Disabled endpoint and an empty bucket, committing the state as it is (no probe taken)", () => {
+    const breaker = open(NOW + 60_000);
+    const health = disabled(NOW + 60_000);
+    const bucket = { tokens: 0, updatedAt: NOW };
+    expect(admitReplay(NOW, policy, endpoint({ breaker, health, bucket }))).toEqual({ type: "Attempt", probe: false, commit: { breaker, health, bucket } });
+    // Where plan() would wait or probe.
+    expect(admit(NOW, policy, endpoint({ breaker, health, bucket })).type).not.toBe("Attempt");
+  });
+  it("waits out a Retry-After hold, then parks for a global or an endpoint slot", () => {
+    expect(admitReplay(NOW, policy, endpoint({ throttledUntil: NOW + 5_000, globalSlot: false }))).toEqual({ type: "WaitUntil", at: NOW + 5_000, why: "throttled" });
+    expect(admitReplay(NOW, policy, endpoint({ throttledUntil: NOW, globalSlot: false }))).toEqual({ type: "Park", why: "global" });
+    expect(admitReplay(NOW, policy, endpoint({ inFlight: policy.maxInFlight }))).toEqual({ type: "Park", why: "endpoint" });
+    expect(admitReplay(NOW, policy, endpoint({ inFlight: policy.maxInFlight - 1 })).type).toBe("Attempt");
   });
 });
 

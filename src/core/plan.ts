@@ -167,3 +167,15 @@ export function admit(now: number, policy: Policy, ep: EndpointView): Action {
     commit: { breaker: b.state, ...(b.transition ? { breakerTransition: b.transition } : {}), health: h.state, bucket },
   };
 }
+
+/**
+ * A replay's admission: an operator's explicit request, it bypasses backoff, the breaker and
+ * health (the attempt is not a probe and commits the endpoint's state as it is), but not the
+ * endpoint's Retry-After hold nor the request slots (it parks, woken when one frees).
+ */
+export function admitReplay(now: number, policy: Pick<Policy, "maxInFlight">, ep: EndpointView): Extract<Action, { type: "Attempt" | "WaitUntil" | "Park" }> {
+  if (ep.throttledUntil !== undefined && ep.throttledUntil > now) return { type: "WaitUntil", at: ep.throttledUntil, why: "throttled" };
+  if (!ep.globalSlot) return { type: "Park", why: "global" };
+  if (ep.inFlight >= policy.maxInFlight) return { type: "Park", why: "endpoint" };
+  return { type: "Attempt", probe: false, commit: { breaker: ep.breaker, health: ep.health, bucket: ep.bucket } };
+}
