@@ -8,6 +8,7 @@ import { STATUS_FITTERS } from "../api/status-limits.js";
 import { configWarnings, type Config } from "../config/config.js";
 import type { PolicyDefaults } from "../core/policy.js";
 import { AttemptExecutor } from "../delivery/engine/attempt.js";
+import { DeliveryStep } from "../delivery/engine/step.js";
 import { Backlog } from "../transports/cr/backlog.js";
 import { Caches } from "../delivery/caches.js";
 import { DeliveryKeys } from "../transports/cr/delivery-keys.js";
@@ -223,7 +224,9 @@ export class Operator {
     const executor = new AttemptExecutor({ endpoints, credentials, metrics, userAgent: USER_AGENT, tracing, log: log.child({ component: "attempt" }), ...(sharedEndpoints ? { probes: sharedEndpoints } : {}) });
     const outcomes = new OutcomeWriter<OutcomeMeta>({ client, statusWriter, expectations: expectations.deliveries, events, log: log.child({ controller: "delivery" }) });
     const finals = new Finals({ endpoints, events, metrics, rollUp: (subKey) => rollUp(subKey, false) });
-    const shared: Shared = { config, client, log, metrics, events, statusWriter, secrets, credentials, caches, endpoints, executor, outcomes, finals, expectations, queues, isLeader: () => this.isLeader, rollUp };
+    // The one delivery step of CR mode, stream mode and replay: Secrets, plan, attempt, outcome.
+    const step = new DeliveryStep({ endpoints, secrets, credentials, executor, interruptedAction: config.drain.action });
+    const shared: Shared = { config, client, log, metrics, events, statusWriter, secrets, credentials, caches, endpoints, executor, step, outcomes, finals, expectations, queues, isLeader: () => this.isLeader, rollUp };
 
     const drainLog = (this.drainLog = new DrainLog({ log, metrics, timeoutMs: config.drain.timeoutMs, action: config.drain.action }));
     const le = config.leaderElection;
@@ -276,8 +279,7 @@ export class Operator {
       deadLetterRoom: (key, subKey) => terminal.makeRoom(key, subKey),
       caches,
       endpoints,
-      secrets,
-      credentials,
+      step,
       executor,
       waits: new WaitReports({ outcomes, events, log: log.child({ controller: "delivery" }) }),
       backlog,
@@ -286,7 +288,6 @@ export class Operator {
       events,
       expectations: expectations.deliveries,
       log: log.child({ controller: "delivery" }),
-      interruptedAction: config.drain.action,
       requeue: (key) => queues.addDelivery(key),
     });
     const { replayer, replays } = setupReplay(shared, terminal);

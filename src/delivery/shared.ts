@@ -16,6 +16,7 @@ import type { EndpointRegistry } from "./engine/endpoints.js";
 import type { Finals, OutcomeMeta } from "./finals.js";
 import type { OutcomeWriter } from "./outcome-writer.js";
 import type { SecretCache } from "./engine/secrets.js";
+import type { DeliveryStep } from "./engine/step.js";
 
 /** The leader's work queues; nothing is queued while this replica does not lead. */
 export interface LeaderQueues {
@@ -36,6 +37,8 @@ export interface Shared {
   caches: Caches;
   endpoints: EndpointRegistry;
   executor: AttemptExecutor;
+  /** The one delivery step (Secrets, plan, attempt, outcome) every transport and replay goes through. */
+  step: DeliveryStep;
   outcomes: OutcomeWriter<OutcomeMeta>;
   finals: Finals;
   expectations: { deliveries: Expectations; subscriptions: Expectations; replays: Expectations };

@@ -18,7 +18,7 @@ import { randomUUID } from "node:crypto";
 import type { Logger } from "pino";
 import { ANNOTATIONS, REPLAY_CONCURRENCY, REPLAY_REASON_MAX_LENGTH, REPLAY_REASON_MIN_LENGTH } from "../api/names.js";
 import type { SubscriptionReplayStatus } from "../api/subscription.js";
-import { applyAttempt, type ReplayInput } from "../core/outcome.js";
+import type { ReplayInput } from "../core/outcome.js";
 import { matchesEventType } from "../core/policy.js";
 import type { ReplaySelection } from "../core/replay-selector.js";
 import { formatCursor } from "../core/replay-selector.js";
@@ -30,19 +30,16 @@ import { objectKey, splitKey, type ResourceType } from "../kube/types.js";
 import type { Metrics } from "../observability/metrics.js";
 import type { Result } from "../runtime/controller.js";
 import type { Expectations } from "../runtime/expectations.js";
-import type { AttemptExecutor } from "../delivery/engine/attempt.js";
 import type { Caches } from "../delivery/caches.js";
-import type { EndpointRegistry } from "../delivery/engine/endpoints.js";
 import type { Finals, OutcomeMeta } from "../delivery/finals.js";
 import { DELIVERIES, deliveryRef, SUBSCRIPTIONS, subscriptionKey, subscriptionRef, type DeliveryObject, type SubscriptionObject } from "../delivery/objects.js";
 import type { OutcomeWriter } from "../delivery/outcome-writer.js";
 import { dedupeKey, loadRequestBody } from "../delivery/payload.js";
 import { replayCandidates, type Candidate } from "./candidates.js";
 import { traceOf } from "../delivery/trace.js"; // [tracing]
-import type { SecretCache } from "../delivery/engine/secrets.js";
 import type { TerminalRecord } from "../finished/records.js";
 import { sharedAbortController } from "../runtime/shared-abort.js";
-import { secretsFor, type Credentials } from "../delivery/engine/credentials.js"; // [receiver-credentials]
+import type { DeliveryStep } from "../delivery/engine/step.js";
 
 /** What replay needs of the index of finished deliveries. */
 export interface DeadLetterIndex {
@@ -57,11 +54,8 @@ export interface ReplayerDeps {
   client: KubeClient;
   caches: Caches;
   terminal: DeadLetterIndex;
-  endpoints: EndpointRegistry;
-  secrets: SecretCache;
-  /** [receiver-credentials] headersFrom, tls, oauth2 and proxy, resolved as the transports do. */
-  credentials: Pick<Credentials, "resolveDue">;
-  executor: AttemptExecutor;
+  /** The delivery step the transports use: Secrets, admission (admitReplay), attempt, outcome. */
+  step: DeliveryStep;
   outcomes: OutcomeWriter<OutcomeMeta>;
   finals: Finals;
   statusWriter: StatusWriter;
@@ -75,9 +69,6 @@ export interface ReplayerDeps {
   runEnded?: (namespace: string) => void;
   /** Queue a delivery key in the delivery controller (one worker per key, like any change). */
   enqueueDelivery: (key: string) => void;
-  now?: () => number;
-  /** The jitter of the next attempt's backoff (injected, as in the transports). */
-  random?: () => number;
 }
 
 export function validReason(reason: string | undefined): reason is string {
@@ -168,8 +159,8 @@ interface Intent {
 const DRY_RUN_SAVE_EVERY = 500;
 
 export class Replayer {
+  /** The step's clock. */
   private readonly now: () => number;
-  private readonly random: () => number;
   /** Runs in this process, by run key, with what they touch. */
   private readonly running = new Map<string, { promise: Promise<void>; job: ReplayJob }>();
   private abort = sharedAbortController();
@@ -177,8 +168,7 @@ export class Replayer {
   private readonly intents = new Map<string, Intent>();
 
   constructor(private readonly d: ReplayerDeps) {
-    this.now = d.now ?? Date.now;
-    this.random = d.random ?? Math.random;
+    this.now = d.step.now;
   }
 
   /**
@@ -271,39 +261,35 @@ export class Replayer {
     if (policy.paused) return { outcome: "skipped", detail: `${whose} is paused; replay it after resuming the subscription` };
     if (!matchesEventType(policy.eventTypes, parsed.spec.eventType)) return { outcome: "skipped", detail: `${whose} does not list event type ${parsed.spec.eventType}; add the type first` };
     // The same lookup as the transports': signing keys and receiver credentials.
-    const { secret, keys, creds } = await secretsFor(this.d, namespace, policy, true);
+    const { secret, keys, creds } = await this.d.step.gather(namespace, policy, true);
     // Only the receiver credentials are missing: nothing is sent and the replay is tried again.
     if (creds?.kind === "missing" && secret === creds) throw new Error(creds.message);
     if (secret.kind === "missing") return { outcome: "skipped", detail: secret.message };
-    const ep = this.d.endpoints.ensure(subKey, subObj.metadata.uid, subObj.status, policy, this.now());
-    const heldUntil = this.d.endpoints.throttledUntil(ep);
-    if (heldUntil !== undefined) return { outcome: "wait", inMs: Math.max(1, heldUntil - this.now()) };
-    const slot = this.d.endpoints.slotFor(ep, policy.maxInFlight, key);
-    if (slot !== "free") {
-      this.d.endpoints.park(ep, key, slot, () => this.d.enqueueDelivery(key));
+    // The replay's admission (core/plan.ts admitReplay), committed in the same turn as the attempt.
+    const { action, endpoint } = this.d.step.planReplay(key, { key: subKey, object: { uid: subObj.metadata.uid, status: subObj.status }, view }, policy);
+    if (action.type === "WaitUntil") return { outcome: "wait", inMs: Math.max(1, action.at - this.now()) };
+    if (action.type === "Park") {
+      this.d.step.park(endpoint, key, action.why, () => this.d.enqueueDelivery(key));
       return { outcome: "parked" };
     }
     const answer: { delivered?: boolean | "interrupted" } = {};
-    const written = await this.d.executor.run(
+    const written = await this.d.step.run(
       {
         key,
-        endpoint: ep,
+        endpoint,
         policy,
-        commit: { breaker: ep.breaker, health: ep.health, bucket: ep.bucket },
-        probe: false,
-        viaReplay: true,
-        keys,
-        credentials: creds, // [receiver-credentials]
+        action,
+        secrets: { keys, creds }, // [receiver-credentials]
         message: (s) => loadRequestBody(this.d.client, obj, s),
         signal,
-        attempt: (obj.status?.lastAttempt?.number ?? 0) + 1,
-        ...(replay.target ? { target: replay.target } : {}),
+        status: obj.status,
+        replay,
         trace: traceOf(obj), // [tracing] the executor's span is the replay's
       },
       async (attempt) => {
         const c = attempt.classification;
         const delivered = (answer.delivered = c === "interrupted" ? "interrupted" : c.verdict === "delivered");
-        const compute = (status: DeliveryObject["status"]) => applyAttempt({ status, generation: obj.metadata.generation, now: this.now(), attempt, policy, random: this.random, replay });
+        const compute = (status: DeliveryObject["status"]) => this.d.step.outcome(status, obj.metadata.generation, attempt, policy, replay);
         const ownSubKey = subscriptionKey(namespace, parsed.spec.subscriptionRef.name);
         const w = await this.d.outcomes.writeOrKeep(key, obj, compute, { subKey: ownSubKey, replay: true });
         if (w?.final) this.d.finals.record(w.obj, w.final, ownSubKey, true);

@@ -1,13 +1,15 @@
-// Reconciles one WebhookDelivery key (CR mode): read the cached delivery, its subscription,
-// Secret and endpoint; plan(); then act on the plan: wait (no write), park until a slot frees,
-// record what it waits for, dead-letter, discard, or attempt it through the executor and write
-// the outcome in one status patch.
+// Reconciles one WebhookDelivery key (CR mode): read the cached delivery and its subscription;
+// the delivery step (delivery/engine/step.ts) gathers its Secrets and plans it; then act on the
+// plan: wait (no write), park until a slot frees, record what it waits for, dead-letter,
+// discard, or attempt it through the step and write the outcome in one status patch. CR mode's
+// side of the step: the payload is read from the API server, outcomes are status patches, the
+// next try is a requeue.
 import type { Logger } from "pino";
 import { ANNOTATIONS } from "../../api/names.js";
 import type { DeliverySpec } from "../../api/delivery.js";
-import { applyAttempt, deadLetter, discard, type AttemptResult, type OutcomeResult } from "../../core/outcome.js";
+import { deadLetter, discard, type AttemptResult, type OutcomeResult } from "../../core/outcome.js";
 import type { OrderView } from "../../core/ordering.js";
-import { plan, type Action } from "../../core/plan.js";
+import type { Action } from "../../core/plan.js";
 import type { Policy } from "../../core/policy.js";
 import { fromRfc3339 } from "../../core/rfc3339.js";
 import type { EventSink } from "../../kube/events.js";
@@ -17,15 +19,15 @@ import type { ReconcileContext, Result } from "../../runtime/controller.js";
 import type { Expectations } from "../../runtime/expectations.js";
 import type { AttemptExecutor } from "../../delivery/engine/attempt.js";
 import type { Caches } from "../../delivery/caches.js";
-import { secretsFor, type Credentials, type ResolvedCredentials } from "../../delivery/engine/credentials.js"; // [receiver-credentials]
+import type { ResolvedCredentials } from "../../delivery/engine/credentials.js"; // [receiver-credentials]
 import type { Endpoint, EndpointRegistry } from "../../delivery/engine/endpoints.js";
+import type { DeliveryStep } from "../../delivery/engine/step.js";
 import type { Finals, OutcomeMeta } from "../../delivery/finals.js";
 import { subscriptionKey, type DeliveryObject } from "../../delivery/objects.js";
 import { stampLane, type LaneRef, type OrderingLanes } from "../../delivery/ordering-lanes.js";
 import type { ComputeStatus, OutcomeWriter, Written } from "../../delivery/outcome-writer.js";
 import { loadRequestBody, payloadView } from "../../delivery/payload.js";
 import { traceOf } from "../../delivery/trace.js"; // [tracing]
-import type { SecretCache } from "../../delivery/engine/secrets.js";
 import type { WaitReports } from "./waits.js";
 import type { Backlog } from "./backlog.js";
 
@@ -40,9 +42,8 @@ export interface DeliveryReconcilerDeps {
   deadLetterRoom?: (deliveryKey: string, subKey: string) => Promise<void>;
   caches: Caches;
   endpoints: EndpointRegistry;
-  secrets: SecretCache;
-  /** [receiver-credentials] headersFrom, tls, oauth2 and proxy (src/delivery/engine/credentials.ts). */
-  credentials: Credentials;
+  /** The delivery step: Secrets, plan, attempt and outcome, as stream mode and replay have them. */
+  step: DeliveryStep;
   executor: AttemptExecutor;
   waits: WaitReports;
   /** spec.maxPending for deliveries created directly. */
@@ -52,12 +53,8 @@ export interface DeliveryReconcilerDeps {
   events: EventSink;
   expectations: Expectations;
   log: Logger;
-  /** What an interrupted attempt becomes (WEBHOOK_DRAIN_TIMEOUT_ACTION). */
-  interruptedAction: "requeue" | "dead-letter";
   /** Queues a delivery again: how a delivery parked for a slot or a probe is woken. */
   requeue: (deliveryKey: string) => void;
-  now?: () => number;
-  random?: () => number;
 }
 
 /** One delivery's reconcile, with everything plan() was given. */
@@ -77,12 +74,11 @@ interface Context {
 }
 
 export class DeliveryReconciler {
+  /** The step's clock. */
   private readonly now: () => number;
-  private readonly random: () => number;
 
   constructor(private readonly d: DeliveryReconcilerDeps) {
-    this.now = d.now ?? Date.now;
-    this.random = d.random ?? Math.random;
+    this.now = d.step.now;
   }
 
   async reconcile(key: string, signal: AbortSignal, ctx?: ReconcileContext): Promise<Result | void> {
@@ -125,25 +121,30 @@ export class DeliveryReconciler {
     const status = obj.status ?? {};
     const nextAttemptAt = fromRfc3339(status.nextAttemptAt);
     const due = nextAttemptAt === undefined || nextAttemptAt <= this.now();
-    const { secret, keys, creds } = await secretsFor(this.d, namespace, policy, due);
+    const { secret, keys, creds } = await this.d.step.gather(namespace, policy, due);
     // Every delivery of an ordered subscription in its lane before one of them is planned.
     if (policy?.ordering) await this.d.lanes?.ready(subKey, signal);
 
-    // From here to the executor taking the endpoint's slots there is no await: the endpoint
-    // state plan() reads (a probe granted, a token taken, a free slot) is committed in the same
-    // turn, so two deliveries never both take the one probe or the last token.
-    const now = this.now();
-    const endpoint = policy && subObj ? this.d.endpoints.ensure(subKey, subObj.metadata.uid, subObj.status, policy, now) : undefined;
-    const backlogFull = policy !== undefined && !policy.paused && !this.d.backlog.admit(subKey, key, policy.maxPending);
+    // From here to the step's attempt taking the endpoint's slots there is no await: the
+    // endpoint state plan() reads (a probe granted, a token taken, a free slot) is committed in
+    // the same turn, so two deliveries never both take the one probe or the last token.
     const order = this.laneView(policy, key);
-    const action = plan({
-      now,
-      delivery: { phase: status.phase, attempts: status.attempts ?? 0, nextAttemptAt, eventType: spec.eventType, ...payloadView(obj), backlogFull, fromStream: obj.metadata.annotations?.[ANNOTATIONS.streamMessage] !== undefined },
-      subscription,
+    const sub = { key: subKey, object: subObj ? { uid: subObj.metadata.uid, status: subObj.status } : undefined, view: subscription };
+    const { action, endpoint, now } = this.d.step.plan(
+      key,
+      sub,
       secret,
-      endpoint: endpoint ? this.d.endpoints.view(endpoint, key) : undefined,
-      ...(order ? { order } : {}),
-    });
+      (p) => ({
+        phase: status.phase,
+        attempts: status.attempts ?? 0,
+        nextAttemptAt,
+        eventType: spec.eventType,
+        ...payloadView(obj),
+        backlogFull: p !== undefined && !p.paused && !this.d.backlog.admit(subKey, key, p.maxPending),
+        fromStream: obj.metadata.annotations?.[ANNOTATIONS.streamMessage] !== undefined,
+      }),
+      order,
+    );
     if (log.isLevelEnabled("debug")) log.debug({ delivery: key, action: action.type, ...("why" in action ? { why: action.why } : {}), ...("at" in action ? { inMs: action.at - now } : {}) }, "planned");
     if (action.type !== "Attempt" && action.type !== "Park") this.d.endpoints.kick(endpoint, policy?.maxInFlight ?? 0);
     const lane = order ? { key: order.key, value: order.value } : undefined;
@@ -166,7 +167,7 @@ export class DeliveryReconciler {
       }
       case "Park": {
         // Parked before the report is written: a slot freed meanwhile wakes it (no idle slot).
-        this.d.endpoints.park(c.endpoint!, c.key, action.why, () => this.d.requeue(c.key));
+        this.d.step.park(c.endpoint!, c.key, action.why, () => this.d.requeue(c.key));
         this.countHeld(action, c);
         const report = await this.d.waits.endpointHold(action, c.key, c.obj, c.policy, c.now, c.subKey);
         return report === undefined ? undefined : { requeueAfter: report };
@@ -221,19 +222,16 @@ export class DeliveryReconciler {
     // The lane's one attempt in flight, taken in the same turn as plan() (no await since).
     if (c.lane) this.d.lanes?.started(key);
     try {
-      const written = await this.d.executor.run(
+      const written = await this.d.step.run(
         {
           key,
           endpoint: c.endpoint!,
           policy,
-          commit: action.commit,
-          probe: action.probe,
-          viaReplay: false,
-          keys: c.keys,
-          credentials: c.creds, // [receiver-credentials] credentials
+          action,
+          secrets: { keys: c.keys, creds: c.creds }, // [receiver-credentials] credentials
           message: (signal) => loadRequestBody(this.d.client, obj, signal),
           signal: c.signal,
-          attempt: (obj.status?.lastAttempt?.number ?? 0) + 1,
+          status: obj.status,
           trace: traceOf(obj), // [tracing]
         },
         (result) => this.recordAttempt(key, obj, policy, result, subKey, c.lane),
@@ -246,7 +244,7 @@ export class DeliveryReconciler {
 
   private async recordAttempt(key: string, obj: DeliveryObject, policy: Policy, attempt: AttemptResult, subKey: string, lane: LaneRef | undefined): Promise<Written | undefined> {
     const compute = this.laneAware(
-      (status: DeliveryObject["status"]) => applyAttempt({ status, generation: obj.metadata.generation, now: this.now(), attempt, policy, random: this.random, interruptedAction: this.d.interruptedAction }),
+      (status: DeliveryObject["status"]) => this.d.step.outcome(status, obj.metadata.generation, attempt, policy),
       key,
       subKey,
       lane,

@@ -20,8 +20,8 @@ import type { Consumer, JetStreamClient } from "@nats-io/jetstream";
 import type { NatsConnection } from "@nats-io/transport-node";
 import type { Logger } from "pino";
 import type { Policy } from "../../core/policy.js";
-import { applyAttempt, deadLetter, discard, type AttemptResult, type OutcomeResult } from "../../core/outcome.js";
-import { admit, plan, type Action } from "../../core/plan.js";
+import { deadLetter, discard, type AttemptResult, type OutcomeResult } from "../../core/outcome.js";
+import { admit, type Action } from "../../core/plan.js";
 import { matchesEventType } from "../../core/policy.js";
 import { fromRfc3339 } from "../../core/rfc3339.js";
 import type { EventSink } from "../../kube/events.js";
@@ -33,8 +33,8 @@ import type { Endpoint, EndpointRegistry } from "../../delivery/engine/endpoints
 import type { Finals } from "../../delivery/finals.js";
 import { subscriptionRef } from "../../delivery/objects.js";
 import { webhookBody } from "../../delivery/payload.js";
-import { secretsFor, type Credentials, type ResolvedCredentials } from "../../delivery/engine/credentials.js";
-import type { SecretCache } from "../../delivery/engine/secrets.js";
+import type { ResolvedCredentials } from "../../delivery/engine/credentials.js";
+import type { DeliveryStep } from "../../delivery/engine/step.js";
 import type { AttemptLog, AttemptRecord } from "./attempt-log.js";
 import type { ReplyBatch } from "../../jetstream/replies.js";
 import { namespaceStreamName } from "../../jetstream/layout.js";
@@ -62,9 +62,8 @@ export interface StreamWork {
   oldest: OldestMessages;
   caches: Caches;
   endpoints: EndpointRegistry;
-  secrets: SecretCache;
-  /** Receiver credentials (headersFrom, tls, oauth2, proxy), resolved as CR mode resolves them. */
-  credentials: Credentials;
+  /** The delivery step (Secrets, plan, attempt, outcome), as CR mode and replay have it. */
+  step: DeliveryStep;
   executor: AttemptExecutor;
   attempts: AttemptLog;
   deadLetters: StreamDeadLetters;
@@ -73,13 +72,9 @@ export interface StreamWork {
   finals: Finals;
   events: EventSink;
   metrics: Metrics;
-  /** WEBHOOK_DRAIN_TIMEOUT_ACTION: what an attempt cut by the drain timeout becomes. */
-  interruptedAction: "requeue" | "dead-letter";
   /** Aborted when the drain timeout ends the attempts still in flight. */
   signal: AbortSignal;
   log: Logger;
-  now?: () => number;
-  random?: () => number;
 }
 
 export interface SubscriptionIdentity {
@@ -176,8 +171,8 @@ export class SubscriptionStream {
   private waitingLogged = false;
   private bound = false;
   private pullFailing = false;
+  /** The step's clock. */
   private readonly now: () => number;
-  private readonly random: () => number;
   private readonly log: Logger;
   private readonly removed: RemovedTypes;
   readonly counts = { delivered: 0, retried: 0, deadLettered: 0, handedBack: 0, pulls: 0, pulled: 0 };
@@ -189,8 +184,7 @@ export class SubscriptionStream {
     this.subKey = `${sub.namespace}/${sub.name}`;
     this.stream = namespaceStreamName(w.prefix, sub.namespace);
     this.account = w.budget.account(sub.namespace, { wake: () => this.wake(), shed: (bytes) => this.shed(bytes) });
-    this.now = w.now ?? Date.now;
-    this.random = w.random ?? Math.random;
+    this.now = w.step.now;
     this.log = w.log.child({ subscription: this.subKey, consumer: sub.consumer });
     this.removed = new RemovedTypes(this.now);
   }
@@ -309,7 +303,7 @@ export class SubscriptionStream {
     // pull per freed slot: a pull is a request of its own.
     if (want <= 0 || (busy > 0 && want < Math.ceil(policy.maxInFlight / 2))) return {};
     // A Secret missing (signing or credentials): its messages would wait, so none is pulled.
-    if ((await secretsFor(this.w, this.sub.namespace, policy, true)).secret.kind === "missing") return { until: now + SECRET_RECHECK_MS, holds: true };
+    if ((await this.w.step.gather(this.sub.namespace, policy, true)).secret.kind === "missing") return { until: now + SECRET_RECHECK_MS, holds: true };
     // As many bytes as the byte budget has room for.
     const bytes = this.pullRoom();
     return bytes > 0 ? { pull: want, bytes } : { budget: true };
@@ -531,19 +525,18 @@ export class SubscriptionStream {
     if (await this.answeredAsRemoved(h, policy)) return;
     const status = h.record?.status;
     const nextAttemptAt = fromRfc3339(status?.nextAttemptAt);
-    const { secret, keys, creds } = await secretsFor(this.w, this.sub.namespace, policy, nextAttemptAt === undefined || nextAttemptAt <= this.now());
+    const { secret, keys, creds } = await this.w.step.gather(this.sub.namespace, policy, nextAttemptAt === undefined || nextAttemptAt <= this.now());
     if (this.held.get(h.key) !== h) return; // handed back meanwhile (a drain)
 
-    // No await from plan() to the executor taking the endpoint's slots (as in CR mode).
-    const now = this.now();
-    const ep = policy && own ? this.w.endpoints.ensure(this.subKey, this.sub.uid, own.status, policy, now) : undefined;
-    const action = plan({
-      now,
-      delivery: { phase: status?.phase, attempts: status?.attempts ?? 0, nextAttemptAt, eventType: h.type, payloadBytes: h.event?.data.length ?? 0, ...(h.invalid !== undefined ? { payloadInvalid: h.invalid } : {}) },
-      subscription,
-      secret,
-      endpoint: ep ? this.w.endpoints.view(ep, h.key) : undefined,
-    });
+    // No await from plan() to the step's attempt taking the endpoint's slots (as in CR mode).
+    const { action, endpoint: ep, now } = this.w.step.plan(h.key, { key: this.subKey, object: own ? { uid: this.sub.uid, status: own.status } : undefined, view: subscription }, secret, () => ({
+      phase: status?.phase,
+      attempts: status?.attempts ?? 0,
+      nextAttemptAt,
+      eventType: h.type,
+      payloadBytes: h.event?.data.length ?? 0,
+      ...(h.invalid !== undefined ? { payloadInvalid: h.invalid } : {}),
+    }));
     try {
       await this.act(action, h, policy, ep, { keys, creds }, now);
     } finally {
@@ -578,7 +571,7 @@ export class SubscriptionStream {
       }
       case "Park":
         // Woken by the registry when a slot frees or the probe reports back (wakeKey).
-        this.w.endpoints.park(ep!, h.key, action.why, () => this.wakeKey(h.key));
+        this.w.step.park(ep!, h.key, action.why, () => this.wakeKey(h.key));
         return;
       case "Wait":
         // Subscription missing or invalid, paused, Secret missing: nothing is fetched until it clears.
@@ -603,23 +596,20 @@ export class SubscriptionStream {
     this.running.add(h.key);
     try {
       const event = h.event!;
-      const sent = await this.w.executor.run(
+      const sent = await this.w.step.run(
         {
           key: h.key,
           endpoint: ep,
           policy,
-          commit: action.commit,
-          probe: action.probe,
-          viaReplay: false,
-          keys: secrets.keys,
-          credentials: secrets.creds,
+          action,
+          secrets,
           // The webhook id is the event id; `data` the published bytes, unchanged.
           message: () => Promise.resolve({ id: event.id, body: webhookBody(event.id, event.type, event.timestamp, dataText(event)) }),
           signal: this.w.signal,
+          // Its attempt number follows the recorded history (as in CR mode).
+          status: h.record?.status,
           // [tracing] The message's traceparent/tracestate headers.
           trace: event.traceContext,
-          // Its number in the history, for the webhook_attempt log line and the span (as in CR mode).
-          attempt: (h.record?.status?.lastAttempt?.number ?? 0) + 1,
         },
         (result) => this.recordAttempt(h, policy, result),
       );
@@ -637,7 +627,7 @@ export class SubscriptionStream {
 
   /** The attempt's outcome, computed as CR mode computes a status (core/outcome.ts), recorded the stream's way. */
   private async recordAttempt(h: Held, policy: Policy, result: AttemptResult): Promise<true> {
-    const r = applyAttempt({ status: h.record?.status, generation: GENERATION, now: this.now(), attempt: result, policy, random: this.random, interruptedAction: this.w.interruptedAction });
+    const r = this.w.step.outcome(h.record?.status, GENERATION, result, policy);
     if (r.final) {
       await this.finish(h, r);
       return true;
