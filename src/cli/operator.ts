@@ -48,7 +48,7 @@ import { healthServer, metricsServer, serverRunnable } from "../observability/ht
 import { createLogger } from "../observability/logger.js";
 import { Metrics } from "../observability/metrics.js";
 import { createAttemptTracer } from "../observability/tracing.js";
-import { publishServer } from "../publish/server.js";
+import { setupPublishDoor } from "../publish/setup.js";
 import { ReloadingTls } from "../publish/tls.js";
 import { Expectations } from "../runtime/expectations.js";
 import { Manager } from "../runtime/manager.js";
@@ -297,23 +297,7 @@ export class Operator {
       bulkReplay: (sub, signal) => replayer.bulk(sub, signal),
       streamPending: (key) => late.stream?.consumers.pendingOf(key) ?? 0,
     });
-    if (config.publishPort !== undefined) {
-      // The HTTP publish door (docs/publishing.md): every replica serves it, leader or not.
-      const door = publishServer({
-        client,
-        log: publishLog,
-        ready: () => this.ready,
-        subscriptions: () => caches.subscriptions.values(),
-        pendingOf: (ns, sub) => caches.deliveriesOf(`${ns}/${sub}`).size,
-        watchNamespaces: config.watchNamespaces,
-        reviews: { audiences: config.publish.audiences },
-        authFailures: config.publish.authFailures,
-        metrics: metrics.publishDoor,
-        ...(tls ? { tls } : {}),
-        ...(link ? { stream: link, streamQuota: { messages: config.streamNamespaceMaxMessages, bytes: config.streamNamespaceMaxBytes, refused: (namespace, quota) => metrics.streamLimits.refused.inc({ namespace, quota }) } } : {}),
-      });
-      manager.add(serverRunnable("publish", door, config.publishPort, (p) => (this.publishPort = p)), { group: "after-sync" });
-    }
+    setupPublishDoor(manager, shared, { log: publishLog, ready: () => this.ready, tls, link, onListening: (p) => (this.publishPort = p) });
     if (link) manager.add({ name: "nats", start: () => link.start(), stop: () => link.stop(), notReady: () => link.problem() }, { group: "server" });
     this.term = term.current = new LeaderTerm({
       caches,
