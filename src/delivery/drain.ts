@@ -5,6 +5,7 @@
 // (WEBHOOK_DRAIN_TIMEOUT_ACTION). Plus webhook_drain_total{result}.
 import type { Logger } from "pino";
 import type { Metrics } from "../observability/metrics.js";
+import type { Part } from "../runtime/manager.js";
 import type { DrainReport } from "./leader-term.js";
 
 export interface DrainLogDeps {
@@ -58,5 +59,21 @@ export function combineDrains(reports: readonly DrainReport[]): DrainReport {
     finishedInGrace: reports.every((r) => r.finishedInGrace),
     inFlight: reports.reduce((n, r) => n + r.inFlight, 0),
     interrupted: reports.reduce((n, r) => n + r.interrupted, 0),
+  };
+}
+
+/**
+ * The after-drain part: reports how the drain went, lets the last writes out (`flushes`, in
+ * order: the final rollups, then Events), then reports what the timeout path recorded.
+ */
+export function drainReportPart(drainLog: DrainLog, reports: () => DrainReport[], flushes: ReadonlyArray<() => Promise<unknown>>): Part {
+  return {
+    name: "drain report",
+    stop: async () => {
+      const report = combineDrains(reports());
+      drainLog.drained(report);
+      for (const flush of flushes) await flush();
+      drainLog.flushed(report);
+    },
   };
 }

@@ -208,11 +208,6 @@ export class EndpointRegistry {
     };
   }
 
-  /** Until when the endpoint asked for no requests (a Retry-After hold), if it does now. */
-  throttledUntil(ep: Endpoint): number | undefined {
-    return isThrottled(ep.throttle, this.now()) ? ep.throttle.until : undefined;
-  }
-
   /**
    * An answer's Retry-After, applied to the whole endpoint (core/throttle.ts): a 429 or 503 with
    * Retry-After holds every new attempt to it until the time asked for. A hold that begins is
@@ -227,13 +222,6 @@ export class EndpointRegistry {
     ep.dirty = true;
     if (!isThrottled(before, now)) this.o.observer?.throttled?.(ep, next);
     this.o.observer?.changed(ep.key, true);
-  }
-
-  /** Whether an attempt outside plan() (a replay) may take a slot now, or which one it waits for. */
-  slotFor(ep: Endpoint, maxInFlight: number, deliveryKey: string): "free" | "global" | "endpoint" {
-    if (!this.slots.mayTake(namespaceOf(ep.key), deliveryKey)) return "global";
-    if (ep.inFlight >= maxInFlight) return "endpoint";
-    return "free";
   }
 
   /**

@@ -74,7 +74,7 @@ export interface StepAttempt {
 
 export class DeliveryStep {
   readonly now: () => number;
-  readonly random: () => number;
+  private readonly random: () => number;
 
   constructor(private readonly d: DeliveryStepDeps) {
     this.now = d.now ?? Date.now;
