@@ -109,7 +109,10 @@ describe("noisy neighbour, CR mode", () => {
       // without an attempt, so its endpoint stays healthy and the 1,500 are recorded in seconds.
       subscription(nsA, "a-dead", { url: refuse.url(), eventTypes: ["not.subscribed"] }),
       subscription(nsB, "b-ok", { url: bOk.url("/b"), maxInFlight: 50 }),
-      subscription(nsB, "b-dead", { url: refuse.url() }),
+      // Each of B's 10 is refused (400, dead-lettered at once). The breaker's threshold is above
+      // 10: with the default 5, a loaded machine that admits them one after another opens it
+      // after five, and the other five wait out its 60 s cooldown (CI saw that).
+      subscription(nsB, "b-dead", { url: refuse.url(), circuitBreaker: { failureThreshold: 100 } }),
     ]);
     const [metrics, health] = await freePorts(2);
     op = await spawnOperator({
