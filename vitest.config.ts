@@ -27,9 +27,11 @@ export default defineConfig({
           hookTimeout: 300_000,
           fileParallelism: true,
           maxWorkers: 2,
-          // Each file in a fresh process (isolate, the default). Sharing the worker's process
-          // saved ~30 s, but a stream-jetstream case failed once that way in CI (a connection
-          // left by an earlier file is the suspect): not until that is understood.
+          // A worker keeps its process and module cache from file to file (files share no state
+          // but the cluster, each in its own namespaces): 62 fresh imports cost ~60 s of worker time.
+          // (The stream-jetstream restart case that once failed this way failed isolated too: a
+          // consumer's state not yet on disk at nats-server's SIGKILL, not a file's leftovers.)
+          isolate: false,
           // vitest 4.1 wants projects with different maxWorkers in different groups.
           sequence: { groupOrder: 1 },
         },

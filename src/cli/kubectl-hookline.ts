@@ -10,7 +10,8 @@ import type { KubeConfig } from "@kubernetes/client-node";
 import type { DeliveryStatus } from "../api/delivery.js";
 import { ANNOTATIONS, API_VERSION, CATEGORY, DELIVERY, LABELS, PING_EVENT_TYPE, REPLAY_CONCURRENCY, REPLAY_REASON_MAX_LENGTH, REPLAY_REASON_MIN_LENGTH } from "../api/names.js";
 import type { SubscriptionStatus } from "../api/subscription.js";
-import { ApiError, KubeClient } from "../kube/client.js";
+import type * as KubeModule from "../kube/client.js";
+import type { KubeClient } from "../kube/client.js";
 import { CORE, collectionPath, objectPath, type KubeObject } from "../kube/types.js";
 import { DELIVERIES, SUBSCRIPTIONS } from "../delivery/objects.js";
 import { USER_AGENT, VERSION } from "../version.js";
@@ -129,6 +130,8 @@ export async function kubectlHookline(argv: string[]): Promise<number> {
   const err = (t: string) => void process.stderr.write(t);
   const command = commandOf(argv);
   let client: KubeClient | undefined;
+  /** The API client's module, loaded once every argument is checked (a usage error needs none of it). */
+  let kube: typeof KubeModule | undefined;
   try {
     if (command?.name === "publish") {
       return await publishPassThrough(argv.filter((_, i) => i !== command.index));
@@ -146,13 +149,14 @@ export async function kubectlHookline(argv: string[]): Promise<number> {
     const output = outputOf(values.output);
     const run = prepare(rest, values);
     const { kc, namespace } = await loadKubeConfig(values);
-    client = await KubeClient.create(kc, { userAgent: `${USER_AGENT} (kubectl-hookline)`, connections: 4 });
+    kube = await import("../kube/client.js");
+    client = await kube.KubeClient.create(kc, { userAgent: `${USER_AGENT} (kubectl-hookline)`, connections: 4 });
     return await run({ client, namespace, all: values["all-namespaces"] ?? false, output, flags: values, now: Date.now, out, err });
   } catch (e) {
     const usage = usageMessage(e);
     if (usage !== undefined) return err(`error: ${usage}\n${usageLines(command?.name)}\n`), EXIT.usage;
     if (e instanceof Failed) return err(`${e.message}\n`), EXIT.failed;
-    if (e instanceof ApiError) return err(`Error from server (${e.reason || e.status}): ${e.message}\n`), EXIT.failed;
+    if (kube && e instanceof kube.ApiError) return err(`Error from server (${e.reason || e.status}): ${e.message}\n`), EXIT.failed;
     return err(`error: ${(e as Error).message}\n`), EXIT.failed;
   } finally {
     await client?.close();

@@ -4,15 +4,11 @@
 // usage or input problem, 1 when the cluster (or NATS) refused or failed.
 import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
-import { stringify } from "yaml";
 import { MAX_PAYLOAD_BYTES } from "../api/names.js";
-import { ApiError, KubeClient } from "../kube/client.js";
 import { PublishFailedError, PublishInputError } from "../publish/errors.js";
-import { publish } from "../publish/fanout.js";
 import type { PublishResult } from "../publish/result.js";
 import { validateEvent, validateTraceContext } from "../publish/input.js";
-import { publishToStream, type StreamPublishResult } from "../publish/stream.js";
-import { StreamConnection } from "../jetstream/jetstream.js";
+import type { StreamPublishResult } from "../publish/stream.js";
 import type { TraceContext } from "../jetstream/message.js";
 import { NatsUrlError, parseNatsUrl } from "../jetstream/url.js";
 import { USER_AGENT } from "../version.js";
@@ -108,9 +104,14 @@ function table(rows: string[][]): string {
   return rows.map((r) => r.map((cell, i) => (i === r.length - 1 ? cell : cell.padEnd(widths[i]! + 3))).join("")).join("\n") + "\n";
 }
 
-function printStreamResult(result: StreamPublishResult, output: string): void {
+/** JSON or YAML text of `data`; the YAML library is loaded only for -o yaml. */
+async function structured(data: unknown, output: "json" | "yaml"): Promise<string> {
+  return output === "json" ? JSON.stringify(data, null, 2) + "\n" : (await import("yaml")).stringify(data);
+}
+
+async function printStreamResult(result: StreamPublishResult, output: string): Promise<void> {
   if (output === "json" || output === "yaml") {
-    process.stdout.write(output === "json" ? JSON.stringify(result, null, 2) + "\n" : stringify(result));
+    process.stdout.write(await structured(result, output));
     return;
   }
   process.stdout.write(table([["EVENT", "STREAM", "SEQ", "RESULT"], [result.id, result.stream, String(result.seq), result.result]]));
@@ -120,19 +121,20 @@ function printStreamResult(result: StreamPublishResult, output: string): void {
 
 /** --nats: connect once, publish, close (the URL and the event were checked before). */
 async function publishStream(url: string, input: { namespace: string; type: string; id: string; data: unknown }, output: string, traceContext: TraceContext | undefined): Promise<number> {
+  const [{ StreamConnection }, { publishToStream }] = await Promise.all([import("../jetstream/jetstream.js"), import("../publish/stream.js")]);
   const connection = await StreamConnection.connect({ url, source: "--nats", name: "hookline publish" });
   try {
-    printStreamResult(await publishToStream(connection, input, traceContext ? { traceContext } : {}), output);
+    await printStreamResult(await publishToStream(connection, input, traceContext ? { traceContext } : {}), output);
     return 0;
   } finally {
     await connection.close();
   }
 }
 
-function printResult(result: PublishResult, output: string, failures: Array<{ subscription: string; name: string; message: string }> = []): void {
+async function printResult(result: PublishResult, output: string, failures: Array<{ subscription: string; name: string; message: string }> = []): Promise<void> {
   if (output === "json" || output === "yaml") {
     const data = failures.length ? { ...result, failures } : result;
-    process.stdout.write(output === "json" ? JSON.stringify(data, null, 2) + "\n" : stringify(data));
+    process.stdout.write(await structured(data, output));
     return;
   }
   const rows = [
@@ -222,11 +224,12 @@ function check(values: Values, opts: PublishCommandOptions): Checked {
  * What the cluster or NATS answered badly (unreachable, refused, an id reused for another event,
  * a fan-out cut short), as exit code 1. An input problem found late is still a usage error.
  */
-function failed(err: unknown, output: Output, namespace: string): number {
+async function failed(err: unknown, output: Output, namespace: string): Promise<number> {
   if (err instanceof UsageError) throw err;
   if (err instanceof PublishInputError) throw usageOf(err);
-  if (err instanceof PublishFailedError) printResult(err.result, output, err.failures);
+  if (err instanceof PublishFailedError) await printResult(err.result, output, err.failures);
   let hint = "";
+  const { ApiError } = await import("../kube/client.js");
   if (err instanceof ApiError && (err.status === 401 || err.status === 403)) {
     hint = `\n(publishing needs list on webhooksubscriptions and create on webhookdeliveries in namespace ${namespace}; see docs/publishing.md)`;
   }
@@ -252,17 +255,19 @@ export async function publishCommand(args: string[], opts: PublishCommandOptions
       asUsage(() => validateEvent(input));
     }
     if (values.nats !== undefined) return await publishStream(values.nats, input, output, traceContext);
-    // Imported when needed: @kubernetes/client-node takes about a second to load.
-    const kc = (await import("./kubeconfig.js")).loadKubeConfig(values);
+    // Imported when needed (after every usage check): @kubernetes/client-node takes about a
+    // second to load, and --help or a usage error needs none of the clients.
+    const [{ loadKubeConfig }, { KubeClient }, { publish }] = await Promise.all([import("./kubeconfig.js"), import("../kube/client.js"), import("../publish/fanout.js")]);
+    const kc = loadKubeConfig(values);
     const client = await KubeClient.create(kc, { userAgent: USER_AGENT, connections: 8 });
     try {
       const result = await publish(client, input, traceContext ? { traceContext } : {});
-      printResult(result, output);
+      await printResult(result, output);
       return 0;
     } finally {
       await client.close();
     }
   } catch (err) {
-    return failed(err, output, input.namespace);
+    return await failed(err, output, input.namespace);
   }
 }
