@@ -56,7 +56,8 @@ export default tseslint.config(
   // Import boundaries. Pure layers import only pure layers.
   layer(["src/api/**"], ["../*", "!../api/*"], "src/api is the schema layer: it imports nothing else from src."),
   layer(["src/lib/**"], ["../*", "!../lib/*"], "src/lib is the leaf of shared helpers (sleep, backoff): it imports nothing else from src."),
-  layer(["src/core/**"], [...SHELL, "../config/*", "undici", "@kubernetes/*", "node:http", "node:https", "node:fs", "node:child_process", "pino", "prom-client"], "src/core is pure: no I/O, no clients, no config reading; inject what it needs."),
+  // src/core/ and its subfolders (attempt/, endpoint/, request/): each relative pattern at both depths.
+  layer(["src/core/**"], [...SHELL, "../config/*"].flatMap((p) => [p, `../${p}`]).concat(["undici", "@kubernetes/*", "node:http", "node:https", "node:fs", "node:child_process", "pino", "prom-client"]), "src/core is pure: no I/O, no clients, no config reading; inject what it needs."),
   layer(["src/config/**"], [...SHELL.filter((p) => p !== "../jetstream/*"), ["../jetstream/*", "!../jetstream/url.js"]], "src/config only parses the environment (HOOKLINE_NATS_URL with the pure jetstream/url.ts)."),
   layer(["src/jetstream/**"], [...SHELL.filter((p) => p !== "../jetstream/*"), "../config/*", "undici", "@kubernetes/*", "pino", "prom-client"], "src/jetstream is the JetStream layer: NATS, the API schemas and core only; take a logger callback, not pino."),
   layer(["src/kube/**", "src/runtime/**"], FEATURES, "kube and runtime are generic plumbing: they know nothing of delivery."),

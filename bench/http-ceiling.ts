@@ -1,10 +1,10 @@
 // The raw HTTP ceiling, a separate process: POSTs `count` webhook bodies of the benchmark's size,
-// signed as Hookline signs them (Standard Webhooks, src/core/signing.ts), with one undici Agent
+// signed as Hookline signs them (Standard Webhooks, src/core/request/signing.ts), with one undici Agent
 // configured like Hookline's sender (keep-alive, no pipelining), `concurrency` in flight, to the
 // same receiver. Prints one JSON line: {count, seconds, perSecond, latencyMs, errors}.
 // argv[2]: JSON {url, count, concurrency, payloadBytes, warmup}; argv[3]: a marker (ignored).
 import { Agent } from "undici";
-import { secretBytes, signStandardWebhooks } from "../src/core/signing.js";
+import { secretBytes, signStandardWebhooks } from "../src/core/request/signing.js";
 import { payload, SIGNING_SECRET, webhookBody } from "./lib/objects.js";
 import { now, percentiles, pool } from "./lib/util.js";
 

@@ -39,7 +39,7 @@ import { assignNodePorts, LocalNatsCluster, streamReplicasFor } from "../src/clu
 import { freePorts } from "../src/cluster/ports.js";
 import { OPERATOR_INBOX_PREFIX, STREAM_AUTH_POLICY } from "../src/jetstream/permissions.js";
 import { toRfc3339 } from "../src/core/rfc3339.js";
-import { matchesEventType } from "../src/core/policy.js";
+import { matchesEventType } from "../src/core/attempt/policy.js";
 import type { KubeClient } from "../src/kube/client.js";
 import { collectionPath, CORE } from "../src/kube/types.js";
 import { publishToStream } from "../src/publish/stream.js";

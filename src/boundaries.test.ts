@@ -24,13 +24,15 @@ async function restricted(file: string, source: string): Promise<string[]> {
 
 /** [layer probe file, a forbidden import, the message's words, an allowed import]. */
 const CASES: [string, string, RegExp, string][] = [
-  ["src/core/probe.ts", "../kube/client.js", /src\/core is pure/, "./plan.js"],
-  ["src/core/probe.ts", "undici", /src\/core is pure/, "./backoff.js"],
-  ["src/api/probe.ts", "../core/plan.js", /schema layer/, "./names.js"],
+  ["src/core/probe.ts", "../kube/client.js", /src\/core is pure/, "./attempt/plan.js"],
+  ["src/core/probe.ts", "undici", /src\/core is pure/, "./attempt/backoff.js"],
+  ["src/core/attempt/probe.ts", "../../kube/client.js", /src\/core is pure/, "../rfc3339.js"],
+  ["src/core/endpoint/probe.ts", "../../config/config.js", /src\/core is pure/, "../attempt/classify.js"],
+  ["src/api/probe.ts", "../core/attempt/plan.js", /schema layer/, "./names.js"],
   ["src/lib/probe.ts", "../kube/client.js", /leaf of shared helpers/, "./sleep.js"],
   ["src/config/probe.ts", "../jetstream/jetstream.js", /only parses the environment/, "../jetstream/url.js"],
-  ["src/config/probe.ts", "../transports/stream/pull.js", /only parses the environment/, "../core/plan.js"],
-  ["src/jetstream/probe.ts", "../delivery/objects.js", /JetStream layer/, "../core/backoff.js"],
+  ["src/config/probe.ts", "../transports/stream/pull.js", /only parses the environment/, "../core/attempt/plan.js"],
+  ["src/jetstream/probe.ts", "../delivery/objects.js", /JetStream layer/, "../core/attempt/backoff.js"],
   ["src/kube/probe.ts", "../delivery/objects.js", /generic plumbing/, "../runtime/manager.js"],
   ["src/kube/probe.ts", "../replay/replay.js", /generic plumbing/, "../lib/sleep.js"],
   ["src/runtime/probe.ts", "../transports/stream/pull.js", /generic plumbing/, "../kube/client.js"],

@@ -5,9 +5,9 @@
 import { parseDuration } from "../../src/api/duration.js";
 import { API_VERSION } from "../../src/api/names.js";
 import { subscriptionSpecSchema, type SubscriptionSpecInput } from "../../src/api/subscription.js";
-import { classifyStatus } from "../../src/core/classify.js";
-import { applyAttempt } from "../../src/core/outcome.js";
-import { resolvePolicy } from "../../src/core/policy.js";
+import { classifyStatus } from "../../src/core/attempt/classify.js";
+import { applyAttempt } from "../../src/core/attempt/outcome.js";
+import { resolvePolicy } from "../../src/core/attempt/policy.js";
 import { toRfc3339 } from "../../src/core/rfc3339.js";
 import type { DeliveryStatus } from "../../src/api/delivery.js";
 import type { ResourceType } from "../../src/kube/types.js";

@@ -51,7 +51,7 @@ export const secretRefSchema = z
       "The Secret holding the signing secret. A value `whsec_<base64>` is used as its decoded bytes. StandardWebhooks needs that form (the Standard Webhooks libraries base64-decode every secret): any other value makes the subscription Ready=False (SecretNotVerifiable). HMACSHA256Hex also takes any other value, as its UTF-8 bytes.",
   });
 
-/** What an HMACSHA256Hex signature covers; core/signing.ts computes it. */
+/** What an HMACSHA256Hex signature covers; core/request/signing.ts computes it. */
 export const HEX_SIGNED_CONTENT = ["TimestampAndBody", "LegacyBodyOnly"] as const;
 
 export const signatureSchema = withRules(

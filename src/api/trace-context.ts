@@ -2,7 +2,7 @@
 // {traceparent, tracestate}, the producer's position in its trace when it published the event.
 // The rules here are the stored form, which the API server enforces (CEL) and the operator
 // checks again: what the publish doors write after normalizing a producer's headers
-// (src/core/trace-context.ts). Strict, so that what is stored can be sent as it is:
+// (src/core/request/trace-context.ts). Strict, so that what is stored can be sent as it is:
 //
 //   traceparent  00-<32 lowercase hex trace id>-<16 lowercase hex parent id>-<flags>
 //                ids not all zeros; flags 00..03 (sampled 01, random 02; other bits must be 0)

@@ -19,8 +19,8 @@ import { ANNOTATIONS, API_VERSION, SUBSCRIPTION, isTerminalPhase } from "../api/
 import { ensureBinaries } from "../cluster/build.js";
 import { readState, runningControlPlane, startControlPlane, stopControlPlane, type ControlPlaneInfo } from "../cluster/control-plane.js";
 import { loadConfig } from "../config/config.js";
-import { backoffDelay } from "../core/backoff.js";
-import { secretBytes, signStandardWebhooks } from "../core/signing.js";
+import { backoffDelay } from "../core/attempt/backoff.js";
+import { secretBytes, signStandardWebhooks } from "../core/request/signing.js";
 import { DELIVERIES, SUBSCRIPTIONS } from "../delivery/objects.js";
 import { KubeClient } from "../kube/client.js";
 import { collectionPath, CORE, objectPath } from "../kube/types.js";

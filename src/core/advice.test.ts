@@ -1,7 +1,7 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { ADVICE_REASONS, adviceCondition, cooldownAdvice, largestRetryDelayMs, type RetrySchedule } from "./advice.js";
-import { backoffDelay } from "./backoff.js";
+import { backoffDelay } from "./attempt/backoff.js";
 
 /** The schema's default retry: 6 attempts, 1s doubling, capped at 30s, jitter 10%. */
 const DEFAULT_RETRY: RetrySchedule = { maxAttempts: 6, initialBackoffMs: 1_000, multiplier: 2, maxBackoffMs: 30_000, jitterPercent: 10 };

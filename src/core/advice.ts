@@ -6,9 +6,9 @@
 // turns the advice into the ConfigurationAdvice condition and an Event, config/ into a start-up
 // warning for WEBHOOK_CB_TIMEOUT_MS.
 import { formatDuration } from "../api/duration.js";
-import { backoffDelay, type BackoffPolicy } from "./backoff.js";
+import { backoffDelay, type BackoffPolicy } from "./attempt/backoff.js";
 import type { ConditionInput } from "./conditions.js";
-import type { Policy } from "./policy.js";
+import type { Policy } from "./attempt/policy.js";
 
 /** The subscription condition that carries advice (True while some applies). */
 export const ADVICE_CONDITION = "ConfigurationAdvice";
@@ -22,7 +22,7 @@ export interface RetrySchedule extends BackoffPolicy {
 /**
  * The longest delay `retry` can wait between two attempts, jitter included: the delay before the
  * last attempt (delays never shrink: the multiplier is at least 1), at the top of its jitter
- * band, capped at maxBackoff as the engine caps it (core/backoff.ts). 0 when there is no retry.
+ * band, capped at maxBackoff as the engine caps it (core/attempt/backoff.ts). 0 when there is no retry.
  */
 export function largestRetryDelayMs(retry: RetrySchedule): number {
   if (!Number.isFinite(retry.maxAttempts) || retry.maxAttempts < 2) return 0;

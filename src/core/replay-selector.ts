@@ -3,7 +3,7 @@
 // each (subscription, event type, phase, dead-letter reason, finish time), so no payload is read
 // to match. A replay takes only deliveries that finished before it started: it ends, and a
 // replay that failed again (finished anew) is not taken twice. Pure.
-import { matchesEventType } from "./policy.js";
+import { matchesEventType } from "./attempt/policy.js";
 
 export type ReplayPhase = "DeadLettered" | "Succeeded";
 

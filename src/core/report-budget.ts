@@ -2,7 +2,7 @@
 // slot (the generic cell rate algorithm): `burst` at once, then one per 1/perSecond; a request
 // over the budget is not refused but told how long to wait for its reserved slot. Pure: the
 // caller keeps the returned `tat` (theoretical arrival time) per budget.
-import type { RateLimit } from "./token-bucket.js";
+import type { RateLimit } from "./endpoint/token-bucket.js";
 
 export interface Reservation {
   /** The budget's state to keep for the next request. */

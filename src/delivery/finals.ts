@@ -2,7 +2,7 @@
 // the finished-deliveries counter and the create -> delivered latency, the dead-letter
 // operations counter, an Event on the delivery, and the subscription's counts (rolled up).
 import { ANNOTATIONS } from "../api/names.js";
-import type { Final } from "../core/outcome.js";
+import type { Final } from "../core/attempt/outcome.js";
 import type { EventSink } from "../kube/events.js";
 import type { Metrics } from "../observability/metrics.js";
 import type { EndpointRegistry } from "./engine/endpoints.js";

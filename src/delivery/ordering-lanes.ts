@@ -6,8 +6,8 @@
 // read when the cache strips a payload (payload.ts): no payload is kept.
 import type { Logger } from "pino";
 import { laneOrder, type LaneMember, type OrderView } from "../core/ordering.js";
-import type { OutcomeResult } from "../core/outcome.js";
-import type { Policy } from "../core/policy.js";
+import type { OutcomeResult } from "../core/attempt/outcome.js";
+import type { Policy } from "../core/attempt/policy.js";
 import type { EventSink } from "../kube/events.js";
 import type { ReflectorHandler } from "../kube/reflector.js";
 import { objectKey } from "../kube/types.js";

@@ -6,7 +6,7 @@
 // kept and written before anything else happens to that delivery, so it is never sent again.
 import type { Logger } from "pino";
 import type { DeliveryStatus } from "../api/delivery.js";
-import { essentials, movedPast, type Final, type OutcomeResult } from "../core/outcome.js";
+import { essentials, movedPast, type Final, type OutcomeResult } from "../core/attempt/outcome.js";
 import { ACCEPT, ApiError, ignoreNotFound, type KubeClient } from "../kube/client.js";
 import type { EventSink } from "../kube/events.js";
 import { createMergePatch } from "../kube/merge-patch.js";

@@ -4,7 +4,7 @@
 // An attempt reads the payload from the API server, builds the body, sends it and drops it.
 import { createHash } from "node:crypto";
 import { ANNOTATIONS, MAX_PAYLOAD_DEPTH } from "../api/names.js";
-import { jsonDepth } from "../core/json-depth.js";
+import { jsonDepth } from "../core/request/json-depth.js";
 import { orderingValue, type OrderingKey } from "../core/ordering-key.js";
 import { ignoreNotFound, type KubeClient } from "../kube/client.js";
 import type { RawItem } from "../kube/reflector.js";

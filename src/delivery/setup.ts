@@ -9,7 +9,7 @@
 import type { Logger } from "pino";
 import { STATUS_FITTERS } from "../api/status-limits.js";
 import type { Config } from "../config/config.js";
-import type { PolicyDefaults } from "../core/policy.js";
+import type { PolicyDefaults } from "../core/attempt/policy.js";
 import type { KubeClient } from "../kube/client.js";
 import { EventRecorder } from "../kube/events.js";
 import type { ReflectorHandler } from "../kube/reflector.js";

@@ -1,7 +1,7 @@
 // [tracing] What an attempt on a WebhookDelivery knows of its trace: the producer's trace context
 // (spec.traceContext, as the publish doors stored it), for the executor's span
 // (src/observability/tracing.ts). Stream mode reads the same from the message.
-import { normalizeTraceContext, type TraceContext } from "../core/trace-context.js";
+import { normalizeTraceContext, type TraceContext } from "../core/request/trace-context.js";
 import type { DeliveryObject } from "./objects.js";
 
 export function traceOf(obj: DeliveryObject): TraceContext | undefined {

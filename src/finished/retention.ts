@@ -3,7 +3,7 @@
 // each has its timer; Succeeded and Discarded deliveries are remembered only while their time
 // is near (the sweep window), and the periodic sweep finds the others when their time comes, so
 // memory does not grow with the number of finished deliveries.
-import { DEFAULT_RETENTION, type Policy } from "../core/policy.js";
+import { DEFAULT_RETENTION, type Policy } from "../core/attempt/policy.js";
 import { objectKey } from "../kube/types.js";
 import { TimerHeap } from "../runtime/timer-heap.js";
 import type { Caches } from "../delivery/caches.js";

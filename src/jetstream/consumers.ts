@@ -29,7 +29,7 @@ export interface SubscriptionIdentity {
   uid: string;
 }
 
-/** What a consumer takes from the subscription's resolved policy (core/policy.ts resolvePolicy). */
+/** What a consumer takes from the subscription's resolved policy (core/attempt/policy.ts resolvePolicy). */
 export interface ConsumerPolicy {
   eventTypes: readonly string[] | undefined;
   maxInFlight: number;

@@ -20,9 +20,9 @@
 // itself starts with `sha256:` is replaced too, so the two forms never meet.
 import { createHash } from "node:crypto";
 import { MAX_PAYLOAD_BYTES, MAX_PAYLOAD_DEPTH } from "../api/names.js";
-import { jsonDepth } from "../core/json-depth.js";
+import { jsonDepth } from "../core/request/json-depth.js";
 import { fromRfc3339 } from "../core/rfc3339.js";
-import { normalizeTraceContext, type TraceContext } from "../core/trace-context.js";
+import { normalizeTraceContext, type TraceContext } from "../core/request/trace-context.js";
 import { eventSubject, parseEventSubject, SubjectError } from "./subjects.js";
 
 export const MSG_ID_HEADER = "Nats-Msg-Id";
@@ -47,7 +47,7 @@ export interface StreamEvent {
 }
 
 /** W3C trace context (https://www.w3.org/TR/trace-context/), carried as headers of the same names. */
-export type { TraceContext } from "../core/trace-context.js";
+export type { TraceContext } from "../core/request/trace-context.js";
 
 export interface OutgoingMessage {
   subject: string;
@@ -103,7 +103,7 @@ export function hashedId(id: string): string {
 
 /**
  * Why a trace context cannot be carried, or undefined when it is valid: the one rule of every
- * door (src/core/trace-context.ts), which also says what is carried (the stored form).
+ * door (src/core/request/trace-context.ts), which also says what is carried (the stored form).
  */
 export function traceContextProblem(trace: TraceContext): { field: string; message: string } | undefined {
   const r = normalizeTraceContext(trace);

@@ -5,7 +5,7 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { deliverySpecSchema } from "../api/delivery.js";
 import { EVENT_TYPE_PATTERN } from "../api/subscription.js";
-import { matchesEventType } from "../core/policy.js";
+import { matchesEventType } from "../core/attempt/policy.js";
 import { eventSubject, filterSubjects, isValidSubject, parseEventSubject, subjectMatches } from "./subjects.js";
 
 const isType = (t: string) => deliverySpecSchema.shape.eventType.safeParse(t).success;

@@ -1,7 +1,7 @@
 // Stream mode's subjects: an event of type T in namespace NS is published on
 // `hookline.<NS>.<T>`, and a subscription's eventTypes become the filter subjects of its
 // consumer, so JetStream does the fan-out with exactly Hookline's matching rule
-// (matchesEventType in core/policy.ts). Pure.
+// (matchesEventType in core/attempt/policy.ts). Pure.
 //
 // NATS splits a subject into tokens on "." and refuses empty tokens. The CRD's event types
 // ([A-Za-z0-9][A-Za-z0-9_.:/-]*) may hold some: `order..paid`, and a trailing dot, `order.`;

@@ -2,8 +2,8 @@
 // trace an attempt carries, the tracer, and how a URL is shown in a span. Its own module, so the
 // OpenTelemetry tracer (./otel.ts, loaded on demand by ./tracing.ts) and tracing.ts both import
 // it and not each other.
-import type { AttemptResult } from "../core/outcome.js";
-import type { TraceContext } from "../core/trace-context.js";
+import type { AttemptResult } from "../core/attempt/outcome.js";
+import type { TraceContext } from "../core/request/trace-context.js";
 
 /** What a span says about one attempt. */
 export interface AttemptInfo {

@@ -19,8 +19,8 @@ import {
   ATTR_URL_SCHEME,
 } from "@opentelemetry/semantic-conventions";
 import type { TracingConfig } from "../config/tracing.js";
-import type { AttemptResult } from "../core/outcome.js";
-import { childTraceparent, parseTraceparent } from "../core/trace-context.js";
+import type { AttemptResult } from "../core/attempt/outcome.js";
+import { childTraceparent, parseTraceparent } from "../core/request/trace-context.js";
 import { redactedUrl, type AttemptInfo, type AttemptTrace, type AttemptTracer, type TracerLog } from "./attempt-trace.js";
 
 /** Hookline's own span attributes (the semantic conventions name the HTTP ones). */

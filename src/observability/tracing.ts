@@ -10,7 +10,7 @@
 //   the producer's `tracestate` unchanged.
 //
 // Log lines of an attempt carry `trace_id` (and `span_id` when a span is recorded).
-import { traceIdOf, type TraceContext } from "../core/trace-context.js";
+import { traceIdOf, type TraceContext } from "../core/request/trace-context.js";
 import type { TracingConfig } from "../config/tracing.js";
 import type { AttemptTracer, TracerLog } from "./attempt-trace.js";
 

@@ -1,5 +1,5 @@
 // The publish door's limit on failed authentications, per client address: a token bucket of
-// `burst` failures refilled at `perMinute` (core/token-bucket.ts). A request that needs a new
+// `burst` failures refilled at `perMinute` (core/endpoint/token-bucket.ts). A request that needs a new
 // TokenReview takes a token first (given back when the token turns out valid), so a flood of
 // made-up tokens costs the API server at most `burst` reviews per address, then `perMinute`;
 // the rest are answered 429 without asking. A token already known to be valid is never held
@@ -13,7 +13,7 @@
 // otherwise try from a new address each time). At most `maxClients` addresses are tracked; the
 // one unused longest is forgotten first.
 import { isIPv4, isIPv6 } from "node:net";
-import { take, type RateLimit, type TokenBucket } from "../core/token-bucket.js";
+import { take, type RateLimit, type TokenBucket } from "../core/endpoint/token-bucket.js";
 
 export interface AuthFailureLimit {
   burst: number;

@@ -4,11 +4,11 @@
 // event created it. Shared by the three doors: the library (src/index.ts), `hookline publish`
 // and the operator's HTTP endpoint (server.ts).
 import { API_VERSION, DELIVERY, GROUP, LABELS, SUBSCRIPTION, VERSION } from "../api/names.js";
-import { matchesEventType } from "../core/policy.js";
+import { matchesEventType } from "../core/attempt/policy.js";
 import { ACCEPT, ApiError, type KubeClient } from "../kube/client.js";
 import { collectionPath, objectPath, type ResourceType } from "../kube/types.js";
 import { BacklogFullError, IdempotencyConflictError, PublishFailedError, type FullSubscription, type PublishFailure } from "./errors.js";
-import type { TraceContext } from "../core/trace-context.js";
+import type { TraceContext } from "../core/request/trace-context.js";
 import { validateEvent, validateTraceContext, type ValidEvent } from "./input.js";
 import { deliveryName, labelValue } from "./naming.js";
 import type { DeliveryResult, PublishResult, SkippedSubscription } from "./result.js";

@@ -5,8 +5,8 @@ import { randomUUID } from "node:crypto";
 import { z } from "zod";
 import { deliverySpecSchema } from "../api/delivery.js";
 import { MAX_PAYLOAD_BYTES, MAX_PAYLOAD_DEPTH } from "../api/names.js";
-import { jsonDepth } from "../core/json-depth.js";
-import { normalizeTraceContext, type TraceContext } from "../core/trace-context.js";
+import { jsonDepth } from "../core/request/json-depth.js";
+import { normalizeTraceContext, type TraceContext } from "../core/request/trace-context.js";
 import { PayloadTooLargeError, PublishInputError } from "./errors.js";
 
 /** One event, as a producer hands it over. */

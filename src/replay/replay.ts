@@ -18,8 +18,8 @@ import { randomUUID } from "node:crypto";
 import type { Logger } from "pino";
 import { ANNOTATIONS, REPLAY_CONCURRENCY, REPLAY_REASON_MAX_LENGTH, REPLAY_REASON_MIN_LENGTH } from "../api/names.js";
 import type { SubscriptionReplayStatus } from "../api/subscription.js";
-import type { ReplayInput } from "../core/outcome.js";
-import { matchesEventType } from "../core/policy.js";
+import type { ReplayInput } from "../core/attempt/outcome.js";
+import { matchesEventType } from "../core/attempt/policy.js";
 import type { ReplaySelection } from "../core/replay-selector.js";
 import { formatCursor } from "../core/replay-selector.js";
 import { toRfc3339 } from "../core/rfc3339.js";
@@ -265,7 +265,7 @@ export class Replayer {
     // Only the receiver credentials are missing: nothing is sent and the replay is tried again.
     if (creds?.kind === "missing" && secret === creds) throw new Error(creds.message);
     if (secret.kind === "missing") return { outcome: "skipped", detail: secret.message };
-    // The replay's admission (core/plan.ts admitReplay), committed in the same turn as the attempt.
+    // The replay's admission (core/attempt/plan.ts admitReplay), committed in the same turn as the attempt.
     const { action, endpoint } = this.d.step.planReplay(key, { key: subKey, object: { uid: subObj.metadata.uid, status: subObj.status }, view }, policy);
     if (action.type === "WaitUntil") return { outcome: "wait", inMs: Math.max(1, action.at - this.now()) };
     if (action.type === "Park") {

@@ -7,11 +7,11 @@ import { ANNOTATIONS, REPLAY_REASON_MAX_LENGTH, REPLAY_REASON_MIN_LENGTH } from 
 import type { Condition } from "../api/fields.js";
 import type { SubscriptionStatus } from "../api/subscription.js";
 import { adviceCondition } from "../core/advice.js";
-import * as breaker from "../core/breaker.js";
+import * as breaker from "../core/endpoint/breaker.js";
 import { conditionDiffers, getCondition, setCondition, type ConditionInput } from "../core/conditions.js";
-import * as health from "../core/health.js";
+import * as health from "../core/endpoint/health.js";
 import { toRfc3339 } from "../core/rfc3339.js";
-import { isThrottled, type Throttle } from "../core/throttle.js";
+import { isThrottled, type Throttle } from "../core/endpoint/throttle.js";
 import { ApiError, ignoreNotFound } from "../kube/client.js";
 import type { EventSink } from "../kube/events.js";
 import { createMergePatch } from "../kube/merge-patch.js";

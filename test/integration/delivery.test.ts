@@ -59,7 +59,7 @@ describe("delivery: three customers", () => {
     expect(b.status!.history).toHaveLength(6);
     // Gaps grow twofold: 50, 100, 200, 400, 800 ms. Never earlier than scheduled; later only by
     // the processing on top (a status write, a watch event): a few ms, ~100 ms on a loaded
-    // machine, so the upper bound leaves 1 s. The exact schedule is unit-tested (core/backoff).
+    // machine, so the upper bound leaves 1 s. The exact schedule is unit-tested (core/attempt/backoff).
     const gaps = broken.requests.slice(1).map((r, i) => r.at - broken.requests[i]!.at);
     gaps.forEach((g, i) => expect(g).toBeGreaterThanOrEqual(50 * 2 ** i - 5));
     gaps.forEach((g, i) => expect(g).toBeLessThan(50 * 2 ** i + 1_000));

@@ -6,7 +6,7 @@ import { randomUUID } from "node:crypto";
 import type { ConsumerMessages, JetStreamManager, JsMsg } from "@nats-io/jetstream";
 import { AckPolicy, RetentionPolicy, StorageType } from "@nats-io/jetstream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { matchesEventType } from "../../src/core/policy.js";
+import { matchesEventType } from "../../src/core/attempt/policy.js";
 import { pull, type Received } from "../../src/transports/stream/pull.js";
 import { consumerName, deleteConsumer, ensureConsumer, listConsumers, orphanedConsumers, type ConsumerPolicy } from "../../src/jetstream/consumers.js";
 import { DEFAULT_LAYOUT, namespaceStreamConfig } from "../../src/jetstream/layout.js";

@@ -4,13 +4,13 @@
 // metrics and on the endpoint (breaker, health), and hands the result to the transport, which
 // records it (a status write in CR mode). It knows nothing of where the work came from.
 import type { Logger } from "pino";
-import { attemptStatusLabel, classify } from "../../core/classify.js";
-import { attemptOutcome, type AttemptResult } from "../../core/outcome.js";
-import type { EndpointCommit } from "../../core/plan.js";
-import type { Policy } from "../../core/policy.js";
+import { attemptStatusLabel, classify } from "../../core/attempt/classify.js";
+import { attemptOutcome, type AttemptResult } from "../../core/attempt/outcome.js";
+import type { EndpointCommit } from "../../core/attempt/plan.js";
+import type { Policy } from "../../core/attempt/policy.js";
 import type { Metrics } from "../../observability/metrics.js";
 import { PASS_THROUGH, type AttemptTracer } from "../../observability/tracing.js"; // [tracing]
-import type { TraceContext } from "../../core/trace-context.js"; // [tracing]
+import type { TraceContext } from "../../core/request/trace-context.js"; // [tracing]
 import type { Credentials, ResolvedCredentials } from "./credentials.js"; // [receiver-credentials]
 import type { Endpoint, EndpointRegistry } from "./endpoints.js";
 import { splitKey } from "../../kube/types.js";

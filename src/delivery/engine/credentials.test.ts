@@ -4,7 +4,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Receiver } from "../../../test/helpers/receiver.js";
 import { TokenServer } from "../../../test/helpers/token-server.js";
-import { parseCidrList } from "../../core/netguard.js";
+import { parseCidrList } from "../../core/request/netguard.js";
 import { CREDENTIALS_MISSING_CODE, headerValueProblem, sendWithCredentials, withCredentials, type ResolvedCredentials } from "./credentials.js";
 import { OAuth2Client } from "./oauth2.js";
 import { Sender } from "./sender.js";

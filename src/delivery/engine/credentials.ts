@@ -7,8 +7,8 @@
 // and one re-send on a 401). Messages name the field and the Secret, never a value.
 import { createHash, createPrivateKey, X509Certificate } from "node:crypto";
 import { MAX_HEADER_VALUE_LENGTH } from "../../api/subscription.js";
-import type { SecretView } from "../../core/plan.js";
-import type { Policy, SecretKeyRef } from "../../core/policy.js";
+import type { SecretView } from "../../core/attempt/plan.js";
+import type { Policy, SecretKeyRef } from "../../core/attempt/policy.js";
 import type { OAuth2Client, OAuth2Grant } from "./oauth2.js";
 import type { SecretCache } from "./secrets.js";
 import type { Sender, SendRequest, SendResult, TlsIdentity } from "./sender.js";

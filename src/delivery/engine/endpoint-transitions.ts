@@ -3,9 +3,9 @@
 // subscription's status rolled up (at once for a transition). The registry decides when a
 // transition happens (endpoints.ts); this says it.
 import type { Logger } from "pino";
-import * as breaker from "../../core/breaker.js";
-import * as health from "../../core/health.js";
-import type { Throttle } from "../../core/throttle.js";
+import * as breaker from "../../core/endpoint/breaker.js";
+import * as health from "../../core/endpoint/health.js";
+import type { Throttle } from "../../core/endpoint/throttle.js";
 import type { EventSink } from "../../kube/events.js";
 import type { Metrics } from "../../observability/metrics.js";
 import type { Caches } from "../caches.js";

@@ -1,10 +1,10 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { subscriptionSpecSchema, type SubscriptionSpecInput, type SubscriptionStatus } from "../../api/subscription.js";
-import { closedBreaker } from "../../core/breaker.js";
-import { healthyEndpoint } from "../../core/health.js";
-import { plan, type EndpointCommit } from "../../core/plan.js";
-import { resolvePolicy, type Policy } from "../../core/policy.js";
+import { closedBreaker } from "../../core/endpoint/breaker.js";
+import { healthyEndpoint } from "../../core/endpoint/health.js";
+import { plan, type EndpointCommit } from "../../core/attempt/plan.js";
+import { resolvePolicy, type Policy } from "../../core/attempt/policy.js";
 import { toRfc3339 } from "../../core/rfc3339.js";
 import { EndpointRegistry, type Endpoint } from "./endpoints.js";
 

@@ -4,15 +4,15 @@
 // subscription's stored status, so a new leader resumes an Open breaker as Open; the
 // subscription reconciler mirrors it back into status (it never changes it).
 import type { SubscriptionStatus } from "../../api/subscription.js";
-import * as breaker from "../../core/breaker.js";
-import type { Classification } from "../../core/classify.js";
-import { reportAttempt, type EndpointState } from "../../core/endpoint-report.js";
-import * as health from "../../core/health.js";
-import type { EndpointCommit, EndpointView } from "../../core/plan.js";
-import type { Policy, PolicyDefaults } from "../../core/policy.js";
+import * as breaker from "../../core/endpoint/breaker.js";
+import type { Classification } from "../../core/attempt/classify.js";
+import { reportAttempt, type EndpointState } from "../../core/endpoint/endpoint-report.js";
+import * as health from "../../core/endpoint/health.js";
+import type { EndpointCommit, EndpointView } from "../../core/attempt/plan.js";
+import type { Policy, PolicyDefaults } from "../../core/attempt/policy.js";
 import { fromRfc3339 } from "../../core/rfc3339.js";
-import { isThrottled, nextThrottle, type Throttle } from "../../core/throttle.js";
-import type { TokenBucket } from "../../core/token-bucket.js";
+import { isThrottled, nextThrottle, type Throttle } from "../../core/endpoint/throttle.js";
+import type { TokenBucket } from "../../core/endpoint/token-bucket.js";
 import { GlobalSlots, namespaceOf } from "./global-slots.js";
 
 export class Endpoint {
@@ -32,7 +32,7 @@ export class Endpoint {
   /** The URL the breaker and health describe; a new URL is a new endpoint. */
   url: string | undefined;
 
-  /** The endpoint's Retry-After hold (core/throttle.ts): no attempt of any transport before its end. */
+  /** The endpoint's Retry-After hold (core/endpoint/throttle.ts): no attempt of any transport before its end. */
   throttle: Throttle | undefined;
 
   constructor(
@@ -209,7 +209,7 @@ export class EndpointRegistry {
   }
 
   /**
-   * An answer's Retry-After, applied to the whole endpoint (core/throttle.ts): a 429 or 503 with
+   * An answer's Retry-After, applied to the whole endpoint (core/endpoint/throttle.ts): a 429 or 503 with
    * Retry-After holds every new attempt to it until the time asked for. A hold that begins is
    * said (Event) and rolled up into the subscription's status at once.
    */

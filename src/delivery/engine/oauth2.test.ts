@@ -6,8 +6,8 @@ import { setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { TokenServer } from "../../../test/helpers/token-server.js";
-import { BLOCKED_ADDRESS_CODE, classify } from "../../core/classify.js";
-import { parseCidrList } from "../../core/netguard.js";
+import { BLOCKED_ADDRESS_CODE, classify } from "../../core/attempt/classify.js";
+import { parseCidrList } from "../../core/request/netguard.js";
 import { MAX_TOKEN_LIFETIME_MS, OAuth2Client, TOKEN_ENDPOINT_CODE, type OAuth2Grant } from "./oauth2.js";
 import { Sender } from "./sender.js";
 

@@ -10,7 +10,7 @@
 // tokens are kept per namespace and `maxTokens` in all (tenant-lru.ts: the least recently used
 // go first, and the total cap takes from the namespace holding the most). A token evicted is
 // fetched again when next needed: more token requests, never a failed delivery.
-import { TOKEN_ENDPOINT_CODE } from "../../core/classify.js";
+import { TOKEN_ENDPOINT_CODE } from "../../core/attempt/classify.js";
 import { RESPONSE_TOO_LARGE, type Sender } from "./sender.js";
 import { TenantLru, type EvictionReason } from "../tenant-lru.js";
 

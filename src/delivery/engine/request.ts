@@ -1,8 +1,8 @@
 // One attempt's HTTP request: the subscription's static headers, the fixed ones, and the
 // signature headers of its scheme over this attempt's timestamp. The webhook id is the same on
 // every attempt and replay; the timestamp is this attempt's.
-import { signHmacSha256Hex, signStandardWebhooks } from "../../core/signing.js";
-import type { Policy } from "../../core/policy.js";
+import { signHmacSha256Hex, signStandardWebhooks } from "../../core/request/signing.js";
+import type { Policy } from "../../core/attempt/policy.js";
 import type { SendRequest } from "./sender.js";
 
 /** What is sent: the webhook id and the JSON body {"id","type","timestamp","data"}. */

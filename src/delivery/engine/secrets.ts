@@ -7,7 +7,7 @@
 // metrics; messages name the Secret and the key, never a value.
 import { ApiError, type KubeClient } from "../../kube/client.js";
 import { objectPath, CORE } from "../../kube/types.js";
-import { SecretNotVerifiableError, signingKey, type SignatureScheme } from "../../core/signing.js";
+import { SecretNotVerifiableError, signingKey, type SignatureScheme } from "../../core/request/signing.js";
 
 export type SecretLookup =
   | { kind: "ok"; keys: Buffer[] }

@@ -11,10 +11,10 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ConnectProxy } from "../../../test/helpers/connect-proxy.js";
 import { TestCa, type Pem } from "../../../test/helpers/pki.js";
 import { Receiver } from "../../../test/helpers/receiver.js";
-import { classify } from "../../core/classify.js";
-import { parseCidrList } from "../../core/netguard.js";
-import { NO_PROXY_NONE, parseNoProxy } from "../../core/proxy-env.js";
-import { BLOCKED_ADDRESS_CODE } from "../../core/classify.js";
+import { classify } from "../../core/attempt/classify.js";
+import { parseCidrList } from "../../core/request/netguard.js";
+import { NO_PROXY_NONE, parseNoProxy } from "../../core/request/proxy-env.js";
+import { BLOCKED_ADDRESS_CODE } from "../../core/attempt/classify.js";
 import { PROXY_CODES, RESPONSE_TOO_LARGE, Sender, type SenderOptions, type TlsIdentity } from "./sender.js";
 
 const LOOPBACK = parseCidrList("127.0.0.0/8");

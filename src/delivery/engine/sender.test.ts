@@ -3,8 +3,8 @@
 // classified permanent and silent towards the endpoint; nothing reaches the server.
 import { createServer, type Server } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { classify, endpointSignal } from "../../core/classify.js";
-import { parseCidrList } from "../../core/netguard.js";
+import { classify, endpointSignal } from "../../core/attempt/classify.js";
+import { parseCidrList } from "../../core/request/netguard.js";
 import { Sender } from "./sender.js";
 
 let server: Server;

@@ -16,9 +16,9 @@
 import { Agent, buildConnector, type Dispatcher } from "undici";
 import { lookup as dnsLookup, type LookupAddress } from "node:dns";
 import { isIP, type Socket } from "node:net";
-import { INVALID_REQUEST_CODE, INVALID_URL_CODE } from "../../core/classify.js";
-import { checkAddress, type Cidr } from "../../core/netguard.js";
-import { proxyFor, parseProxyUrl, type ProxyEnv } from "../../core/proxy-env.js";
+import { INVALID_REQUEST_CODE, INVALID_URL_CODE } from "../../core/attempt/classify.js";
+import { checkAddress, type Cidr } from "../../core/request/netguard.js";
+import { proxyFor, parseProxyUrl, type ProxyEnv } from "../../core/request/proxy-env.js";
 import { deadline } from "../../kube/deadline.js";
 
 /** A client certificate and/or private CA for one endpoint (PEM). */

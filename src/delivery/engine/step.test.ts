@@ -3,9 +3,9 @@
 // endpoint state; nothing committed on the endpoint until an attempt runs.
 import { describe, expect, it } from "vitest";
 import { subscriptionSpecSchema, type SubscriptionSpecInput } from "../../api/subscription.js";
-import { classify } from "../../core/classify.js";
-import type { AttemptResult } from "../../core/outcome.js";
-import { resolvePolicy, type Policy } from "../../core/policy.js";
+import { classify } from "../../core/attempt/classify.js";
+import type { AttemptResult } from "../../core/attempt/outcome.js";
+import { resolvePolicy, type Policy } from "../../core/attempt/policy.js";
 import { fromRfc3339 } from "../../core/rfc3339.js";
 import { EndpointRegistry } from "./endpoints.js";
 import { DeliveryStep, type DeliveryStepDeps, type StepSubscription } from "./step.js";

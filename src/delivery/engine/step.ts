@@ -1,16 +1,16 @@
 // The one delivery step around the attempt executor, for CR mode, stream mode and replay:
-// gather (the subscription's signing keys and receiver credentials), plan (core/plan.ts, or
+// gather (the subscription's signing keys and receiver credentials), plan (core/attempt/plan.ts, or
 // admitReplay for a replay) in the same turn as the endpoint state it reads, run (the executor)
-// and outcome (core/outcome.ts, with the one clock and randomness). What differs between them is
+// and outcome (core/attempt/outcome.ts, with the one clock and randomness). What differs between them is
 // the transport, their port onto this step: how it loads what to send (`message`), where it
 // parks (`wake`), how it records an outcome (`record`) and how it schedules the next try (what
 // it does with the outcome's nextAttemptAt).
 import type { DeliveryStatus } from "../../api/delivery.js";
-import { applyAttempt, type AttemptResult, type OutcomeResult, type ReplayInput } from "../../core/outcome.js";
+import { applyAttempt, type AttemptResult, type OutcomeResult, type ReplayInput } from "../../core/attempt/outcome.js";
 import type { OrderView } from "../../core/ordering.js";
-import { admitReplay, plan, type Action, type DeliveryView, type SecretView, type SubscriptionView } from "../../core/plan.js";
-import type { Policy } from "../../core/policy.js";
-import type { TraceContext } from "../../core/trace-context.js"; // [tracing]
+import { admitReplay, plan, type Action, type DeliveryView, type SecretView, type SubscriptionView } from "../../core/attempt/plan.js";
+import type { Policy } from "../../core/attempt/policy.js";
+import type { TraceContext } from "../../core/request/trace-context.js"; // [tracing]
 import type { SubscriptionStatus } from "../../api/subscription.js";
 import type { AttemptExecutor } from "./attempt.js";
 import { secretsFor, type Credentials, type ResolvedCredentials } from "./credentials.js"; // [receiver-credentials]
@@ -106,7 +106,7 @@ export class DeliveryStep {
     return { action, endpoint, now };
   }
 
-  /** A replay's admission (core/plan.ts admitReplay), in one turn with run() as plan() is. */
+  /** A replay's admission (core/attempt/plan.ts admitReplay), in one turn with run() as plan() is. */
   planReplay(key: string, sub: StepSubscription & { object: NonNullable<StepSubscription["object"]> }, policy: Policy): Planned & { action: ReturnType<typeof admitReplay>; endpoint: Endpoint } {
     const now = this.now();
     const endpoint = this.d.endpoints.ensure(sub.key, sub.object.uid, sub.object.status, policy, now);
@@ -144,7 +144,7 @@ export class DeliveryStep {
   }
 
   /**
-   * An attempt's outcome (core/outcome.ts applyAttempt) with the step's clock, randomness and
+   * An attempt's outcome (core/attempt/outcome.ts applyAttempt) with the step's clock, randomness and
    * drain action: the same computation for every transport. `generation` is the delivery's
    * (stream mode has none of its own).
    */

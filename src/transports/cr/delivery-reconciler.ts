@@ -7,10 +7,10 @@
 import type { Logger } from "pino";
 import { ANNOTATIONS } from "../../api/names.js";
 import type { DeliverySpec } from "../../api/delivery.js";
-import { deadLetter, discard, type AttemptResult, type OutcomeResult } from "../../core/outcome.js";
+import { deadLetter, discard, type AttemptResult, type OutcomeResult } from "../../core/attempt/outcome.js";
 import type { OrderView } from "../../core/ordering.js";
-import type { Action } from "../../core/plan.js";
-import type { Policy } from "../../core/policy.js";
+import type { Action } from "../../core/attempt/plan.js";
+import type { Policy } from "../../core/attempt/policy.js";
 import { fromRfc3339 } from "../../core/rfc3339.js";
 import type { EventSink } from "../../kube/events.js";
 import type { KubeClient } from "../../kube/client.js";

@@ -1,7 +1,7 @@
 // What a delivery that waits tells the user, in its Succeeded condition (status Unknown): for
 // something the user must fix (subscription missing or invalid, Secret missing, paused, backlog
 // full), with an Event, once per reason; when it is due but held by its endpoint (breaker,
-// health, a Retry-After hold, slots, rate limit), once per reason as core/waiting.ts decides; or
+// health, a Retry-After hold, slots, rate limit), once per reason as core/attempt/waiting.ts decides; or
 // when it is not its turn in its ordering lane (OrderingWait, OrderingBlocked), once per reason.
 // A missing Secret is not watched, so that wait is looked at again with a backoff. It also says
 // when a held delivery counts as one held attempt (webhook_delivery_held_total).
@@ -14,13 +14,13 @@
 // every waiting delivery shows why, eventually, at a bounded write rate).
 import type { Logger } from "pino";
 import { conditionDiffers, getCondition } from "../../core/conditions.js";
-import { SUCCEEDED, waiting } from "../../core/outcome.js";
-import type { Action } from "../../core/plan.js";
-import type { Policy } from "../../core/policy.js";
+import { SUCCEEDED, waiting } from "../../core/attempt/outcome.js";
+import type { Action } from "../../core/attempt/plan.js";
+import type { Policy } from "../../core/attempt/policy.js";
 import { fromRfc3339 } from "../../core/rfc3339.js";
 import { reserve } from "../../core/report-budget.js";
-import type { RateLimit } from "../../core/token-bucket.js";
-import { endpointWait } from "../../core/waiting.js";
+import type { RateLimit } from "../../core/endpoint/token-bucket.js";
+import { endpointWait } from "../../core/attempt/waiting.js";
 import type { EventSink } from "../../kube/events.js";
 import type { Result } from "../../runtime/controller.js";
 import type { Endpoint } from "../../delivery/engine/endpoints.js";
@@ -120,7 +120,7 @@ export class WaitReports {
   }
 
   /**
-   * Due but held by its endpoint: written once per reason (core/waiting.ts says when). Returns
+   * Due but held by its endpoint: written once per reason (core/attempt/waiting.ts says when). Returns
    * when to plan the delivery again for its report, when the budget put it off.
    */
   async endpointHold(action: Action, key: string, obj: DeliveryObject, policy: Policy | undefined, now: number, subKey: string): Promise<number | undefined> {

@@ -1,6 +1,6 @@
 // The attempts a stream message has had, across redeliveries and replicas: JetStream counts
 // deliveries (a drain's or a crashed replica's message is delivered again without an attempt),
-// not attempts, so the status an attempt's outcome computed (core/outcome.ts: attempts, history,
+// not attempts, so the status an attempt's outcome computed (core/attempt/outcome.ts: attempts, history,
 // interruptions, nextAttemptAt) is kept in a JetStream key-value bucket, one entry per message
 // and subscription. It is written only after a failed or interrupted attempt, read only when a
 // message comes again (delivery count above 1), and deleted with the message's final outcome.
@@ -9,7 +9,7 @@
 import { Kvm, type KV } from "@nats-io/kv";
 import { StorageType, type JetStreamClient } from "@nats-io/jetstream";
 import type { DeliveryStatus } from "../../api/delivery.js";
-import type { Final } from "../../core/outcome.js";
+import type { Final } from "../../core/attempt/outcome.js";
 import { KV_BUCKETS } from "../../jetstream/permissions.js";
 
 export const ATTEMPTS_BUCKET = KV_BUCKETS.attempts;

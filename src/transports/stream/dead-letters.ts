@@ -1,6 +1,6 @@
 // Stream mode's final outcomes other than delivered become custom resources, as in CR mode: a
 // WebhookDelivery for the subscription (spec: subscriptionRef, eventType, eventId, payload,
-// traceContext), then one status write with the outcome core/outcome.ts computed (attempt
+// traceContext), then one status write with the outcome core/attempt/outcome.ts computed (attempt
 // history, deadLetter or discard reason), so replay, the field selector, retention, the
 // dashboard and every dead-letter rule work on it unchanged.
 //
@@ -10,7 +10,7 @@
 // delivery (AlreadyExists, same message) and only completes what is missing. A delivery of the
 // same name that is not this message's (the same event id published in CR mode, or again after
 // the duplicate window) leaves it alone: the dead letter takes a second name, with a hash of the
-// message in it. Until its status is written, CR mode never attempts it (core/plan.ts).
+// message in it. Until its status is written, CR mode never attempts it (core/attempt/plan.ts).
 //
 // A message published before the doors refused event ids that cannot be a header value (a
 // control character, non-ASCII, a blank at either end) carries one that spec.eventId refuses:
@@ -21,8 +21,8 @@
 // the message and tries again.
 import { EVENT_ID_PATTERN } from "../../api/delivery.js";
 import { ANNOTATIONS, API_VERSION, DELIVERY, FIELD_MANAGER, isTerminalPhase, LABELS } from "../../api/names.js";
-import type { Final, OutcomeResult } from "../../core/outcome.js";
-import type { TraceContext } from "../../core/trace-context.js";
+import type { Final, OutcomeResult } from "../../core/attempt/outcome.js";
+import type { TraceContext } from "../../core/request/trace-context.js";
 import { ApiError, type KubeClient } from "../../kube/client.js";
 import { collectionPath, objectKey } from "../../kube/types.js";
 import { deliveryName, labelValue } from "../../publish/naming.js";

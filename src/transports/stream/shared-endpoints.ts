@@ -2,7 +2,7 @@
 // per subscription in the JetStream key-value bucket `hookline-endpoints` (key
 // `endpoint.<subscription uid>`), always written with compare-and-set on the revision this
 // replica last saw, and watched by every replica, which adopts what the others decided
-// (core/shared-endpoint.ts says what is adopted and who wins a conflict):
+// (core/endpoint/shared-endpoint.ts says what is adopted and who wins a conflict):
 //   - a replica whose breaker opens (or whose endpoint becomes Disabled) writes it; one that
 //     finds the endpoint already held back takes that record instead;
 //   - a probe (Open -> HalfOpen, a Disabled endpoint's trial) is claimed by a write before it is
@@ -17,18 +17,18 @@
 // delivered and attempted, with compare-and-set, and the leader moves the sums into its
 // endpoint, from which the subscription rollup writes status as in CR mode. And each replica
 // says it is there (`replica.<identity>`, every few seconds): a subscription's rate limit is
-// shared between the replicas seen (core/token-bucket.ts share).
+// shared between the replicas seen (core/endpoint/token-bucket.ts share).
 //
-// A record names its URL only by a hash keyed with the subscription's uid (core/shared-endpoint.ts
+// A record names its URL only by a hash keyed with the subscription's uid (core/endpoint/shared-endpoint.ts
 // endpointTarget), never the URL itself: a URL may carry a secret in its path or query. A record
 // an earlier version wrote with the URL is taken as it was and written again without it.
 import { JetStreamApiError, StorageType, type JetStreamClient } from "@nats-io/jetstream";
 import { KvWatchInclude, Kvm, type KV, type KvEntry } from "@nats-io/kv";
 import type { Logger } from "pino";
-import type { BreakerConfig, BreakerTransition } from "../../core/breaker.js";
-import * as health from "../../core/health.js";
-import type { Policy } from "../../core/policy.js";
-import { adoptRecord, claimExpiresAt, endpointTarget, fromLegacyRecord, mergeFailing, toRecord, writeAgain, type SharedEndpointRecord, type SharedWrite } from "../../core/shared-endpoint.js";
+import type { BreakerConfig, BreakerTransition } from "../../core/endpoint/breaker.js";
+import * as health from "../../core/endpoint/health.js";
+import type { Policy } from "../../core/attempt/policy.js";
+import { adoptRecord, claimExpiresAt, endpointTarget, fromLegacyRecord, mergeFailing, toRecord, writeAgain, type SharedEndpointRecord, type SharedWrite } from "../../core/endpoint/shared-endpoint.js";
 import type { ProbeClaims } from "../../delivery/engine/attempt.js";
 import type { Endpoint, EndpointObserver, EndpointRegistry } from "../../delivery/engine/endpoints.js";
 import { KV_BUCKETS } from "../../jetstream/permissions.js";

@@ -1,6 +1,6 @@
 // One subscription's share of its durable JetStream consumer on this replica: pulls messages
 // while the subscription may be delivered to, and takes each through the same path as a CR-mode
-// delivery: plan() (core/plan.ts: subscription, event type, pause, Secret, attempts left, the
+// delivery: plan() (core/attempt/plan.ts: subscription, event type, pause, Secret, attempts left, the
 // endpoint's gates) and the attempt executor. Only two things are stream mode's own: how work
 // arrives (a pull of at most as many messages as the endpoint has free slots and the replica's
 // byte budget has room for (held-bytes.ts); none while the subscription is paused or invalid, or
@@ -8,7 +8,7 @@
 // past the age limit: expiry.ts) and how an outcome is recorded:
 //   delivered                      acknowledge
 //   retryable, attempts left       keep the attempts (attempt-log.ts), negative acknowledgement
-//                                  with the delay core/outcome.ts computed (Retry-After honoured)
+//                                  with the delay core/attempt/outcome.ts computed (Retry-After honoured)
 //   exhausted, permanent, gone,    a WebhookDelivery in DeadLettered (or Discarded) with the
 //   blocked, type not subscribed,  attempt history (dead-letters.ts), then acknowledge
 //   older than the age limit (Expired)
@@ -19,10 +19,10 @@
 import type { Consumer, JetStreamClient } from "@nats-io/jetstream";
 import type { NatsConnection } from "@nats-io/transport-node";
 import type { Logger } from "pino";
-import type { Policy } from "../../core/policy.js";
-import { deadLetter, discard, type AttemptResult, type OutcomeResult } from "../../core/outcome.js";
-import { admit, type Action } from "../../core/plan.js";
-import { matchesEventType } from "../../core/policy.js";
+import type { Policy } from "../../core/attempt/policy.js";
+import { deadLetter, discard, type AttemptResult, type OutcomeResult } from "../../core/attempt/outcome.js";
+import { admit, type Action } from "../../core/attempt/plan.js";
+import { matchesEventType } from "../../core/attempt/policy.js";
 import { fromRfc3339 } from "../../core/rfc3339.js";
 import type { EventSink } from "../../kube/events.js";
 import type { Metrics } from "../../observability/metrics.js";
@@ -281,7 +281,7 @@ export class SubscriptionStream {
   /**
    * How many messages to pull now, or until when not to (`holds`: the subscription holds its
    * events, paused or invalid, its Secret missing, its endpoint held back; `budget`: waiting for
-   * the byte budget). The endpoint's gates are plan()'s own (core/plan.ts admit), asked without
+   * the byte budget). The endpoint's gates are plan()'s own (core/attempt/plan.ts admit), asked without
    * committing anything: a message is admitted for real when it is planned.
    */
   private async gate(now: number): Promise<{ pull: number; bytes: number } | { until?: number; holds?: boolean; budget?: boolean }> {
@@ -625,7 +625,7 @@ export class SubscriptionStream {
     }
   }
 
-  /** The attempt's outcome, computed as CR mode computes a status (core/outcome.ts), recorded the stream's way. */
+  /** The attempt's outcome, computed as CR mode computes a status (core/attempt/outcome.ts), recorded the stream's way. */
   private async recordAttempt(h: Held, policy: Policy, result: AttemptResult): Promise<true> {
     const r = this.w.step.outcome(h.record?.status, GENERATION, result, policy);
     if (r.final) {

@@ -7,15 +7,15 @@
 // CRD's status schema, string limits included, whatever the error text and replay reason.
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { deliveryStatusSchema, type DeliveryStatus } from "../api/delivery.js";
-import { fitToSchema } from "../api/fit.js";
-import { subscriptionSpecSchema } from "../api/subscription.js";
+import { deliveryStatusSchema, type DeliveryStatus } from "../../api/delivery.js";
+import { fitToSchema } from "../../api/fit.js";
+import { subscriptionSpecSchema } from "../../api/subscription.js";
 import { RETRY_AFTER_CAP_MS, backoffDelay } from "./backoff.js";
 import { classify, classifyStatus } from "./classify.js";
-import { clipText } from "../api/fit.js";
+import { clipText } from "../../api/fit.js";
 import { historyLimit, applyAttempt, type AttemptResult } from "./outcome.js";
 import { resolvePolicy, type Policy } from "./policy.js";
-import { fromRfc3339, toRfc3339 } from "./rfc3339.js";
+import { fromRfc3339, toRfc3339 } from "../rfc3339.js";
 
 const T0 = Date.UTC(2025, 5, 15, 12, 0, 0);
 const basePolicy = resolvePolicy(subscriptionSpecSchema.parse({ url: "https://hooks.acme.example/orders" }), {

@@ -2,7 +2,7 @@
 // conversion to and from the subscription's status.breaker so a restarted operator resumes it.
 // Every function returns a new state (or the same object when nothing changed); none mutates.
 
-import { fromRfc3339, toRfc3339 } from "./rfc3339.js";
+import { fromRfc3339, toRfc3339 } from "../rfc3339.js";
 
 export type BreakerStateName = "Closed" | "Open" | "HalfOpen";
 

@@ -2,7 +2,7 @@
 // to and from the subscription's status.health. A Disabled endpoint (410 Gone, or too many
 // failures in a row) is probed once per interval until it answers again.
 
-import { fromRfc3339, toRfc3339 } from "./rfc3339.js";
+import { fromRfc3339, toRfc3339 } from "../rfc3339.js";
 
 export type HealthStateName = "Healthy" | "Degraded" | "Disabled";
 export type DisabledReason = "Gone" | "Failures";

@@ -11,7 +11,7 @@ import { createHmac } from "node:crypto";
 import * as breaker from "./breaker.js";
 import type { EndpointState } from "./endpoint-report.js";
 import * as health from "./health.js";
-import { fromRfc3339, toRfc3339 } from "./rfc3339.js";
+import { fromRfc3339, toRfc3339 } from "../rfc3339.js";
 
 export interface SharedEndpointRecord {
   /** namespace/name of the subscription (the record's key is its uid). */

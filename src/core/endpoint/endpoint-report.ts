@@ -1,6 +1,6 @@
 // What one attempt's result does to its endpoint's breaker and health, in one pure function:
 // the executor reports every real attempt here (an interrupted one only gives back its probe).
-import { endpointSignal, type Classification } from "./classify.js";
+import { endpointSignal, type Classification } from "../attempt/classify.js";
 import * as breaker from "./breaker.js";
 import * as health from "./health.js";
 

@@ -1,8 +1,8 @@
 import { describe, expect, it } from "vitest";
-import { MAX_PAYLOAD_BYTES, type DeliveryPhase } from "../api/names.js";
-import { subscriptionSpecSchema, type SubscriptionSpecInput } from "../api/subscription.js";
-import { closedBreaker, type BreakerState } from "./breaker.js";
-import { healthyEndpoint, type HealthState } from "./health.js";
+import { MAX_PAYLOAD_BYTES, type DeliveryPhase } from "../../api/names.js";
+import { subscriptionSpecSchema, type SubscriptionSpecInput } from "../../api/subscription.js";
+import { closedBreaker, type BreakerState } from "../endpoint/breaker.js";
+import { healthyEndpoint, type HealthState } from "../endpoint/health.js";
 import { admit, admitReplay, plan, type Action, type DeliveryView, type EndpointView, type PlanInput, type SecretView, type SubscriptionView } from "./plan.js";
 import { resolvePolicy, type Policy, type PolicyDefaults } from "./policy.js";
 

@@ -4,7 +4,7 @@
 // overdue by THROTTLE_REPORT_AFTER_MS, so a busy endpoint does not pay a status write per
 // delivery for a wait of milliseconds. Pure.
 import type { Action } from "./plan.js";
-import { toRfc3339 } from "./rfc3339.js";
+import { toRfc3339 } from "../rfc3339.js";
 
 export type EndpointWaitReason = "EndpointDisabled" | "BreakerOpen" | "EndpointThrottled" | "EndpointBusy" | "OperatorBusy" | "RateLimited";
 

@@ -9,9 +9,9 @@
 // - spaces and tabs around tracestate entries and empty entries are dropped,
 // - a tracestate longer than 512 characters is truncated by whole entries, those longer than
 //   128 characters first, then from the end (the W3C's order).
-import { MAX_TRACESTATE_KEY_LENGTH, MAX_TRACESTATE_LENGTH, MAX_TRACESTATE_MEMBERS, MAX_TRACESTATE_VALUE_LENGTH, TRACESTATE_KEY, TRACESTATE_VALUE, type TraceContext } from "../api/trace-context.js";
+import { MAX_TRACESTATE_KEY_LENGTH, MAX_TRACESTATE_LENGTH, MAX_TRACESTATE_MEMBERS, MAX_TRACESTATE_VALUE_LENGTH, TRACESTATE_KEY, TRACESTATE_VALUE, type TraceContext } from "../../api/trace-context.js";
 
-export type { TraceContext } from "../api/trace-context.js";
+export type { TraceContext } from "../../api/trace-context.js";
 
 export type TraceContextCheck = { ok: true; value: TraceContext } | { ok: false; field: "traceparent" | "tracestate"; message: string };
 

@@ -3,8 +3,8 @@
 // endpoint before the time it asked for, capped at one hour like the per-delivery delay. A hold
 // that starts while one runs extends it (the later time wins) and keeps its start. Off with
 // retry.respectRetryAfter: false. Pure: the endpoint registry keeps the state, plan() obeys it.
-import { isRetryAfterStatus } from "./classify.js";
-import { parseRetryAfter } from "./retry-after.js";
+import { isRetryAfterStatus } from "../attempt/classify.js";
+import { parseRetryAfter } from "../attempt/retry-after.js";
 
 export interface Throttle {
   /** When the current hold began (epoch ms). */

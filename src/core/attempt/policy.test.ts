@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { subscriptionSpecSchema, type SubscriptionSpecInput } from "../api/subscription.js";
+import { subscriptionSpecSchema, type SubscriptionSpecInput } from "../../api/subscription.js";
 import { matchesEventType, resolvePolicy, type PolicyDefaults } from "./policy.js";
 
 const defaults: PolicyDefaults = { deliveryTimeoutMs: 7_000, breaker: { failureThreshold: 9, successThreshold: 3, cooldownMs: 45_000 } };

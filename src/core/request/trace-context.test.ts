@@ -1,6 +1,6 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { traceContextSchema, validStoredTraceparent } from "../api/trace-context.js";
+import { traceContextSchema, validStoredTraceparent } from "../../api/trace-context.js";
 import { childTraceparent, normalizeTraceContext, parseTraceparent, parseTracestate, traceIdOf, truncateTracestate } from "./trace-context.js";
 
 const TP = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";

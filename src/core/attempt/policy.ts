@@ -1,11 +1,11 @@
 // A subscription's spec resolved into numbers the engine uses: durations in ms, and the
 // operator-wide defaults (WEBHOOK_DELIVERY_TIMEOUT_MS, WEBHOOK_CB_*) filled in where the spec
 // leaves a field out.
-import { parseDuration } from "../api/duration.js";
-import { retentionSchema, type SubscriptionSpec } from "../api/subscription.js";
-import { parseOrderingKey, type OrderingKey } from "./ordering-key.js";
+import { parseDuration } from "../../api/duration.js";
+import { retentionSchema, type SubscriptionSpec } from "../../api/subscription.js";
+import { parseOrderingKey, type OrderingKey } from "../ordering-key.js";
 import type { RetryPolicy } from "./retry.js";
-import type { HexSignedContent, SignatureScheme } from "./signing.js";
+import type { HexSignedContent, SignatureScheme } from "../request/signing.js";
 
 export interface PolicyDefaults {
   deliveryTimeoutMs: number;
@@ -15,7 +15,7 @@ export interface PolicyDefaults {
 export interface Policy {
   url: string;
   eventTypes: string[] | undefined;
-  /** With the scheme, which decides which secret values can sign (core/signing.ts signingKey). */
+  /** With the scheme, which decides which secret values can sign (core/request/signing.ts signingKey). */
   secretRef: { name: string; key: string; previousKey?: string; scheme: SignatureScheme } | undefined;
   scheme: "StandardWebhooks" | "HMACSHA256Hex";
   /** HMACSHA256Hex: what the signature covers (spec.signature.signedContent; default TimestampAndBody). */

@@ -4,10 +4,10 @@
 // the real schema and resolvePolicy, breaker/health/bucket states as the operator holds them.
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { DELIVERY_PHASES, MAX_PAYLOAD_BYTES } from "../api/names.js";
-import { subscriptionSpecSchema } from "../api/subscription.js";
-import { closedBreaker, type BreakerState } from "./breaker.js";
-import { healthyEndpoint, type HealthState } from "./health.js";
+import { DELIVERY_PHASES, MAX_PAYLOAD_BYTES } from "../../api/names.js";
+import { subscriptionSpecSchema } from "../../api/subscription.js";
+import { closedBreaker, type BreakerState } from "../endpoint/breaker.js";
+import { healthyEndpoint, type HealthState } from "../endpoint/health.js";
 import { plan, type Action, type EndpointView, type PlanInput, type SubscriptionView } from "./plan.js";
 import { resolvePolicy, type Policy } from "./policy.js";
 

@@ -3,7 +3,7 @@
 // alone as a named legacy option). Pure computation over node:crypto.
 
 import { createHmac } from "node:crypto";
-import { HEX_SIGNED_CONTENT } from "../api/subscription.js";
+import { HEX_SIGNED_CONTENT } from "../../api/subscription.js";
 
 export type SignatureScheme = "StandardWebhooks" | "HMACSHA256Hex";
 

@@ -1,16 +1,16 @@
 // What an attempt (or a decision without one) does to a delivery's status. Pure: the executor
 // writes the result in one status patch. Every function returns the whole next status.
-import type { Attempt, AttemptOutcome, DeliveryStatus } from "../api/delivery.js";
-import { clipText } from "../api/fit.js";
-import { HISTORY_ERROR_MAX_LENGTH, HISTORY_MAX, HISTORY_MAX_BYTES, HISTORY_MIN, isTerminalPhase, type DeadLetterReason, type DiscardReason } from "../api/names.js";
+import type { Attempt, AttemptOutcome, DeliveryStatus } from "../../api/delivery.js";
+import { clipText } from "../../api/fit.js";
+import { HISTORY_ERROR_MAX_LENGTH, HISTORY_MAX, HISTORY_MAX_BYTES, HISTORY_MIN, isTerminalPhase, type DeadLetterReason, type DiscardReason } from "../../api/names.js";
 import type { Classification } from "./classify.js";
-import { setCondition } from "./conditions.js";
-import type { OrderHold } from "./ordering.js";
+import { setCondition } from "../conditions.js";
+import type { OrderHold } from "../ordering.js";
 import type { WaitReason } from "./plan.js";
 import type { EndpointWaitReason } from "./waiting.js";
 import type { Policy } from "./policy.js";
 import { retryDecision } from "./retry.js";
-import { toRfc3339 } from "./rfc3339.js";
+import { toRfc3339 } from "../rfc3339.js";
 
 export const SUCCEEDED = "Succeeded";
 

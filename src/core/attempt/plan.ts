@@ -1,13 +1,13 @@
 // plan(): what to do with one non-terminal delivery right now, decided from a snapshot of the
 // delivery, its subscription, its Secret and its endpoint. Pure: the executor does the I/O and
 // commits the endpoint state an Attempt carries (probe granted, token taken).
-import { MAX_PAYLOAD_BYTES, PING_EVENT_TYPE, type DeadLetterReason, type DeliveryPhase, type DiscardReason } from "../api/names.js";
-import * as breaker from "./breaker.js";
-import * as health from "./health.js";
-import { orderGate, type OrderView } from "./ordering.js";
+import { MAX_PAYLOAD_BYTES, PING_EVENT_TYPE, type DeadLetterReason, type DeliveryPhase, type DiscardReason } from "../../api/names.js";
+import * as breaker from "../endpoint/breaker.js";
+import * as health from "../endpoint/health.js";
+import { orderGate, type OrderView } from "../ordering.js";
 import { matchesEventType, type Policy } from "./policy.js";
 import { attemptsLeft } from "./retry.js";
-import { share, take, type TokenBucket } from "./token-bucket.js";
+import { share, take, type TokenBucket } from "../endpoint/token-bucket.js";
 
 export type WaitReason = "SubscriptionNotFound" | "InvalidSubscription" | "SecretNotFound" | "Paused" | "BacklogFull";
 
@@ -44,7 +44,7 @@ export interface EndpointView {
   /** A global slot (WEBHOOK_MAX_IN_FLIGHT, shared fairly between namespaces) may be taken now. */
   globalSlot: boolean;
   healthProbeIntervalMs: number;
-  /** The endpoint asked for no requests before this (429/503 with Retry-After; core/throttle.ts). */
+  /** The endpoint asked for no requests before this (429/503 with Retry-After; core/endpoint/throttle.ts). */
   throttledUntil?: number;
   /** Replicas delivering to this endpoint, each with its own bucket (stream mode): each takes its share of the rate. Default 1. */
   replicas?: number;

@@ -1,10 +1,10 @@
 import { describe, expect, it } from "vitest";
-import type { DeliveryStatus } from "../api/delivery.js";
-import { subscriptionSpecSchema, type SubscriptionSpecInput } from "../api/subscription.js";
+import type { DeliveryStatus } from "../../api/delivery.js";
+import { subscriptionSpecSchema, type SubscriptionSpecInput } from "../../api/subscription.js";
 import { BLOCKED_ADDRESS_CODE, classify, classifyStatus } from "./classify.js";
 import { appendHistory, applyAttempt, deadLetter, discard, historyLimit, waiting, type AttemptResult, type OutcomeInput } from "./outcome.js";
 import { resolvePolicy, type Policy } from "./policy.js";
-import { toRfc3339 } from "./rfc3339.js";
+import { toRfc3339 } from "../rfc3339.js";
 
 const T0 = Date.UTC(2025, 5, 15, 12, 0, 0);
 const iso = toRfc3339;

@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { closedBreaker, type BreakerConfig, type BreakerState } from "./breaker.js";
 import type { EndpointState } from "./endpoint-report.js";
 import { healthConfig, healthyEndpoint, type HealthState } from "./health.js";
-import { toRfc3339 } from "./rfc3339.js";
+import { toRfc3339 } from "../rfc3339.js";
 import { adoptRecord, claimExpiresAt, endpointTarget, fromLegacyRecord, mergeFailing, probeClaimedByOther, toRecord, writeAgain, type SharedEndpointRecord } from "./shared-endpoint.js";
 
 const NOW = Date.UTC(2025, 5, 15, 12, 0, 0);
