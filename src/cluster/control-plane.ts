@@ -26,8 +26,8 @@ import { addNatsPublisher, ensureNatsAuth, urlWithCredentials, type NatsAuthPoli
 import { launchNatsServer, reloadNatsServer, stopNatsGroup, type NatsPorts } from "./nats.js";
 import { launchNatsCluster, launchNatsNode, natsClusterUrl, otherLayoutStore, storedNatsNodes, streamReplicasFor, waitForNatsCluster, type NatsNodePorts } from "./nats-cluster.js";
 import { freePorts, isPortFree } from "./ports.js";
-import { groupMembers, isAlive, isOurGroup, signalGroup } from "./procs.js";
-import { spawnReaper } from "./reaper.js";
+import { groupMembers, isOurGroup, signalGroup } from "./procs.js";
+import { spawnReaper, stopReaper } from "./reaper.js";
 
 /** The three processes of the control plane itself. */
 export type ControlPlaneProcess = "etcd" | "kube-apiserver" | "kube-controller-manager";
@@ -634,11 +634,6 @@ async function stopGroups(pgids: number[], marker: string, graceMs: number): Pro
   for (const g of alive()) signalGroup(g, "SIGKILL");
   if (await waitGone(KILL_WAIT_MS)) return;
   throw new Error(`process groups still alive after SIGKILL: ${alive().join(", ")}`);
-}
-
-function stopReaper(pid: number, marker: string): void {
-  if (!isAlive(pid) || !isOurGroup(pid, marker)) return;
-  signalGroup(pid, "SIGKILL");
 }
 
 /**

@@ -20,8 +20,8 @@ import { setTimeout as delay } from "node:timers/promises";
 import { addNatsPublisher, ensureNatsAuth, natsAuthPaths, urlWithCredentials, type NatsAuthPolicy, type NatsPublisher, type NatsUser } from "./nats-auth.js";
 import { httpGet, launchNatsServer, natsUrl, reloadNatsServer, stopNatsGroup, type LaunchedNats, type NatsPorts } from "./nats.js";
 import { freePorts, isPortFree } from "./ports.js";
-import { groupMembers, isAlive, isOurGroup, signalGroup } from "./procs.js";
-import { spawnReaper } from "./reaper.js";
+import { groupMembers, isOurGroup, signalGroup } from "./procs.js";
+import { spawnReaper, stopReaper } from "./reaper.js";
 
 /** The cluster's name (nats-server `cluster.name`): JetStream's, in stream info. */
 export const NATS_CLUSTER_NAME = "hookline-local";
@@ -499,8 +499,7 @@ export class LocalNatsCluster {
   }
 
   private stopReaper(): void {
-    const pid = this.state.reaperPid;
-    if (pid !== undefined && isAlive(pid) && isOurGroup(pid, this.opts.dir)) signalGroup(pid, "SIGKILL");
+    stopReaper(this.state.reaperPid, this.opts.dir);
     this.state.reaperPid = undefined;
   }
 }

@@ -17,7 +17,7 @@ import { setTimeout as delay } from "node:timers/promises";
 import { addNatsPublisher, ensureNatsAuth, LOCAL_SERVER_NAME, natsAuthPaths as natsAuthFiles, urlWithCredentials, type NatsAuthPolicy, type NatsPublisher, type NatsUser } from "./nats-auth.js";
 import { freePorts, isPortFree } from "./ports.js";
 import { groupMembers, isAlive, isOurGroup, signalGroup } from "./procs.js";
-import { spawnReaper } from "./reaper.js";
+import { spawnReaper, stopReaper } from "./reaper.js";
 
 export interface NatsPorts {
   /** Client port: nats://127.0.0.1:PORT. */
@@ -434,8 +434,7 @@ export class LocalNatsServer {
   }
 
   private stopReaper(): void {
-    const pid = this.state.reaperPid;
-    if (pid !== undefined && isAlive(pid) && isOurGroup(pid, this.opts.dir)) signalGroup(pid, "SIGKILL");
+    stopReaper(this.state.reaperPid, this.opts.dir);
     this.state.reaperPid = undefined;
   }
 }

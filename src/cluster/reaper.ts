@@ -3,6 +3,7 @@
 // It is plain JavaScript run with `node -e`, so it works the same from src/ (tsx, vitest) and
 // dist/. It re-reads state.json on every tick, so process groups started after it are covered.
 import { spawn } from "node:child_process";
+import { isAlive, isOurGroup, signalGroup } from "./procs.js";
 
 // argv: [node, parentPid, stateFile]. Zombie-aware like procs.ts (PID 1 may not reap here).
 const REAPER_SOURCE = String.raw`
@@ -72,4 +73,10 @@ export function spawnReaper(parentPid: number, stateFile: string): number {
   child.unref();
   if (child.pid === undefined) throw new Error("could not start the control plane reaper");
   return child.pid;
+}
+
+/** Kills the watchdog `pid` when stopping normally, if it is alive and still ours (its command line names `marker`). */
+export function stopReaper(pid: number | undefined, marker: string): void {
+  if (pid === undefined || !isAlive(pid) || !isOurGroup(pid, marker)) return;
+  signalGroup(pid, "SIGKILL");
 }

@@ -11,9 +11,7 @@
 // through. Keys come from the subscription cache, through a work queue of this term (one worker
 // per key, retries with backoff).
 import { JetStreamApiError, type JetStreamManager } from "@nats-io/jetstream";
-import type { Logger } from "pino";
 import { objectKey, splitKey } from "../../kube/types.js";
-import type { Metrics } from "../../observability/metrics.js";
 import { Controller, TerminalError, type Reconciler, type Result } from "../../runtime/controller.js";
 import type { LeaderRunnable } from "../../runtime/manager.js";
 import { WorkQueue } from "../../runtime/queue.js";
@@ -21,18 +19,10 @@ import { ConsumerSpecError, deleteConsumer, ensureConsumer, listConsumers, madeB
 import type { StreamConnection } from "../../jetstream/jetstream.js";
 import { ownedBy, streamOwner } from "../../jetstream/layout.js";
 import { SubjectError } from "../../jetstream/subjects.js";
-import type { Caches } from "../../delivery/caches.js";
-import type { StreamLink } from "./link.js";
+import type { StreamUpkeepDeps } from "./namespace-streams.js";
 
-export interface ConsumerSyncDeps {
-  link: StreamLink;
-  caches: Caches;
-  /** WATCH_NAMESPACES: consumers of other namespaces belong to another operator. */
-  namespaces: readonly string[];
-  /** HOOKLINE_INSTALLATION: consumers are made with it, and only those made with it are deleted. */
-  installation?: string;
-  metrics: Metrics;
-  log: Logger;
+/** HOOKLINE_INSTALLATION (`installation`): consumers are made with it, and only those made with it are deleted. */
+export interface ConsumerSyncDeps extends StreamUpkeepDeps {
   /** A deleted subscription's shared endpoint state goes with its consumer. */
   forget: (uid: string) => Promise<void>;
   /** The lag of a subscription changed: its status is rolled up (deliveries.pending). */

@@ -14,16 +14,19 @@ import { ownedBy } from "../../jetstream/layout.js";
 import type { Caches } from "../../delivery/caches.js";
 import type { StreamLink } from "./link.js";
 
-export interface NamespaceStreamsDeps {
+/** What the leader's upkeep of streams and of consumers (consumer-sync.ts) both take. */
+export interface StreamUpkeepDeps {
   link: StreamLink;
   caches: Caches;
-  /** WATCH_NAMESPACES: the streams of other namespaces belong to another operator. */
+  /** WATCH_NAMESPACES: the streams and consumers of other namespaces belong to another operator. */
   namespaces: readonly string[];
-  /** HOOKLINE_INSTALLATION: only the streams it claimed are this operator's. */
+  /** HOOKLINE_INSTALLATION: only the streams it claimed, and the consumers made with it, are this operator's. */
   installation?: string;
   metrics: Metrics;
   log: Logger;
 }
+
+export type NamespaceStreamsDeps = StreamUpkeepDeps;
 
 /** Usage is read this often (the consumers' lag too: consumer-sync.ts). */
 const USAGE_MS = 5_000;
