@@ -15,6 +15,7 @@ import { fileURLToPath } from "node:url";
 import type { TestProject } from "vitest/node";
 import { readState, startControlPlane, stopControlPlane } from "../../src/cluster/control-plane.js";
 import { execKubectl } from "./exec.js";
+import { sharedReleaseDir } from "./release-dir.js";
 import { buildTestTools } from "./tools.js";
 
 declare module "vitest" {
@@ -178,6 +179,8 @@ export default async function setup(project: TestProject): Promise<() => Promise
   );
 
   return async () => {
+    // What test/helpers/release.ts built for this run's files.
+    await rm(sharedReleaseDir(cluster.clusterDir), { recursive: true, force: true });
     if (!ownedDir) return;
     await stopControlPlane(ownedDir);
     await rm(ownedDir, { recursive: true, force: true });

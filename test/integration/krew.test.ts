@@ -11,6 +11,7 @@ import { fileURLToPath } from "node:url";
 import { parse } from "yaml";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { exec } from "../helpers/exec.js";
+import { releaseOnce } from "../helpers/release.js";
 
 const ROOT = fileURLToPath(new URL("../..", import.meta.url));
 const { version } = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")) as { version: string };
@@ -36,14 +37,8 @@ let generated = "";
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), "krew-"));
-  out = join(dir, "out");
-  generated = join(dir, "hookline.yaml");
-  const release = await exec(
-    process.execPath,
-    [join(ROOT, "node_modules/tsx/dist/cli.mjs"), join(ROOT, "scripts/release-plugin.ts"), "--out", out, "--manifest", generated],
-    { cwd: dir, timeoutMs: 300_000 },
-  );
-  expect(release.code, release.stderr).toBe(0);
+  // The release script's output, made once for this file and package.test.ts.
+  ({ out, manifest: generated } = await releaseOnce());
 }, 600_000);
 
 // The plugin's runtime takes about 100 MB.

@@ -2,15 +2,16 @@
 // builds dist/), `npm install -g` of the tarball into a fresh prefix, then `hookline`,
 // `kubectl-hookline` and `kubectl hookline` from that prefix's bin on PATH, and
 // `import { publish } from "hookline"` (JavaScript and TypeScript) in a scratch project that
-// installed the tarball. The pack runs in a copy of the checkout (scripts/stage-package.ts), so
+// installed the tarball. The tarball is the one the release script packs (test/helpers/release.ts,
+// shared with krew.test.ts): npm pack in a copy of the checkout (scripts/stage-package.ts), so
 // its clean build does not touch the dist/ other tests run from.
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { stagePackage } from "../../scripts/stage-package.js";
 import { exec } from "../helpers/exec.js";
+import { releaseOnce } from "../helpers/release.js";
 
 const ROOT = fileURLToPath(new URL("../..", import.meta.url));
 const { version } = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")) as { version: string };
@@ -27,15 +28,11 @@ let dir = "";
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), "package-"));
-  const stage = join(dir, "stage");
-  mkdirSync(stage);
-  stagePackage(ROOT, stage);
-  const pack = await exec("npm", ["pack", "--pack-destination", dir, "--json", "--loglevel=error"], { cwd: stage, ...SLOW });
-  expect(pack.code, pack.stderr).toBe(0);
-  tarball = join(dir, (JSON.parse(pack.stdout) as Array<{ filename: string }>)[0]!.filename);
+  tarball = (await releaseOnce()).tarball;
   const list = await exec("tar", ["-tzf", tarball]);
   expect(list.code, list.stderr).toBe(0);
-  entries = list.stdout.trim().split("\n");
+  // The files (the release archives npm's tarball again with GNU tar, which lists directories too).
+  entries = list.stdout.trim().split("\n").filter((e) => !e.endsWith("/"));
 
   prefix = join(dir, "prefix");
   project = join(dir, "project");
