@@ -83,7 +83,7 @@ describe("npm package", () => {
     ]) {
       expect(entries, f).toContain(f);
     }
-    const unwanted = entries.filter((e) => /\.test\.|^package\/(src|test|bench|soak|scripts|docs|charts|plugins|node_modules|dist-release)\//.test(e));
+    const unwanted = entries.filter((e) => /\.test\.|\.tsbuildinfo$|^package\/(src|test|bench|soak|scripts|docs|charts|plugins|node_modules|dist-release)\//.test(e));
     expect(unwanted).toEqual([]);
     expect(readFileSync(join(prefix, "lib/node_modules/hookline/LICENSE"), "utf8")).toMatch(/Apache License\s+Version 2\.0, January 2004[\s\S]*APPENDIX: How to apply the Apache License/);
   });
