@@ -26,9 +26,9 @@ export default defineConfig({
           testTimeout: 120_000,
           hookTimeout: 300_000,
           fileParallelism: true,
-          // Three: many integration tests wait (on receivers, timers, the API server), so two
-          // workers left a core idle about a fifth of the time; a warm npm test went from 9 min
-          // 35 s-10 min to 7 min with both cores busy.
+          // Three: many integration tests wait (on receivers, timers, the API server), and a third
+          // worker runs another file meanwhile. A warm npm test went from 9 min 35 s-10 min to 7
+          // min; the two cores were still idle a fifth of the time (vmstat, every 10 s).
           maxWorkers: 3,
           // A worker keeps its process and module cache from file to file (files share no state
           // but the cluster, each in its own namespaces): 62 fresh imports cost ~60 s of worker time.
