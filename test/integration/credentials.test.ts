@@ -202,8 +202,12 @@ describe("receiver credentials", () => {
         const name = await deliver("oauth");
         const d = await until(name, "DeadLettered");
         expect(d.status!.lastAttempt.responseStatus).toBe(401);
-        expect(sentFor(name)).toHaveLength(2);
-        expect(tokens.requests.length - t0).toBe(1);
+        const sent = sentFor(name);
+        expect(sent).toHaveLength(2);
+        // One refresh after the first 401. (The short-lived token the test before this one
+        // cached may have run out before the first send on a loaded machine: a fetch then, for
+        // its expiry, is not the refresh counted here.)
+        expect(tokens.requests.slice(t0).filter((r) => r.at >= sent[0]!.at)).toHaveLength(1);
       } finally {
         refuseEveryToken = false;
       }
