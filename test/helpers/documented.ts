@@ -70,6 +70,22 @@ export async function runWatch(session: ShellSession, cwd: string, command: stri
  */
 export const isReceiverLine = (line: string): boolean => /^[\w.:-]+ \{".*\}$/.test(line.trim());
 
+/**
+ * The text with each receiver line on a line of its own. The receiver writes a line at once, but
+ * a command in the foreground may be between two writes of its own: curl writes the body, then
+ * `-w '\n%{http_code}'`, and a delivery that arrives in between is printed after the body, on
+ * its line (a terminal shows the same). Such a line is split after the JSON that ends before it.
+ */
+export function splitReceiverLines(text: string): string {
+  return text
+    .split("\n")
+    .map((l) => {
+      const m = /^(.*\})([\w.:-]+ \{".*\})$/.exec(l);
+      return m && m[1]!.trim() !== "" ? `${m[1]}\n${m[2]}` : l;
+    })
+    .join("\n");
+}
+
 export interface BlockRun {
   block: Block;
   /** What each command printed, in order (what a terminal shows). */
@@ -96,7 +112,7 @@ export async function runBlock(session: ShellSession, cwd: string, block: Block,
     }
     const r = await session.run(command, { timeoutMs: opts.timeoutMs ?? 120_000 });
     expect(r.code, `README line ${block.line}: ${command}\noutput: ${r.output}${opts.context ? `\n${opts.context()}` : ""}`).toBe(0);
-    const own = r.output
+    const own = splitReceiverLines(r.output)
       .split("\n")
       .filter((l) => !isReceiverLine(l))
       .join("\n");

@@ -46,10 +46,16 @@ const RSS_BUDGET_MIB = 400;
  * B's median stays within 2x (P50_SLACK_MS), none of B's dead letters goes, memory stays bounded.
  * Before the work queue served namespaces in turns, B's p99 here was 3.9 s (median 3.3 s).
  * A cold run on a quiet machine saw 860 ms against 34 ms alone: the API server's tail, so the
- * slack is 1 s; the median, which the operator decides, keeps its 2x.
+ * slack is 1 s.
+ *
+ * The median's slack is 100 ms: B alone has a median of 2-10 ms, and other test files on the
+ * same two cores move it by tens of milliseconds (with three integration workers, 15 ms against
+ * 2 ms alone). The failure this bound is for is seconds (3.3 s when namespaces did not take
+ * turns), so 100 ms still catches it with a margin of 30x; the work queue's turns themselves are
+ * unit-tested exactly (src/runtime/queue-fair.test.ts).
  */
 const P99_SLACK_MS = 1_000;
-const P50_SLACK_MS = 10;
+const P50_SLACK_MS = 100;
 const BIG = "x".repeat(256 * 1024 - 64);
 /** Where A's flood of events goes: its held, hanging and dead-letter subscriptions in turn. */
 const FLOOD_TARGETS = ["a-paused", "a-hang", "a-dead", "a-paused"];

@@ -19,7 +19,7 @@ import { spawnReaper } from "../../src/cluster/reaper.js";
 import { freePorts } from "../../src/cluster/ports.js";
 import { groupMembers } from "../../src/cluster/procs.js";
 import { waitFor } from "../helpers/cluster.js";
-import { expectSameOutput, expectSameWatch, isReceiverLine, runBlock, type BlockRun } from "../helpers/documented.js";
+import { expectSameOutput, expectSameWatch, isReceiverLine, runBlock, splitReceiverLines, type BlockRun } from "../helpers/documented.js";
 import { ROOT } from "../helpers/helm.js";
 import { readBlocks, sectionBlocks, type Block } from "../helpers/markdown.js";
 import { ShellSession } from "../helpers/shell.js";
@@ -46,6 +46,17 @@ function copyCheckout(): string {
   symlinkSync(join(ROOT, "node_modules"), join(dir, "node_modules"));
   return dir;
 }
+
+describe("a terminal's output, read as the README shows it", () => {
+  it("a receiver line printed between curl's body and its -w newline is split off (CI saw it glued)", () => {
+    const body = '{"id":"evt-1003","deliveries":[],"skipped":[]}';
+    const line = 'evt-1003 {"id":"evt-1003","type":"order.paid","data":{"order":1003}}';
+    expect(splitReceiverLines(`${body}${line}\n202\n`)).toBe(`${body}\n${line}\n202\n`);
+    // A line of its own, and a command's JSON alone, are left as they are.
+    expect(splitReceiverLines(`${line}\n${body}\n`)).toBe(`${line}\n${body}\n`);
+    expect(isReceiverLine(splitReceiverLines(`${body}${line}`).split("\n")[1]!)).toBe(true);
+  });
+});
 
 describe("README.md, as written: walkthrough, console, publishing", () => {
   let work: string;
@@ -132,7 +143,7 @@ describe("README.md, as written: walkthrough, console, publishing", () => {
         const want = extra.text.trim().split("\n");
         const printed: string[] = await waitFor(
           () => {
-            const got = session.transcript.split("\n").filter(isReceiverLine);
+            const got = splitReceiverLines(session.transcript).split("\n").filter(isReceiverLine);
             return want.every((w) => got.some((g) => g.split(" ")[0] === w.split(" ")[0])) ? got : undefined;
           },
           { description: `the receiver's lines shown at README line ${extra.line}`, timeoutMs: 30_000 },
@@ -151,19 +162,19 @@ describe("README.md, as written: walkthrough, console, publishing", () => {
     expect(runs.map((r) => r.block.text).join("\n")).toMatch(/kubectl -n shop wait --for=condition=Succeeded whdel\/evt-1001-acme/);
     expect(runs.map((r) => r.block.text).join("\n")).toMatch(/kubectl -n shop wait --for=condition=Ready whsub\/acme/);
     // The receiver got the example delivery (its line is held against the README above).
-    expect(session.transcript).toMatch(/^evt-1001 \{"id":"evt-1001"/m);
+    expect(splitReceiverLines(session.transcript)).toMatch(/^evt-1001 \{"id":"evt-1001"/m);
   }, 300_000);
 
   it("The on-call console: a dead letter, the plugin's attempts, dlq and status, then reset, ping and replay --wait", async () => {
     const runs = await runSection("The on-call console");
     expect(runs.flatMap((r) => r.block.text.split("\n")).filter((l) => l.startsWith("kubectl hookline")).length).toBeGreaterThanOrEqual(6);
-    expect(session.transcript).toMatch(/^evt-1005 \{"id":"evt-1005"/m);
+    expect(splitReceiverLines(session.transcript)).toMatch(/^evt-1005 \{"id":"evt-1005"/m);
   }, 300_000);
 
   it("Publishing events: the CLI, the HTTP door with an audience-bound token, and the library", async () => {
     await runSection("Publishing events");
     for (const id of ["evt-1002", "evt-1003", "evt-1004"]) {
-      await waitFor(() => session.transcript.split("\n").filter((l) => l.startsWith(`${id} {`)).length === 2, { description: `${id} delivered to acme and globex`, timeoutMs: 30_000 });
+      await waitFor(() => splitReceiverLines(session.transcript).split("\n").filter((l) => l.startsWith(`${id} {`)).length === 2, { description: `${id} delivered to acme and globex`, timeoutMs: 30_000 });
     }
   }, 300_000);
 
