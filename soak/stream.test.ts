@@ -2,7 +2,7 @@ import { Webhook } from "standardwebhooks";
 import { describe, expect, it } from "vitest";
 import type { HooklineConsumer } from "../src/jetstream/consumers.js";
 import { Rng } from "./lib/rng.js";
-import { acknowledgedDuring, answered2xx, checkStream, CLUSTER_FAULT_KINDS, duplicatesByFault, DUPLICATE_WINDOW_MS, STREAM_FAULT_KINDS, streamSchedule, type FaultRecord } from "./stream.js";
+import { acknowledgedDuring, answered2xx, apiServerJson, checkStream, CLUSTER_FAULT_KINDS, duplicatesByFault, DUPLICATE_WINDOW_MS, orderedBehaviour, orderViolations, STREAM_FAULT_KINDS, streamSchedule, type FaultRecord } from "./stream.js";
 
 const event = (id: string, targets: string[], over: Record<string, unknown> = {}) => ({ id, ns: "ns", type: "order.paid", sha: `sha-${id}`, len: 100, kind: "plain", targets, acknowledged: true, publishAttempts: 1, ...over });
 const req = (seq: string, endpoint: string, id: string, over: Record<string, unknown> = {}) => ({ receiver: "r0", seq, endpoint, wid: id, sha: `sha-${id}`, len: 100, utf8: true, status: 200, kind: "ok", fin: "finish", ...over });
@@ -40,6 +40,40 @@ describe("stream soak invariants", () => {
   it("S3: an attempt with another webhook-id, a dead letter for no event", () => {
     expect(check([event("e1", ["ns.a"])], [req("1", "ns.a", "e1"), req("2", "ns.a", "e1", { wid: "e9" })])).toEqual(["S3 e1"]);
     expect(check([], [], [{ ns: "ns", sub: "a", eventId: "ghost", name: "dl" }])).toEqual(["S3 dl"]);
+  });
+
+  it("S6: per type at the ordered endpoint, every request of an event before the first of the next one stored; other types and endpoints free", () => {
+    const o = (id: string, seq: number, type = "order.paid") => event(id, ["ns.o", "ns.a"], { seq, type });
+    const evs = [o("e1", 1), o("e2", 2), o("e3", 3), o("x1", 4, "user.created")];
+    const at = (seq: string, endpoint: string, id: string, t: number) => req(seq, endpoint, id, { t });
+    // e1 twice (a retry), then e2, e3; x1 (another type) in between; the unordered endpoint in any order.
+    const fine = [at("1", "ns.o", "e1", 10), at("2", "ns.o", "x1", 11), at("3", "ns.o", "e1", 20), at("4", "ns.o", "e2", 30), at("5", "ns.o", "e3", 40), at("6", "ns.a", "e3", 1), at("7", "ns.a", "e1", 2)];
+    expect(orderViolations(evs, fine, ["ns.o"])).toEqual([]);
+    // e2 started before e1's retry: out of order (stream order, not the ids').
+    const v = orderViolations(evs, [...fine, at("8", "ns.o", "e1", 35)], ["ns.o"]);
+    expect(v.map((x) => `${x.invariant} ${x.key}`)).toEqual(["S6 e2"]);
+    expect(v[0]!.message).toMatch(/seq 1 < 2/);
+    // Stored in the other order: then e2 must go first.
+    expect(orderViolations([o("e1", 2), o("e2", 1)], [at("1", "ns.o", "e1", 10), at("2", "ns.o", "e2", 20)], ["ns.o"]).map((x) => x.key)).toEqual(["e1"]);
+  });
+
+  it("S2 at the ordered endpoint: held against the data as the API server keeps it (keys in byte order), not the published bytes", () => {
+    expect(JSON.stringify(apiServerJson({ z: 1, a: { y: [{ b: 2, a: 1 }], "é": 0, e: 0 }, "2": "x" }))).toBe('{"2":"x","a":{"e":0,"y":[{"a":1,"b":2}],"é":0},"z":1}');
+    const viaApi = { sha: "sha-api", len: 100, body: Buffer.from("x") };
+    const e = event("e1", ["ns.o", "ns.a"], { ordered: viaApi });
+    const at = (seq: string, endpoint: string, sha: string) => req(seq, endpoint, "e1", { sha });
+    const s2 = (requests: any[]) => checkStream([e], requests, [], [drained("a")], new Map(), undefined, ["ns.o"]).filter((v) => v.invariant === "S2").map((v) => `${v.invariant} ${v.key}`);
+    expect(s2([at("1", "ns.o", "sha-api"), at("2", "ns.a", "sha-e1")])).toEqual([]);
+    // The published bytes at the ordered endpoint, or the API server's at another: neither is the event's there.
+    expect(s2([at("1", "ns.o", "sha-e1")])).toEqual(["S2 e1"]);
+    expect(s2([at("1", "ns.a", "sha-api")])).toEqual(["S2 e1"]);
+  });
+
+  it("S6: the ordered endpoint gets no permanent failure (a 503 instead), other behaviours unchanged", () => {
+    expect(orderedBehaviour({ kind: "status", status: 410 })).toEqual({ kind: "status", status: 503 });
+    expect(orderedBehaviour({ kind: "redirect", status: 301 })).toEqual({ kind: "status", status: 503 });
+    expect(orderedBehaviour({ kind: "status", status: 500 })).toEqual({ kind: "status", status: 500 });
+    expect(orderedBehaviour({ kind: "hang" })).toEqual({ kind: "hang" });
   });
 
   it("a 2xx counts when the response finished or its headers went at once", () => {

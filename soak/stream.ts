@@ -10,7 +10,9 @@
 //      a 2xx response at the receiver, or a DeadLettered WebhookDelivery; every consumer is
 //      drained at the end (nothing pending, nothing unacknowledged);
 //   S2 byte-exact: every request carries the body built from the event exactly as published
-//      (SHA-256 and length), valid UTF-8, and only to a subscription whose eventTypes match;
+//      (SHA-256 and length), valid UTF-8, and only to a subscription whose eventTypes match; at
+//      the ordered subscription (its events become WebhookDeliveries), the data as the API server
+//      keeps a JSON value: object keys in byte order (apiServerJson), the rest as published;
 //   S3 one webhook-id per event: every attempt of an event (found by its body) carries the
 //      event's id as webhook-id with a StandardWebhooks signature that verifies over it, and a
 //      dead letter names the event it is for.
@@ -18,7 +20,12 @@
 //      under way (a leader change, a node down, stopped or cut off) reached its final outcome at
 //      every subscription (a subset of S1, reported on its own: what R3 promises);
 //   S5 duplicates bounded: the events delivered twice (a second 2xx) after a fault number at most
-//      what was out at once (the sum of maxInFlight) for each node or replica the fault took.
+//      what was out at once (the sum of maxInFlight) for each node or replica the fault took;
+//   S6 order per key: one subscription orders its events by type (spec.ordering, key eventType:
+//      ORDERED_SUB); of two events of a type, every request of the one JetStream stored first
+//      reached the receiver before the first request of the other, across every fault (operator
+//      SIGKILLs included). Its endpoint is never given a permanent failure (a dead letter would
+//      rightly block its type for the rest of the run), and a failing behaviour lasts one turn.
 // Delivery is at least once: an event sent twice (an acknowledgement lost with a killed replica
 // or server) is counted per fault, not a violation unless above S5's bound.
 //
@@ -49,7 +56,7 @@ import { namespaceStreamName } from "../src/jetstream/layout.js";
 import type { Watchdog } from "../bench/lib/procs.js";
 import { DELIVERIES, SUBSCRIPTIONS } from "../bench/lib/kube.js";
 import { samples, sleep } from "../bench/lib/util.js";
-import { nextBehaviour } from "./lib/behaviour.js";
+import { admits, nextBehaviour, type Behaviour } from "./lib/behaviour.js";
 import { Operators } from "./lib/operators.js";
 import { payload } from "./lib/payloads.js";
 import { allCurrent, followerSigstop, leaderSigkill, partition, rollingRestart, streamReplicas } from "./lib/nats-faults.js";
@@ -90,11 +97,15 @@ export const DUPLICATE_WINDOW_MS = 45_000;
 
 export const STREAM_INVARIANTS: Record<string, string> = {
   S1: "zero loss: every published event reached a 2xx at the receiver or a DeadLettered WebhookDelivery, for every subscription it matches; every consumer drained",
-  S2: "byte-exact: every request's body is the event's exactly as published (SHA-256, length, valid UTF-8), sent only to matching subscriptions",
+  S2: "byte-exact: every request's body is the event's exactly as published (SHA-256, length, valid UTF-8; at the ordered subscription, its data as the API server keeps it), sent only to matching subscriptions",
   S3: "one webhook-id per event: every attempt of an event carries the event id as webhook-id, signed (StandardWebhooks) over it; each dead letter names its event",
   S4: "acknowledged during a NATS fault: every publish acknowledged while a NATS fault was under way (leader change, node down, stopped or cut off) reached its final outcome at every subscription",
   S5: "duplicates bounded: the events delivered twice after each fault are at most the sum of maxInFlight for each node or replica it took",
+  S6: "order per key: at the ordered subscription (spec.ordering by event type), every request of an event came before the first request of the next event of its type in the stream",
 };
+
+/** The ordered subscription (S6), in soak-sa: every event type a lane of its own. */
+export const ORDERED_SUB = "ssub-ordered";
 
 /** A fault as it happened. */
 export interface FaultRecord {
@@ -131,6 +142,8 @@ interface SubPlan {
   eventTypes: string[];
   receiver: number;
   spec: Record<string, unknown>;
+  /** spec.ordering by event type (S6). */
+  ordered?: boolean;
 }
 
 interface Published {
@@ -145,7 +158,11 @@ interface Published {
   acknowledged: boolean;
   /** When JetStream acknowledged it. */
   ackedAt?: number;
+  /** Its sequence in its namespace's stream (a duplicate publish answers the first one's). */
+  seq?: number;
   publishAttempts: number;
+  /** The ordered subscription's body (S2): the data as the API server keeps it (apiServerJson). */
+  ordered?: { sha: string; len: number; body: Buffer };
   /** The body as published (for the signature check); absent in unit tests. */
   body?: Buffer;
 }
@@ -220,7 +237,70 @@ function planSubscriptions(rng: Rng, quick: boolean, receivers: number): SubPlan
       },
     });
   }
+  // S6: every event of soak-sa, one lane per type. Retries enough to outlast any failing turn.
+  out.push({
+    ns: "soak-sa",
+    name: ORDERED_SUB,
+    eventTypes: ["*"],
+    receiver: 0,
+    ordered: true,
+    spec: {
+      eventTypes: ["*"],
+      secretRef: { name: SECRET },
+      maxInFlight: 4,
+      timeout: "2s",
+      ordering: { key: "eventType" },
+      retry: { maxAttempts: 50, initialBackoff: "200ms", maxBackoff: "2s", jitterPercent: 10 },
+      circuitBreaker: { failureThreshold: 20, cooldown: "2s" },
+    },
+  });
   return out;
+}
+
+/** What the ordered subscription's endpoint may be given: a permanent failure becomes a 503 (S6). */
+export function orderedBehaviour(b: Behaviour): Behaviour {
+  if (b.kind === "redirect" || (b.kind === "status" && b.status < 500)) return { kind: "status", status: 503 };
+  return b;
+}
+
+/**
+ * A JSON value as the API server gives it back from a WebhookDelivery's spec.payload: it decodes
+ * it into Go maps and encodes them again, so object keys come back in byte (UTF-8) order; the
+ * operator reads that with JSON.parse and sends JSON.stringify of it. Pure.
+ */
+export function apiServerJson(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(apiServerJson);
+  if (value === null || typeof value !== "object") return value;
+  const keys = Object.keys(value).sort((a, b) => Buffer.compare(Buffer.from(a, "utf8"), Buffer.from(b, "utf8")));
+  const out: Record<string, unknown> = {};
+  for (const k of keys) out[k] = apiServerJson((value as Record<string, unknown>)[k]);
+  return out;
+}
+
+/**
+ * S6 over the ordered endpoints: per endpoint and event type, the events in stream order; every
+ * request of one reached the receiver before the first request of the next. Pure.
+ */
+export function orderViolations(events: readonly Published[], requests: readonly Request[], ordered: readonly string[]): StreamViolation[] {
+  const v: StreamViolation[] = [];
+  for (const endpoint of ordered) {
+    const times = new Map<string, number[]>();
+    for (const q of requests) if (q.endpoint === endpoint && q.wid !== undefined && q.t !== undefined) times.set(q.wid, [...(times.get(q.wid) ?? []), q.t]);
+    const lanes = new Map<string, Published[]>();
+    for (const e of events) if (e.targets.includes(endpoint) && e.seq !== undefined) lanes.set(e.type, [...(lanes.get(e.type) ?? []), e]);
+    for (const [type, lane] of lanes) {
+      lane.sort((a, b) => a.seq! - b.seq!);
+      for (let i = 1; i < lane.length; i++) {
+        const before = times.get(lane[i - 1]!.id) ?? [];
+        const after = times.get(lane[i]!.id) ?? [];
+        if (!before.length || !after.length) continue;
+        const last = Math.max(...before);
+        const first = Math.min(...after);
+        if (first < last) v.push({ invariant: "S6", key: lane[i]!.id, message: `${endpoint}, type ${type}: its first request came ${Math.round(last - first)} ms before the last request of ${lane[i - 1]!.id}, stored before it (seq ${lane[i - 1]!.seq} < ${lane[i]!.seq})` });
+      }
+    }
+  }
+  return v;
 }
 
 async function apply(client: KubeClient, path: string, body: Record<string, unknown>): Promise<void> {
@@ -272,7 +352,7 @@ function signed(q: Request, body: Buffer): boolean {
 }
 
 export interface StreamViolation {
-  invariant: "S1" | "S2" | "S3" | "S4" | "S5";
+  invariant: "S1" | "S2" | "S3" | "S4" | "S5" | "S6";
   key: string;
   message: string;
 }
@@ -322,13 +402,18 @@ export function checkStream(
   consumers: HooklineConsumer[],
   endpointsOf: Map<string, string[]>,
   faults?: { records: readonly FaultRecord[]; bound: (f: FaultRecord) => number },
+  ordered: readonly string[] = [],
 ): StreamViolation[] {
   const v: StreamViolation[] = [];
   const bySha = new Map(events.map((e) => [e.sha, e]));
+  const byOrderedSha = new Map(events.filter((e) => e.ordered).map((e) => [e.ordered!.sha, e]));
   const byId = new Map(events.map((e) => [`${e.ns}/${e.id}`, e]));
   const reached = new Set<string>();
   for (const q of requests) {
-    const e = bySha.get(q.sha);
+    // At the ordered subscription, the body to hold it against is the one made through the API server.
+    const viaApi = ordered.includes(q.endpoint);
+    const found = (viaApi ? byOrderedSha : bySha).get(q.sha);
+    const e = found && viaApi ? { ...found, len: found.ordered!.len, body: found.ordered!.body } : found;
     if (!e) {
       const named = [...byId.values()].find((x) => x.id === q.wid);
       v.push({ invariant: "S2", key: q.wid ?? q.seq, message: `request ${q.seq} at ${q.receiver}/${q.endpoint}: body (${q.len} bytes, sha ${q.sha.slice(0, 12)}) is no published event's${named ? `; its webhook-id names ${named.ns}/${named.id} (${named.len} bytes expected)` : ""}` });
@@ -443,13 +528,28 @@ export async function streamSoak(ctx: StreamSoakContext): Promise<number> {
     const id = `sev-${ctx.seed}-${++seq}`;
     const t = Date.now();
     const body = Buffer.from(webhookBody(id, type, toRfc3339(t), JSON.stringify(data)), "utf8");
-    const e: Published = { id, ns, type, sha: createHash("sha256").update(body).digest("hex"), len: body.length, kind: p.kind, body, targets: plans.filter((s) => s.ns === ns && matchesEventType(s.eventTypes, type)).map((s) => `${s.ns}.${s.name}`), acknowledged: false, publishAttempts: 0 };
+    const targets = plans.filter((s) => s.ns === ns && matchesEventType(s.eventTypes, type));
+    const viaApi = targets.some((s) => s.ordered) ? Buffer.from(webhookBody(id, type, toRfc3339(t), JSON.stringify(apiServerJson(data))), "utf8") : undefined;
+    const e: Published = {
+      id,
+      ns,
+      type,
+      sha: createHash("sha256").update(body).digest("hex"),
+      len: body.length,
+      kind: p.kind,
+      body,
+      ...(viaApi ? { ordered: { sha: createHash("sha256").update(viaApi).digest("hex"), len: viaApi.length, body: viaApi } } : {}),
+      targets: targets.map((s) => `${s.ns}.${s.name}`),
+      acknowledged: false,
+      publishAttempts: 0,
+    };
     events.push(e);
     const run = (async () => {
       for (let delay = 250; !e.acknowledged; delay = Math.min(2_000, delay * 2)) {
         e.publishAttempts++;
         try {
-          await publishToStream(conn, { namespace: ns, type, id, data }, { now: () => t, timeoutMs: 5_000 });
+          const r = await publishToStream(conn, { namespace: ns, type, id, data }, { now: () => t, timeoutMs: 5_000 });
+          e.seq = r.seq;
           e.acknowledged = true;
           e.ackedAt = Date.now();
         } catch {
@@ -501,10 +601,19 @@ export async function streamSoak(ctx: StreamSoakContext): Promise<number> {
       await sleep(Math.max(0, next + 250 - Date.now()));
     }
   })();
+  const ordered = plans.filter((p) => p.ordered).map((p) => `${p.ns}.${p.name}`);
   const behaviourLoop = (async () => {
+    let failingOrdered: string | undefined;
     while (Date.now() < deadline) {
       const ep = brng.pick(endpoints);
-      const b = nextBehaviour(brng);
+      let b = nextBehaviour(brng);
+      // S6: the ordered endpoint's failures are passing ones, for one turn.
+      if (failingOrdered !== undefined && failingOrdered !== ep) for (const r of receivers) await r.set(failingOrdered, { kind: "ok", status: 200 });
+      failingOrdered = undefined;
+      if (ordered.includes(ep)) {
+        b = orderedBehaviour(b);
+        if (!admits(b)) failingOrdered = ep;
+      }
       for (const r of receivers) await r.set(ep, b);
       await sleep(brng.int(1_000, 4_000));
     }
@@ -613,7 +722,7 @@ export async function streamSoak(ctx: StreamSoakContext): Promise<number> {
   // What can be out unacknowledged at once, across the replicas (max_ack_pending = maxInFlight).
   const outAtOnce = plans.reduce((n, p) => n + Number(p.spec.maxInFlight), 0);
   const bound = (f: FaultRecord) => outAtOnce * f.affected;
-  const violations = checkStream(events, requests, deadLetters, consumers, endpointsOf, { records: faults, bound });
+  const violations = [...checkStream(events, requests, deadLetters, consumers, endpointsOf, { records: faults, bound }, ordered), ...orderViolations(events, requests, ordered)];
   const dup = duplicatesByFault(faults, requests);
   const finalReplicas = cluster ? await streamReplicas(cluster) : undefined;
 
