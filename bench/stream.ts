@@ -9,7 +9,9 @@
 //   2. half rate: events paced at half that rate; publish (sent) → receiver percentiles;
 //   3. two replicas: a second operator process joins, the same load again; each replica's share
 //      (its webhook_delivery_attempts_total{status="success"}), duplicates at the receiver, CPU of
-//      both per 1,000.
+//      both per 1,000;
+//   4. ordered: the same subscriptions with spec.ordering (each event its own key value) in a
+//      namespace of their own, one replica: deliveries/s beside CR mode (docs/adr/0014).
 // Correctness (every event arrives, exactly once, at a receiver that always answers 200) goes
 // through `check`; speed is reported against the issue's goals, never asserted.
 import { mkdirSync } from "node:fs";
@@ -147,6 +149,9 @@ export async function streamBench(ctx: StreamBenchContext): Promise<Record<strin
   const loadTwo = loadAverage();
   for (const op of [b, a]) await ctx.stopOperator(op);
 
+  // 4. Ordered: the same subscriptions with spec.ordering, in a namespace of their own, one replica.
+  const ordered = await orderedPhase(ctx, jsm, conn, nats.operatorUrl);
+
   const measured: StreamMeasured = {
     crDeliveriesPerSecond: ctx.crDeliveriesPerSecond,
     httpCeilingPerSecond: ctx.httpCeilingPerSecond,
@@ -162,25 +167,66 @@ export async function streamBench(ctx: StreamBenchContext): Promise<Record<strin
     maxRate: { ...max, loadAverage: loadMax },
     halfRate: { targetRate: round(halfRate, 1), ...paced, operatorEventLoopMs, receiverEventLoopMs, loadAverage: loadPaced },
     twoReplicas: { ...two, perReplica, shares: share, cpuSeconds: round(twoCpu, 3), loadAverage: loadTwo },
+    ordered,
     measured,
     goals: streamGoals(measured),
   };
 }
 
+/**
+ * spec.ordering (docs/adr/0014): each event becomes a WebhookDelivery, one at a time per
+ * subscription, and CR mode's lanes deliver it. The key is the event's own `seq`, so every event
+ * is a lane of its own: what is measured is the cost of the mechanism, not of waiting in a lane.
+ * Deliveries/s from the first publish to the last arrival, beside CR mode and unordered stream
+ * mode of the same run.
+ */
+async function orderedPhase(ctx: StreamBenchContext, jsm: Jsm, conn: StreamConnection, natsUrl: string): Promise<Record<string, unknown>> {
+  const ns = `${NS}-ordered`;
+  const subs = Array.from({ length: ctx.subscriptions }, (_, i) => ({ name: `sub-${i}`, spec: { url: ctx.receiverUrl(`/ok/${ns}/sub-${i}`), eventTypes: [typeOf(i)], ordering: { key: "$.seq" } } }));
+  await ctx.setup(ns, subs);
+  // The same installation (its lease names it) as the replicas before, now stopped.
+  const op = await ctx.startOperator("stream-ordered", { HOOKLINE_NATS_URL: natsUrl, WATCH_NAMESPACES: ns, LEADER_ELECTION_LEASE_NAME: "bench-stream" });
+  await op.ready();
+  await ctx.ready(ns, subs.map((s) => s.name));
+  await consumersReady(ctx, jsm, subs.map((s) => s.name), [op], ns);
+  const publish = async (id: string, i: number): Promise<void> => {
+    await publishToStream(conn, { namespace: ns, type: typeOf(i % ctx.subscriptions), id, data: payload(i, now(), ctx.payloadBytes) });
+  };
+  const count = ctx.quick ? 200 : Math.min(ctx.count, 3_000);
+  await batch(ctx, "ow", Math.ceil(count / 10), undefined, publish);
+  await waitDrained(jsm, subs.length, 60_000 + count * 20, ns);
+  const cpu0 = procCpuSeconds(op.pid);
+  ctx.say(`stream: ordered, ${count} events (each its own key value), one replica`);
+  const r = await batch(ctx, "so", count, undefined, publish);
+  const cpu = procCpuSeconds(op.pid) - cpu0;
+  await waitDrained(jsm, subs.length, 60_000 + count * 20, ns);
+  await ctx.stopOperator(op);
+  const out = {
+    ...r,
+    cpuSecondsPer1000: round((cpu / count) * 1000, 3),
+    ofCrMode: round(r.deliveriesPerSecond / ctx.crDeliveriesPerSecond, 3),
+    loadAverage: loadAverage(),
+  };
+  ctx.say(`stream: ordered ${round(r.deliveriesPerSecond, 0)} deliveries/s (x${out.ofCrMode} CR mode); operator CPU ${out.cpuSecondsPer1000} s per 1,000; publish → receiver p50 ${r.publishToReceiverMs.p50} ms p99 ${r.publishToReceiverMs.p99} ms`);
+  return out;
+}
+
+type Jsm = Awaited<ReturnType<StreamConnection["jetstreamManager"]>>;
+
 /** Every consumer made by the leader, and each of `ops` reading it. */
-async function consumersReady(ctx: StreamBenchContext, jsm: Awaited<ReturnType<StreamConnection["jetstreamManager"]>>, names: string[], ops: OperatorProcess[]): Promise<void> {
+async function consumersReady(ctx: StreamBenchContext, jsm: Jsm, names: string[], ops: OperatorProcess[], ns = NS): Promise<void> {
   for (const deadline = Date.now() + 60_000; ; await sleep(200)) {
-    const have = new Set((await listConsumers(jsm, namespaceStreamName(STREAM_NAME, NS)).catch(() => [])).filter((c) => c.namespace === NS).map((c) => c.name));
+    const have = new Set((await listConsumers(jsm, namespaceStreamName(STREAM_NAME, ns)).catch(() => [])).filter((c) => c.namespace === ns).map((c) => c.name));
     if (names.every((n) => have.has(n))) break;
     if (Date.now() > deadline) throw new Error(`stream: consumers of ${names.filter((n) => !have.has(n)).join(", ")} not made within 60 s`);
   }
-  for (const op of ops) for (const n of names) await op.waitForLog((l) => l.msg === "stream consumer started" && l.subscription === `${NS}/${n}`, 60_000, `${op.opts.name} reading ${n}`);
+  for (const op of ops) for (const n of names) await op.waitForLog((l) => l.msg === "stream consumer started" && l.subscription === `${ns}/${n}`, 60_000, `${op.opts.name} reading ${n}`);
 }
 
 /** Until every consumer of the namespace holds nothing (none pending, none out). */
-async function waitDrained(jsm: Awaited<ReturnType<StreamConnection["jetstreamManager"]>>, expected: number, timeoutMs: number): Promise<void> {
+async function waitDrained(jsm: Jsm, expected: number, timeoutMs: number, ns = NS): Promise<void> {
   for (const deadline = Date.now() + timeoutMs; ; await sleep(100)) {
-    const cs = (await listConsumers(jsm, namespaceStreamName(STREAM_NAME, NS)).catch(() => [])).filter((c) => c.namespace === NS);
+    const cs = (await listConsumers(jsm, namespaceStreamName(STREAM_NAME, ns)).catch(() => [])).filter((c) => c.namespace === ns);
     if (cs.length === expected && cs.every((c) => c.pending === 0 && c.ackPending === 0)) return;
     if (Date.now() > deadline) throw new Error(`stream: consumers not drained within ${timeoutMs / 1000} s: ${JSON.stringify(cs.map((c) => [c.name, c.pending, c.ackPending]))}`);
   }

@@ -44,6 +44,8 @@ export const ANNOTATIONS = {
   streamMessage: "hookline.dev/stream-message",
   /** Set by stream mode on the dead letters it creates: the event's publish time, sent as `timestamp` (also by a replay). */
   eventTimestamp: "hookline.dev/event-timestamp",
+  /** Set by stream mode on an ordered subscription's deliveries: `<stream>/<sequence>` of the event's message (the lane's order). */
+  streamOrdered: "hookline.dev/stream-ordered",
 } as const;
 
 /** What each annotation does, for docs/api.md (the JSDoc above is not visible at run time). */
@@ -54,6 +56,7 @@ export const ANNOTATION_DOCS: Record<keyof typeof ANNOTATIONS, { on: string; val
   resetEndpoint: { on: "WebhookSubscription", value: "the reason, 5..1024 characters", what: "Close the circuit breaker and re-enable the endpoint now (health Healthy, failures in a row 0); recorded as the EndpointReset Event and status.lastReset. The operator removes the annotation." },
   streamMessage: { on: "WebhookDelivery", value: "`<stream>/<sequence>`, set by the operator", what: "Stream mode: the JetStream message this dead letter was made from. A delivery with it and no status yet is never attempted (stream mode writes its status next)." },
   eventTimestamp: { on: "WebhookDelivery", value: "RFC 3339, set by the operator", what: "Stream mode: when the event was published; sent as the body's `timestamp` (also by a replay) instead of the delivery's creation time." },
+  streamOrdered: { on: "WebhookDelivery", value: "`<stream>/<sequence>`, set by the operator", what: "Stream mode, a subscription with spec.ordering: the JetStream message this delivery was made from, one at a time in publish order. A lane goes by creation time, then (creation times are kept to the second) this sequence, then the name." },
 };
 
 export const LABEL_DOCS: Record<keyof typeof LABELS, string> = {

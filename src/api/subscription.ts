@@ -520,7 +520,7 @@ export const subscriptionStatusSchema = z
   .object({
     observedGeneration: z.int().min(0).optional().meta({ description: "The .metadata.generation the operator last acted on." }),
     conditions: conditions(
-      "Ready: the operator accepted the spec and its Secret. EndpointHealthy: the endpoint answers. EndpointThrottled: True while the endpoint's Retry-After holds every delivery (since the transition, until the time in the message). ConfigurationAdvice: True while settings work against each other: reason CooldownShorterThanBackoff (the breaker cooldown shorter than the largest retry delay), or OrderingNotAppliedToStream (spec.ordering on an operator in stream mode, which delivers published events without waiting per key); it never makes the subscription not Ready.",
+      "Ready: the operator accepted the spec and its Secret. EndpointHealthy: the endpoint answers. EndpointThrottled: True while the endpoint's Retry-After holds every delivery (since the transition, until the time in the message). ConfigurationAdvice: True while settings work against each other: reason CooldownShorterThanBackoff (the breaker cooldown shorter than the largest retry delay); it never makes the subscription not Ready.",
     ).optional(),
     breaker: breakerStatusSchema.optional(),
     health: healthStatusSchema.optional(),

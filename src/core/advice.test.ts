@@ -99,24 +99,14 @@ describe("adviceCondition", () => {
   });
 });
 
-describe("adviceCondition: spec.ordering in stream mode", () => {
+describe("adviceCondition: spec.ordering", () => {
   const base = { breaker: { failureThreshold: 5, successThreshold: 1, cooldownMs: 60_000, whenOpen: "Defer" as const }, retry: { ...DEFAULT_RETRY, respectRetryAfter: true } };
   const ordered = (cooldownMs: number) => ({ ...base, breaker: { ...base.breaker, cooldownMs }, ordering: { key: "$.customer.id", parsed: {} } }) as unknown as Parameters<typeof adviceCondition>[0];
 
-  it("an ordered subscription on a stream-mode operator: True, OrderingNotAppliedToStream, naming spec.ordering and its key", () => {
-    const c = adviceCondition(ordered(60_000), false, true);
-    expect(c).toMatchObject({ status: "True", reason: ADVICE_REASONS.orderingInStreamMode });
-    expect(c.message).toMatch(/^spec\.ordering \(key \$\.customer\.id\) orders WebhookDelivery objects only: .*HOOKLINE_NATS_URL/);
-  });
-
-  it("the same subscription without stream mode, or stream mode without ordering: no advice", () => {
-    expect(adviceCondition(ordered(60_000), false, false)).toMatchObject({ status: "False", reason: "NoAdvice" });
-    expect(adviceCondition(base as unknown as Parameters<typeof adviceCondition>[0], false, true)).toMatchObject({ status: "False", reason: "NoAdvice" });
-  });
-
-  it("both apply: the cooldown's reason, and both messages", () => {
-    const c = adviceCondition(ordered(5_000), true, true);
+  it("is no advice of its own (stream mode orders published events too): only the cooldown's advice applies", () => {
+    expect(adviceCondition(ordered(60_000), false)).toMatchObject({ status: "False", reason: "NoAdvice" });
+    const c = adviceCondition(ordered(5_000), true);
     expect(c).toMatchObject({ status: "True", reason: ADVICE_REASONS.cooldown });
-    expect(c.message).toMatch(/^circuitBreaker\.cooldown 5s .*; spec\.ordering \(key \$\.customer\.id\)/);
+    expect(c.message).not.toMatch(/ordering/);
   });
 });

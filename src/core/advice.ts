@@ -1,8 +1,8 @@
-// Configuration advice: settings the API accepts that work against each other. Two: a
+// Configuration advice: settings the API accepts that work against each other. One so far: a
 // circuit-breaker cooldown shorter than the largest delay of the retry schedule (such a breaker
 // probes the endpoint sooner than the retries themselves would wait, so the probe is likely to
-// meet the same outage and the breaker opens again at once), and spec.ordering on an operator in
-// stream mode, which does not hold published events per key. Pure: the subscription reconciler
+// meet the same outage and the breaker opens again at once). (spec.ordering in stream mode once
+// had advice of its own: stream mode now orders published events, ordered-handoff.ts.) Pure: the subscription reconciler
 // turns the advice into the ConfigurationAdvice condition and an Event, config/ into a start-up
 // warning for WEBHOOK_CB_TIMEOUT_MS.
 import { formatDuration } from "../api/duration.js";
@@ -12,7 +12,7 @@ import type { Policy } from "./attempt/policy.js";
 
 /** The subscription condition that carries advice (True while some applies). */
 export const ADVICE_CONDITION = "ConfigurationAdvice";
-export const ADVICE_REASONS = { cooldown: "CooldownShorterThanBackoff", orderingInStreamMode: "OrderingNotAppliedToStream", none: "NoAdvice" } as const;
+export const ADVICE_REASONS = { cooldown: "CooldownShorterThanBackoff", none: "NoAdvice" } as const;
 
 export interface RetrySchedule extends BackoffPolicy {
   /** Attempts in all, the first included: the schedule has maxAttempts - 1 delays. */
@@ -68,27 +68,14 @@ export function describeRetrySchedule(r: RetrySchedule): string {
   return `${attempts}, delays ${growth}, capped at ${formatDuration(r.maxBackoffMs)}${r.jitterPercent > 0 ? `, jitter ${r.jitterPercent}%` : ""}`;
 }
 
-/** The message when spec.ordering is set and the operator runs in stream mode. */
-export function orderingInStreamModeMessage(key: string): string {
-  return (
-    `spec.ordering (key ${key}) orders WebhookDelivery objects only: this operator runs in stream mode (HOOKLINE_NATS_URL), ` +
-    `and events published to the stream are delivered without waiting per key; publish to this subscription without the stream ` +
-    `(the API server: a publish without --nats, or WebhookDelivery objects) for ordered delivery`
-  );
-}
-
 /**
  * The ConfigurationAdvice condition of a subscription: True while advice applies (reason
- * CooldownShorterThanBackoff, else OrderingNotAppliedToStream; both messages when both apply),
- * False (NoAdvice) otherwise, Unknown when the spec cannot be read.
+ * CooldownShorterThanBackoff), False (NoAdvice) otherwise, Unknown when the spec cannot be read.
  * `cooldownFromSpec`: the spec sets circuitBreaker.cooldown (else the policy holds the default).
- * `streamMode`: the operator delivers published events from JetStream (HOOKLINE_NATS_URL).
  */
-export function adviceCondition(policy: Policy | undefined, cooldownFromSpec: boolean, streamMode = false): ConditionInput {
+export function adviceCondition(policy: Policy | undefined, cooldownFromSpec: boolean): ConditionInput {
   if (!policy) return { type: ADVICE_CONDITION, status: "Unknown", reason: "InvalidSpec", message: "the spec could not be read (see Ready)" };
   const a = cooldownAdvice({ cooldownMs: policy.breaker.cooldownMs, cooldownFrom: cooldownFromSpec ? "spec" : "default", retry: policy.retry });
-  const ordering = streamMode && policy.ordering ? orderingInStreamModeMessage(policy.ordering.key) : undefined;
-  if (a) return { type: ADVICE_CONDITION, status: "True", reason: a.reason, message: ordering ? `${a.message}; ${ordering}` : a.message };
-  if (ordering) return { type: ADVICE_CONDITION, status: "True", reason: ADVICE_REASONS.orderingInStreamMode, message: ordering };
+  if (a) return { type: ADVICE_CONDITION, status: "True", reason: a.reason, message: a.message };
   return { type: ADVICE_CONDITION, status: "False", reason: ADVICE_REASONS.none, message: "the breaker cooldown is at least the largest retry delay" };
 }

@@ -1,5 +1,6 @@
+import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { compareNatural, laneOrder, orderGate, type LaneMember } from "./ordering.js";
+import { compareNatural, laneOrder, orderGate, streamSequenceOf, type LaneMember } from "./ordering.js";
 
 const m = (name: string, createdAt = 0): LaneMember => ({ key: `ns/${name}`, name, createdAt });
 
@@ -7,6 +8,33 @@ describe("lane order", () => {
   it("oldest creation first, then names with numbers compared as numbers", () => {
     const members = [m("evt-10"), m("evt-9"), m("evt-2", 1_000), m("a", 5), m("evt-1"), m("evt-09")];
     expect(members.sort(laneOrder).map((x) => x.name)).toEqual(["evt-1", "evt-09", "evt-9", "evt-10", "a", "evt-2"]);
+  });
+
+  it("stream mode: within one second, the message's sequence decides, not the event id (an id may sort either way)", () => {
+    const s = (name: string, seq: number, createdAt = 7_000): LaneMember => ({ ...m(name, createdAt), seq });
+    expect([s("zeta", 3), s("alpha", 12), s("mid", 5)].sort(laneOrder).map((x) => x.name)).toEqual(["zeta", "mid", "alpha"]);
+    // An older second still goes first (made one at a time, the sequence never says otherwise).
+    expect([s("late", 2, 8_000), s("early", 9, 7_000)].sort(laneOrder).map((x) => x.name)).toEqual(["early", "late"]);
+  });
+
+  it("stream mode: made one at a time in publish order, a lane sorts in publish order whatever the ids (property)", () => {
+    fc.assert(
+      fc.property(fc.array(fc.tuple(fc.string({ minLength: 1, maxLength: 12 }), fc.nat(3)), { minLength: 1, maxLength: 40 }), (evts) => {
+        // Creation times never go back as the sequence grows (second granularity, as the API server keeps them).
+        let t = 1_000;
+        const members = evts.map(([id, gap], i) => ({ key: `ns/${i}`, name: `${id}.${i}`, createdAt: (t += gap * 1_000), seq: 100 + i }));
+        const shuffled = [...members].reverse();
+        expect(shuffled.sort(laneOrder).map((x) => x.seq)).toEqual(members.map((x) => x.seq));
+      }),
+    );
+  });
+
+  it("streamSequenceOf reads <stream>/<sequence>, and nothing else", () => {
+    expect(streamSequenceOf("HOOKLINE_shop/42")).toBe(42);
+    expect(streamSequenceOf(undefined)).toBeUndefined();
+    expect(streamSequenceOf("HOOKLINE_shop/")).toBeUndefined();
+    expect(streamSequenceOf("HOOKLINE_shop/4x")).toBeUndefined();
+    expect(streamSequenceOf("9".repeat(40))).toBeUndefined();
   });
 
   it("compareNatural", () => {

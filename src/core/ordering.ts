@@ -10,14 +10,28 @@ export interface LaneMember {
   key: string;
   name: string;
   createdAt: number;
+  /**
+   * Stream mode: the sequence of the JetStream message it was made from (annotation
+   * hookline.dev/stream-ordered). Made one at a time in that order, so it never contradicts
+   * the creation time; it settles what the second-granular creation time cannot.
+   */
+  seq?: number;
 }
 
 /**
- * Oldest first: creation time, then (Kubernetes keeps creation times to the second) the name,
- * its digit runs compared as numbers, so evt-9 goes before evt-10; then the plain name.
+ * Oldest first: creation time, then the stream sequence when both have one, then (Kubernetes
+ * keeps creation times to the second) the name, its digit runs compared as numbers, so evt-9
+ * goes before evt-10; then the plain name.
  */
 export function laneOrder(a: LaneMember, b: LaneMember): number {
-  return a.createdAt - b.createdAt || compareNatural(a.name, b.name) || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0);
+  const bySeq = a.seq !== undefined && b.seq !== undefined ? a.seq - b.seq : 0;
+  return a.createdAt - b.createdAt || bySeq || compareNatural(a.name, b.name) || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0);
+}
+
+/** The sequence in a hookline.dev/stream-ordered value (`<stream>/<sequence>`), if it is one. */
+export function streamSequenceOf(origin: string | undefined): number | undefined {
+  const m = origin === undefined ? null : /\/(\d{1,15})$/.exec(origin);
+  return m ? Number(m[1]) : undefined;
 }
 
 /** Names compared with runs of ASCII digits as numbers ("evt-9" < "evt-10"). */

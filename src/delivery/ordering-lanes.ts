@@ -5,7 +5,8 @@
 // it current from the caches and wakes a lane's next delivery when its turn comes. Values are
 // read when the cache strips a payload (payload.ts): no payload is kept.
 import type { Logger } from "pino";
-import { laneOrder, type LaneMember, type OrderView } from "../core/ordering.js";
+import { ANNOTATIONS } from "../api/names.js";
+import { laneOrder, streamSequenceOf, type LaneMember, type OrderView } from "../core/ordering.js";
 import type { OutcomeResult } from "../core/attempt/outcome.js";
 import type { Policy } from "../core/attempt/policy.js";
 import type { EventSink } from "../kube/events.js";
@@ -244,7 +245,8 @@ export class OrderingLanes {
     if (ordering && this.keys.get(subKey) !== ordering.key) this.keys.set(subKey, ordering.key);
     // Deliveries of subscriptions without ordering cost nothing here.
     if (!ordering) return;
-    const member: LaneMember = { key, name: obj.metadata.name, createdAt: Date.parse(obj.metadata.creationTimestamp ?? "") || 0 };
+    const seq = streamSequenceOf(obj.metadata.annotations?.[ANNOTATIONS.streamOrdered]);
+    const member: LaneMember = { key, name: obj.metadata.name, createdAt: Date.parse(obj.metadata.creationTimestamp ?? "") || 0, ...(seq === undefined ? {} : { seq }) };
     const known = orderingValueOf(obj, ordering);
     if (!known.known) {
       this.placed.set(key, { subKey, lane: undefined, unknown: true, member });

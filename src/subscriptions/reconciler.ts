@@ -46,8 +46,6 @@ export interface SubscriptionReconcilerDeps {
   bulkReplay?: (sub: SubscriptionObject, signal: AbortSignal) => Promise<Result | void>;
   /** Stream mode: the subscription's events in its JetStream consumer not acknowledged yet (part of deliveries.pending). */
   streamPending?: (key: string) => number;
-  /** The operator delivers published events from JetStream (HOOKLINE_NATS_URL): spec.ordering gets advice. */
-  streamMode?: boolean;
   /** Reads a subscription from the API server (the last rollup of a drain cannot wait for the cache). */
   read?: (key: string) => Promise<SubscriptionObject | undefined>;
   now?: () => number;
@@ -177,7 +175,7 @@ export class SubscriptionReconciler {
     const deadLettered = this.d.deadLetters.deadLetterCount(key);
     // Settings that work against each other (core/advice.ts): a condition, and a Warning Event when it appears or changes.
     const parsed = this.d.caches.subscriptionSpec(sub);
-    const advice = adviceCondition(policy, parsed.ok && parsed.spec.circuitBreaker.cooldown !== undefined, this.d.streamMode === true);
+    const advice = adviceCondition(policy, parsed.ok && parsed.spec.circuitBreaker.cooldown !== undefined);
     const throttle = isThrottled(ep.throttle, now) ? ep.throttle : undefined;
     let conditions = setCondition(prev.conditions, ready, now, generation);
     conditions = setCondition(conditions, endpointHealthy, now, generation);

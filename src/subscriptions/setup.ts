@@ -17,7 +17,6 @@ export function setupSubscriptions(s: Shared, d: Pick<SubscriptionReconcilerDeps
     expectations: s.expectations.subscriptions,
     metrics: s.metrics,
     log: s.log.child({ controller: "subscription" }),
-    streamMode: s.config.natsUrl !== undefined,
     read: (key) => {
       const { namespace, name } = splitKey(key);
       return ignoreNotFound(s.client.request<SubscriptionObject>({ method: "GET", path: objectPath(SUBSCRIPTIONS, namespace, name) }));

@@ -192,19 +192,6 @@ describe("stream mode: delivery from JetStream", () => {
     expect(held.requests.map((q) => q.headers["webhook-id"]).sort()).toEqual(["evt-held-1", "evt-held-2", "evt-held-3", "evt-held-4", "evt-held-5"]);
   });
 
-  it("spec.ordering on a stream-mode operator is never silent: ConfigurationAdvice True with OrderingNotAppliedToStream, and a Warning Event; removing it clears the advice", async () => {
-    const r = await receiver(() => 200);
-    await apply(subscription(ns, "ordered", { url: r.url(), eventTypes: ["ordered.*"], ordering: { key: "$.customer.id" } }));
-    const advice = async () => ((await getObj("whsub", ns, "ordered"))?.status?.conditions as any[] | undefined)?.find((c) => c.type === "ConfigurationAdvice");
-    await waitFor(async () => (await advice())?.reason === "OrderingNotAppliedToStream", { description: "ordering advice on the subscription" });
-    const c = await advice();
-    expect(c.status).toBe("True");
-    expect(c.message).toMatch(/^spec\.ordering \(key \$\.customer\.id\) orders WebhookDelivery objects only/);
-    await waitFor(async () => (await kubectlOk(["get", "events", "-n", ns, "--field-selector", "reason=OrderingNotAppliedToStream,involvedObject.name=ordered", "-o", "name"])).trim() !== "", { description: "the Warning Event" });
-    await kubectlOk(["patch", "whsub", "ordered", "-n", ns, "--type=json", "-p", '[{"op":"remove","path":"/spec/ordering"}]']);
-    await waitFor(async () => (await advice())?.reason === "NoAdvice", { description: "advice cleared" });
-  });
-
   it("an Open breaker stops fetching: no request during a cooldown, one probe per cooldown, everything delivered once it closes", async () => {
     const COOLDOWN_MS = 2_000;
     // Two failures open the breaker; the first probe fails too; then the endpoint recovers.

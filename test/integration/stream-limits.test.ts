@@ -9,7 +9,8 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { StreamQuotaExceededError } from "../../src/index.js";
 import type { StreamConnection } from "../../src/jetstream/jetstream.js";
 import { createNamespace, deleteNamespace, kubectlOk, waitFor } from "../helpers/cluster.js";
-import { apply, listObjs, publisherToken, subscription } from "../helpers/kube.js";
+import { apply, getObj, listObjs, publisherToken, subscription } from "../helpers/kube.js";
+import { deliveryName } from "../../src/publish/naming.js";
 import { connectStream, startNats, type TestNats } from "../helpers/nats.js";
 import { startOperator, type TestOperator } from "../helpers/operator.js";
 import { Receiver } from "../helpers/receiver.js";
@@ -94,7 +95,7 @@ describe("stream mode: a namespace's quota", () => {
 });
 
 describe("stream mode: the age limit", () => {
-  it("events held by a paused subscription, one whose Secret is missing and one whose breaker is Open become dead letters (Expired) at the age limit; nothing is dropped, and a delivering subscription is not touched", async () => {
+  it("events held by a paused subscription (one of them ordered), one whose Secret is missing and one whose breaker is Open become dead letters (Expired) at the age limit; nothing is dropped, and a delivering subscription is not touched; the ordered one's dead letters block their keys", async () => {
     const ns = await namespace("expiry");
     const ok = await receiver(() => 200);
     const failing = await receiver(() => 500);
@@ -103,9 +104,10 @@ describe("stream mode: the age limit", () => {
       subscription(ns, "no-secret", { url: ok.url("/no-secret"), secretRef: { name: "absent" } }),
       subscription(ns, "breaker", { url: failing.url("/breaker"), circuitBreaker: { failureThreshold: 1, cooldown: "5m" }, retry: { maxAttempts: 20, initialBackoff: "100ms", multiplier: 1, maxBackoff: "100ms", jitterPercent: 0 } }),
       subscription(ns, "live", { url: ok.url("/live") }),
+      subscription(ns, "ordered", { url: ok.url("/ordered"), paused: true, ordering: { key: "$.i" } }),
     ]);
     const op = await operator([ns], { HOOKLINE_STREAM_MAX_AGE_MS: "3000" });
-    for (const s of ["paused", "no-secret", "breaker", "live"]) await waitForConsumer(jsm, ns, s);
+    for (const s of ["paused", "no-secret", "breaker", "live", "ordered"]) await waitForConsumer(jsm, ns, s);
     for (let i = 0; i < 4; i++) await publishEvent(conn, ns, "order.paid", `evt-${i}`, { i });
 
     // The live one delivers at once, long before the age.
@@ -118,9 +120,9 @@ describe("stream mode: the age limit", () => {
     const expired = await waitFor(
       async () => {
         const dead = (await listObjs("whdel", ns)).filter((d) => d.status?.phase === "DeadLettered");
-        return dead.length === 12 ? dead : undefined;
+        return dead.length === 16 ? dead : undefined;
       },
-      { description: "4 events x 3 held subscriptions dead-lettered", timeoutMs: 30_000 },
+      { description: "4 events x 4 held subscriptions dead-lettered", timeoutMs: 30_000 },
     );
     for (const d of expired) {
       const s = d.spec as { subscriptionRef: { name: string }; eventId: string; payload: { i: number } };
@@ -130,14 +132,34 @@ describe("stream mode: the age limit", () => {
       expect(s.payload).toEqual({ i: Number(s.eventId.slice(4)) });
     }
     const by = (sub: string) => expired.filter((d) => (d.spec as { subscriptionRef: { name: string } }).subscriptionRef.name === sub).map((d) => (d.spec as { eventId: string }).eventId).sort();
-    for (const sub of ["paused", "no-secret", "breaker"]) expect(by(sub), sub).toEqual(["evt-0", "evt-1", "evt-2", "evt-3"]);
+    for (const sub of ["paused", "no-secret", "breaker", "ordered"]) expect(by(sub), sub).toEqual(["evt-0", "evt-1", "evt-2", "evt-3"]);
+    // The ordered subscription's dead letters name their lane (spec.ordering: the value at $.i).
+    for (const d of expired.filter((x) => (x.spec as { subscriptionRef: { name: string } }).subscriptionRef.name === "ordered")) {
+      expect(d.status?.ordering).toEqual({ key: "$.i", value: String((d.spec as { payload: { i: number } }).payload.i) });
+    }
     // The attempts the breaker's subscription made are in its dead letters' history.
     const breakerAttempts = expired.filter((d) => (d.spec as { subscriptionRef: { name: string } }).subscriptionRef.name === "breaker").reduce((n, d) => n + ((d.status?.history as unknown[] | undefined)?.length ?? 0), 0);
     expect(breakerAttempts).toBe(failing.requests.length);
-    for (const sub of ["paused", "no-secret", "breaker", "live"]) await waitForDrained(jsm, ns, sub);
+    for (const sub of ["paused", "no-secret", "breaker", "live", "ordered"]) await waitForDrained(jsm, ns, sub);
     expect((await jsm.streams.info(streamOf(ns))).state.messages).toBe(0);
-    expect(await op.metric("webhook_deliveries_finished_total", { namespace: ns, phase: "DeadLettered", reason: "Expired" })).toBe(12);
+    expect(await op.metric("webhook_deliveries_finished_total", { namespace: ns, phase: "DeadLettered", reason: "Expired" })).toBe(16);
     expect(ok.requests).toHaveLength(4);
+
+    // Resumed, the ordered subscription's next event of key 0 waits behind its key's dead letter;
+    // key 7 has none and is delivered.
+    await kubectlOk(["patch", "whsub", "ordered", "-n", ns, "--type=merge", "-p", '{"spec":{"paused":false}}']);
+    await publishEvent(conn, ns, "order.paid", "evt-8", { i: 0 });
+    await publishEvent(conn, ns, "order.paid", "evt-9", { i: 7 });
+    await waitFor(() => ok.requests.some((r) => r.path === "/ordered" && r.headers["webhook-id"] === "evt-9"), { description: "key 7 delivered" });
+    const blocked = await waitFor(
+      async () => {
+        const d = await getObj("whdel", ns, deliveryName("evt-8", "ordered"));
+        return d?.status?.conditions?.some((c: { reason: string }) => c.reason === "OrderingBlocked") ? d : undefined;
+      },
+      { description: "key 0 blocked by its dead letter" },
+    );
+    expect(blocked.status?.conditions?.find((c: { reason: string }) => c.reason === "OrderingBlocked")?.message).toContain(deliveryName("evt-0", "ordered"));
+    expect(ok.requests.filter((r) => r.path === "/ordered").map((r) => r.headers["webhook-id"])).toEqual(["evt-9"]);
   });
 });
 

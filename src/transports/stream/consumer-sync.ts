@@ -1,6 +1,7 @@
 // What only the leader does in stream mode: one durable JetStream consumer per subscription,
 // on its namespace's stream (made first: src/jetstream/layout.ts), created and updated with it
-// (filter from eventTypes, max_ack_pending from maxInFlight, ack wait from the timeout:
+// (filter from eventTypes, max_ack_pending from maxInFlight, or 1 for an ordered subscription
+// (ordered-handoff.ts), ack wait from the timeout:
 // src/jetstream/consumers.ts) and deleted when the subscription is; a periodic sweep of the
 // consumers whose subscription is gone (deleted while no replica led) and of subscriptions whose
 // consumer is missing (removed by hand, or with its stream), which touches only the streams this
@@ -98,7 +99,7 @@ export class ConsumerSync implements LeaderRunnable, Reconciler {
     const identity: SubscriptionIdentity = { namespace: sub.metadata.namespace!, name: sub.metadata.name, uid: sub.metadata.uid };
     try {
       await this.d.link.ensureStream(identity.namespace, signal);
-      const r = await ensureConsumer(jsm, stream, identity, { eventTypes: policy.eventTypes, maxInFlight: policy.maxInFlight, timeoutMs: policy.timeoutMs }, this.d.installation);
+      const r = await ensureConsumer(jsm, stream, identity, { eventTypes: policy.eventTypes, maxInFlight: policy.ordering ? 1 : policy.maxInFlight, timeoutMs: policy.timeoutMs }, this.d.installation);
       if (r.action !== "unchanged") this.d.log.info({ subscription: key, consumer: r.name, action: r.action }, `stream consumer ${r.action}`);
     } catch (err) {
       if (err instanceof ConsumerSpecError || err instanceof SubjectError) throw new TerminalError(`subscription ${key} has no stream consumer: ${err.message}`);

@@ -14,6 +14,7 @@ import type { DrainReport } from "../../delivery/leader-term.js";
 import type { SubscriptionObject } from "../../delivery/objects.js";
 import { AttemptLog } from "./attempt-log.js";
 import { StreamDeadLetters, type StreamDeadLettersDeps } from "./dead-letters.js";
+import { OrderedHandOff } from "./ordered-handoff.js";
 import { checkEveryMs, OldestMessages } from "./expiry.js";
 import type { StreamLink } from "./link.js";
 import type { SharedEndpoints } from "./shared-endpoints.js";
@@ -22,7 +23,7 @@ import { sharedAbortController } from "../../runtime/shared-abort.js";
 import { ReplyBatch } from "../../jetstream/replies.js";
 import { doubling } from "../../lib/backoff.js";
 
-export interface StreamDeliveryDeps extends Omit<StreamWork, "js" | "nc" | "inboxPrefix" | "prefix" | "oldest" | "attempts" | "deadLetters" | "replies" | "signal">, StreamDeadLettersDeps {
+export interface StreamDeliveryDeps extends Omit<StreamWork, "js" | "nc" | "inboxPrefix" | "prefix" | "oldest" | "attempts" | "deadLetters" | "handOff" | "replies" | "signal">, StreamDeadLettersDeps {
   link: StreamLink;
   shared: SharedEndpoints;
 }
@@ -63,7 +64,7 @@ export class StreamDelivery implements LeaderRunnable {
         await this.d.shared.open(conn.js, opts);
         if (signal.aborted) return;
         const oldest = new OldestMessages(() => conn.jetstreamManager(), checkEveryMs(this.d.maxAgeMs));
-        this.work = { ...this.d, js: conn.js, nc: conn.nc, inboxPrefix: conn.inboxPrefix, prefix: conn.settings.name, oldest, attempts, deadLetters: new StreamDeadLetters(this.d), replies: this.replies, signal: this.attemptsAbort.signal };
+        this.work = { ...this.d, js: conn.js, nc: conn.nc, inboxPrefix: conn.inboxPrefix, prefix: conn.settings.name, oldest, attempts, deadLetters: new StreamDeadLetters(this.d), handOff: new OrderedHandOff(this.d), replies: this.replies, signal: this.attemptsAbort.signal };
         this.sync();
         return;
       } catch (err) {

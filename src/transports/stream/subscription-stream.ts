@@ -39,6 +39,9 @@ import type { AttemptLog, AttemptRecord } from "./attempt-log.js";
 import type { ReplyBatch } from "../../jetstream/replies.js";
 import { namespaceStreamName } from "../../jetstream/layout.js";
 import type { StreamDeadLetters } from "./dead-letters.js";
+import type { OrderedHandOff } from "./ordered-handoff.js";
+import { orderingValue } from "../../core/ordering-key.js";
+import { stampLane, type LaneRef } from "../../delivery/ordering-lanes.js";
 import { checkEveryMs, expiredMessage, isExpired, type OldestMessages } from "./expiry.js";
 import { costBytes, LARGEST_MESSAGE_BYTES, messageCost, type HeldAccount, type HeldBudget } from "./held-bytes.js";
 import { pull, type PullResult, type Received } from "./pull.js";
@@ -67,6 +70,8 @@ export interface StreamWork {
   executor: AttemptExecutor;
   attempts: AttemptLog;
   deadLetters: StreamDeadLetters;
+  /** An ordered subscription's events become WebhookDelivery objects, in publish order (ordered-handoff.ts). */
+  handOff: OrderedHandOff;
   /** Acknowledgements go out through this, together once per event-loop turn. */
   replies: ReplyBatch;
   finals: Finals;
@@ -175,7 +180,7 @@ export class SubscriptionStream {
   private readonly now: () => number;
   private readonly log: Logger;
   private readonly removed: RemovedTypes;
-  readonly counts = { delivered: 0, retried: 0, deadLettered: 0, handedBack: 0, pulls: 0, pulled: 0 };
+  readonly counts = { delivered: 0, retried: 0, deadLettered: 0, handedBack: 0, handedOff: 0, pulls: 0, pulled: 0 };
 
   constructor(
     private readonly w: StreamWork,
@@ -294,6 +299,9 @@ export class SubscriptionStream {
     const ep = this.w.endpoints.ensure(this.subKey, this.sub.uid, sub.status, policy, now);
     const a = admit(now, policy, this.w.endpoints.view(ep));
     if (a.type === "WaitUntil") return { until: a.at, holds: a.why !== "rate" };
+    // An ordered subscription's events become deliveries (ordered-handoff.ts): one at a time,
+    // none while the endpoint's gates hold, whether or not its request slots are free.
+    if (policy.ordering) return a.type === "Attempt" || a.type === "Park" ? this.pullOne(now, policy) : { holds: true };
     if (a.type === "Park") return { until: now + PARK_RECHECK_MS };
     if (a.type !== "Attempt" && a.type !== "DeadLetter") return { holds: true };
     const probe = a.type === "Attempt" && a.probe;
@@ -307,6 +315,14 @@ export class SubscriptionStream {
     // As many bytes as the byte budget has room for.
     const bytes = this.pullRoom();
     return bytes > 0 ? { pull: want, bytes } : { budget: true };
+  }
+
+  /** An ordered subscription pulls its next message once the one before it is answered (its consumer lets out one at a time). */
+  private async pullOne(now: number, policy: Policy): Promise<{ pull: number; bytes: number } | { until?: number; holds?: boolean; budget?: boolean }> {
+    if (this.running.size + this.held.size + this.outstanding > 0) return {};
+    if ((await this.w.step.gather(this.sub.namespace, policy, true)).secret.kind === "missing") return { until: now + SECRET_RECHECK_MS, holds: true };
+    const bytes = this.pullRoom();
+    return bytes > 0 ? { pull: 1, bytes } : { budget: true };
   }
 
   /** The bytes the next pull may ask for (its cost reserved in the budget), or 0 when the budget has no room for it now. */
@@ -523,6 +539,9 @@ export class SubscriptionStream {
     const subscription = this.w.caches.subscriptionView(own);
     const policy = subscription.kind === "ok" ? subscription.policy : undefined;
     if (await this.answeredAsRemoved(h, policy)) return;
+    // Ordered: it becomes a delivery, which CR mode's ordering lanes take through this same step.
+    // (One with attempts from the stream, made before spec.ordering was set, finishes here.)
+    if (policy?.ordering && h.event && !h.record) return this.handOff(h, h.event);
     const status = h.record?.status;
     const nextAttemptAt = fromRfc3339(status?.nextAttemptAt);
     const { secret, keys, creds } = await this.w.step.gather(this.sub.namespace, policy, nextAttemptAt === undefined || nextAttemptAt <= this.now());
@@ -583,8 +602,9 @@ export class SubscriptionStream {
       case "Discard":
         return this.finish(h, discard(status, GENERATION, now, action.reason, action.message));
       case "Hold":
-        // Ordering lanes (spec.ordering) are CR mode's: plan() is given none here, so this is
-        // never returned; should it be, the message goes back to the stream, nothing lost.
+        // Ordering lanes (spec.ordering) are CR mode's (ordered events are handed off as
+        // deliveries): plan() is given none here, so this is never returned; should it be, the
+        // message goes back to the stream, nothing lost.
         return this.handBack(h, 0);
       case "Nothing":
         return this.ack(h);
@@ -644,6 +664,44 @@ export class SubscriptionStream {
     return true;
   }
 
+  /**
+   * An ordered subscription's event, made a WebhookDelivery and then acknowledged; the consumer
+   * lets the next message out only after that. Kept and tried again when it cannot be made now.
+   */
+  private async handOff(h: Held, event: StreamMessage): Promise<void> {
+    try {
+      const made = await this.w.handOff.make({
+        namespace: this.sub.namespace,
+        subscription: this.sub.name,
+        eventId: h.id,
+        eventType: h.type,
+        timestamp: h.timestamp,
+        payload: JSON.parse(dataText(event)) as unknown,
+        ...(event.traceContext ? { traceContext: event.traceContext } : {}),
+        origin: `${this.stream}/${h.msg.seq}`,
+      });
+      if (made.created) this.counts.handedOff++;
+    } catch (err) {
+      this.log.warn({ seq: h.msg.seq, err: (err as Error).message }, "stream message of an ordered subscription: its delivery cannot be created now; kept and tried again");
+      if (this.held.get(h.key) === h) this.handBack(h, RECORD_RETRY_MS);
+      return;
+    }
+    // Handed back meanwhile (a drain): it comes again and finds its delivery.
+    if (this.held.get(h.key) === h) this.ack(h);
+    // The consumer lets the next message out now: pull it.
+    this.wake();
+  }
+
+  /** The message's ordering lane when its subscription is ordered (the key's value in its event). */
+  private laneOf(h: Held): LaneRef | undefined {
+    const sub = this.w.caches.subscription(this.subKey);
+    const view = sub && sub.metadata.uid === this.sub.uid ? this.w.caches.subscriptionView(sub) : undefined;
+    const ordering = view?.kind === "ok" ? view.policy.ordering : undefined;
+    if (!ordering || !h.event) return undefined;
+    const value = orderingValue(ordering.parsed, { eventType: h.type, payload: JSON.parse(dataText(h.event)) as unknown });
+    return value === undefined ? undefined : { key: ordering.key, value };
+  }
+
   /** A final outcome: acknowledged when delivered; otherwise a WebhookDelivery first. */
   private async finish(h: Held, r: OutcomeResult): Promise<void> {
     const final = r.final!;
@@ -653,6 +711,8 @@ export class SubscriptionStream {
       this.w.finals.delivered(final, this.subKey, h.timestamp);
     } else {
       let recorded;
+      // An ordered subscription's dead letter blocks its key, as in CR mode (expired, or of a removed type).
+      const lane = final.phase === "DeadLettered" ? this.laneOf(h) : undefined;
       try {
         recorded = await this.w.deadLetters.record({
           namespace: this.sub.namespace,
@@ -663,7 +723,7 @@ export class SubscriptionStream {
           payload: h.event ? (JSON.parse(dataText(h.event)) as unknown) : undefined,
           ...(h.event?.traceContext ? { traceContext: h.event.traceContext } : {}),
           origin: `${this.stream}/${h.msg.seq}`,
-          result: r,
+          result: stampLane(r, lane),
         });
       } catch (err) {
         // Kept, so the message coming again records it and never sends the request again.
