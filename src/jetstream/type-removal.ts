@@ -94,3 +94,17 @@ export function publishedAfterRemoval(draining: Draining, subject: string, seq: 
   for (const [s, b] of Object.entries(draining)) if (subjectMatches(s, subject)) bound = Math.max(bound ?? 0, b);
   return bound === undefined ? undefined : seq > bound;
 }
+
+/**
+ * publishedAfterRemoval, and when no draining subject matches: true when the consumer's filter no
+ * longer covers the subject. The leader narrows the filter only once every message up to the
+ * removal's bound was answered, and forgets the bound then; a message of that subject still out
+ * (delivered before the narrowing) is past the bound, so it was published after the removal.
+ * While the filter still covers it, the leader has not recorded the removal yet: undefined.
+ */
+export function publishedAfterRemovalOrNarrowing(draining: Draining, filters: readonly string[], subject: string, seq: number): boolean | undefined {
+  const after = publishedAfterRemoval(draining, subject, seq);
+  if (after !== undefined) return after;
+  // No filter at all takes every subject.
+  return filters.length === 0 || filters.some((f) => subjectMatches(f, subject)) ? undefined : true;
+}
