@@ -75,6 +75,7 @@ const { values: argv } = parseArgs({
     shapes: { type: "boolean", default: false },
     mode: { type: "string", default: "cr" },
     events: { type: "string" },
+    "nats-nodes": { type: "string", default: "1" },
     help: { type: "boolean", short: "h", default: false },
   },
 });
@@ -111,6 +112,8 @@ if (argv.help) {
                        one's share, duplicates), in a table with the goals (~4 min; with --quick
                        about 1 min, for CI)
   --events N           events per stream-mode phase (20000; quick 1000; quick --deliveries 500)
+  --nats-nodes 3       with --mode stream: on a three-node JetStream cluster (streams at R3)
+                       instead of one nats-server
   --node-options STR   NODE_OPTIONS of the operator processes (e.g. --import=./try-a-patch.mjs)
   --keep               keep the temp dir (control plane data, logs, profiles)
   --no-save            do not write bench/results/
@@ -123,6 +126,8 @@ if (argv.help) {
 const QUICK = argv.quick;
 if (!["cr", "stream"].includes(argv.mode)) throw new Error(`--mode ${argv.mode}: expected cr or stream`);
 const EVENTS = Number(argv.events ?? (QUICK ? 1_000 : 20_000));
+const NATS_NODES = Number(argv["nats-nodes"]);
+if (![1, 3].includes(NATS_NODES)) throw new Error(`--nats-nodes ${argv["nats-nodes"]}: expected 1 or 3`);
 // Quick stream mode (CI) keeps its CR-mode and ceiling phases small: the stream phases are its point.
 const N = Number(argv.deliveries ?? (QUICK ? (argv.mode === "stream" ? 500 : 1_000) : 5_000));
 const FINISHED = Number(argv.finished ?? (QUICK ? 5_000 : 20_000));
@@ -905,6 +910,7 @@ async function streamMode(env: Env): Promise<Record<string, unknown>> {
   if (profDir) mkdirSync(profDir, { recursive: true });
   const stream = await streamBench({
     quick: QUICK,
+    natsNodes: NATS_NODES,
     tmp: env.tmp,
     count: EVENTS,
     subscriptions: SUBS,
@@ -947,7 +953,7 @@ function streamTable(r: Record<string, any>): string {
     `| Stream at half the rate (${fmt(s.halfRate.targetRate)}/s): publish → receiver p50 / p95 / p99 ms; publish acknowledged p50 / p99 ms | ${pct(s.halfRate.publishToReceiverMs)}; ${fmt(s.halfRate.publishAckMs.p50)} / ${fmt(s.halfRate.publishAckMs.p99)} |`,
     `| Two replicas: deliveries per replica | ${s.twoReplicas.perReplica.map(fmt).join(" / ")} |`,
     `| Load average (1/5/15 min): start; after CR mode; after stream max rate; half rate; two replicas; end | ${la(r.machine.loadAverageAtStart)}; ${la(s.cr.loadAverage)}; ${la(s.maxRate.loadAverage)}; ${la(s.halfRate.loadAverage)}; ${la(s.twoReplicas.loadAverage)}; ${la(r.machine.loadAverageAtEnd)} |`,
-    `| Machine; run time | ${r.machine.cores} cores ${r.machine.cpu}, nats-server ${s.nats.version}; ${fmt(r.durationSeconds)} s |`,
+    `| Machine; run time | ${r.machine.cores} cores ${r.machine.cpu}, nats-server ${s.nats.version}${s.nats.nodes > 1 ? ` (${s.nats.nodes} nodes, streams at R${s.nats.replicas})` : ""}; ${fmt(r.durationSeconds)} s |`,
     `| Commit measured | ${r.git.commit}${r.git.srcDirty ? " + uncommitted changes in src/" : ""} |`,
   ];
   return `${goalTable(s.goals)}\n\n${notes.join("\n")}`;

@@ -18,6 +18,7 @@ import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { ensureNatsServer } from "../src/cluster/build.js";
 import { LocalNatsServer } from "../src/cluster/nats.js";
+import { LocalNatsCluster, streamReplicasFor } from "../src/cluster/nats-cluster.js";
 import { OPERATOR_INBOX_PREFIX, STREAM_AUTH_POLICY } from "../src/jetstream/permissions.js";
 import { publishToStream } from "../src/publish/stream.js";
 import { listConsumers } from "../src/jetstream/consumers.js";
@@ -30,6 +31,8 @@ import { loadAverage, now, percentiles, pool, procCpuSeconds, round, sample, sle
 
 export interface StreamBenchContext {
   quick: boolean;
+  /** nats-server nodes: 1, or 3 for a JetStream cluster with every stream at R3. */
+  natsNodes?: number;
   tmp: string;
   /** Events per max-rate phase. */
   count: number;
@@ -80,16 +83,18 @@ export async function streamBench(ctx: StreamBenchContext): Promise<Record<strin
   const natsDir = join(ctx.tmp, "nats");
   mkdirSync(natsDir, { recursive: true });
   const { binary } = await ensureNatsServer({ env: process.env });
-  const nats = await LocalNatsServer.start({ dir: natsDir, binary, auth: STREAM_AUTH_POLICY });
+  const nodes = ctx.natsNodes ?? 1;
+  const replicas = streamReplicasFor(nodes);
+  const nats = nodes > 1 ? await LocalNatsCluster.start({ dir: natsDir, binary, nodes, auth: STREAM_AUTH_POLICY }) : await LocalNatsServer.start({ dir: natsDir, binary, auth: STREAM_AUTH_POLICY });
   ctx.onCleanup("nats-server", () => nats.close());
-  say(`stream: nats-server ${nats.version} at ${nats.url}`);
-  const conn = await StreamConnection.connect({ url: nats.operatorUrl, source: "bench", name: "hookline bench", inboxPrefix: OPERATOR_INBOX_PREFIX });
+  say(`stream: nats-server ${nats.version} at ${nats.url}${nodes > 1 ? ` (${nodes} nodes, streams at R${replicas})` : ""}`);
+  const conn = await StreamConnection.connect({ url: nats.operatorUrl, source: "bench", name: "hookline bench", inboxPrefix: OPERATOR_INBOX_PREFIX, stream: { replicas } });
   ctx.onCleanup("stream connection", () => conn.close());
   const jsm = await conn.jetstreamManager();
 
   const subs = Array.from({ length: ctx.subscriptions }, (_, i) => ({ name: `sub-${i}`, spec: { url: ctx.receiverUrl(`/ok/${NS}/sub-${i}`), eventTypes: [typeOf(i)] } }));
   await ctx.setup(NS, subs);
-  const env = { HOOKLINE_NATS_URL: nats.operatorUrl, WATCH_NAMESPACES: NS, LEADER_ELECTION_LEASE_NAME: "bench-stream" };
+  const env = { HOOKLINE_NATS_URL: nats.operatorUrl, HOOKLINE_STREAM_REPLICAS: String(replicas), WATCH_NAMESPACES: NS, LEADER_ELECTION_LEASE_NAME: "bench-stream" };
   const a = await ctx.startOperator("stream-a", env);
   await a.ready();
   await ctx.ready(NS, subs.map((s) => s.name));
@@ -150,7 +155,7 @@ export async function streamBench(ctx: StreamBenchContext): Promise<Record<strin
   for (const op of [b, a]) await ctx.stopOperator(op);
 
   // 4. Ordered: the same subscriptions with spec.ordering, in a namespace of their own, one replica.
-  const ordered = await orderedPhase(ctx, jsm, conn, nats.operatorUrl);
+  const ordered = await orderedPhase(ctx, jsm, conn, env);
 
   const measured: StreamMeasured = {
     crDeliveriesPerSecond: ctx.crDeliveriesPerSecond,
@@ -161,7 +166,7 @@ export async function streamBench(ctx: StreamBenchContext): Promise<Record<strin
     twoReplicas: { deliveriesPerSecond: round(two.deliveriesPerSecond, 1), cpuSecondsPer1000: round((twoCpu / ctx.count) * 1000, 3), shares: share, duplicates: two.duplicates },
   };
   return {
-    nats: { version: nats.version },
+    nats: { version: nats.version, nodes, replicas },
     namespace: NS,
     events: ctx.count,
     maxRate: { ...max, loadAverage: loadMax },
@@ -180,12 +185,12 @@ export async function streamBench(ctx: StreamBenchContext): Promise<Record<strin
  * Deliveries/s from the first publish to the last arrival, beside CR mode and unordered stream
  * mode of the same run.
  */
-async function orderedPhase(ctx: StreamBenchContext, jsm: Jsm, conn: StreamConnection, natsUrl: string): Promise<Record<string, unknown>> {
+async function orderedPhase(ctx: StreamBenchContext, jsm: Jsm, conn: StreamConnection, env: Record<string, string>): Promise<Record<string, unknown>> {
   const ns = `${NS}-ordered`;
   const subs = Array.from({ length: ctx.subscriptions }, (_, i) => ({ name: `sub-${i}`, spec: { url: ctx.receiverUrl(`/ok/${ns}/sub-${i}`), eventTypes: [typeOf(i)], ordering: { key: "$.seq" } } }));
   await ctx.setup(ns, subs);
   // The same installation (its lease names it) as the replicas before, now stopped.
-  const op = await ctx.startOperator("stream-ordered", { HOOKLINE_NATS_URL: natsUrl, WATCH_NAMESPACES: ns, LEADER_ELECTION_LEASE_NAME: "bench-stream" });
+  const op = await ctx.startOperator("stream-ordered", { ...env, WATCH_NAMESPACES: ns });
   await op.ready();
   await ctx.ready(ns, subs.map((s) => s.name));
   await consumersReady(ctx, jsm, subs.map((s) => s.name), [op], ns);
