@@ -183,6 +183,15 @@ describe("loadConfig", () => {
     expect(problemsOf({ HOOKLINE_NATS_USER: "op", HOOKLINE_NATS_PASSWORD_FILE: "/p" })).toEqual(["HOOKLINE_NATS_USER, HOOKLINE_NATS_PASSWORD_FILE are set but HOOKLINE_NATS_URL is empty: they are stream mode's (set HOOKLINE_NATS_URL, or remove them)"]);
   });
 
+  it("refuses WEBHOOK_DLQ_PATH (the specification's SQLite store) naming where dead letters are instead; empty is unset", () => {
+    const [p] = problemsOf({ WEBHOOK_DLQ_PATH: "./data/webhook-dlq.db" });
+    expect(p).toMatch(/^WEBHOOK_DLQ_PATH="\.\/data\/webhook-dlq\.db" is not used: Hookline keeps no dead-letter database; a dead letter is a WebhookDelivery in phase DeadLettered/);
+    expect(p).toContain("WEBHOOK_DLQ_MAX_ENTRIES");
+    expect(p).toContain("hookline.dev/replay");
+    expect(problemsOf({ WEBHOOK_DLQ_PATH: "" })).toEqual([]);
+    expect(problemsOf({ WEBHOOK_DLQ_PATH: "   " })).toEqual([]);
+  });
+
   it("HOOKLINE_INSTALLATION: the Lease's namespace and name unless set", () => {
     expect(loadConfig({}).installation).toBe("default/hookline-leader");
     expect(loadConfig({ POD_NAMESPACE: "hookline", LEADER_ELECTION_LEASE_NAME: "prod-hookline" }).installation).toBe("hookline/prod-hookline");

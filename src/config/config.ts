@@ -240,6 +240,11 @@ function natsUrlProblem(raw: string): string | undefined {
 
 // One line per variable: the complexity is the number of variables, each parsed once, in order.
 // eslint-disable-next-line complexity
+/** Why WEBHOOK_DLQ_PATH is refused: where dead letters are instead. */
+export const DLQ_PATH_REFUSED = (value: string): string =>
+  `WEBHOOK_DLQ_PATH=${JSON.stringify(value)} is not used: Hookline keeps no dead-letter database; a dead letter is a WebhookDelivery in phase DeadLettered ` +
+  `(kubectl get whdel --field-selector status.phase=DeadLettered), kept in etcd up to WEBHOOK_DLQ_MAX_ENTRIES and replayed with the hookline.dev/replay annotation; unset WEBHOOK_DLQ_PATH`;
+
 export function loadConfig(env: Env, overrides: { leaderElect?: boolean } = {}): Config {
   const problems: string[] = [];
   const int = (v: IntVar): number => {
@@ -295,6 +300,9 @@ export function loadConfig(env: Env, overrides: { leaderElect?: boolean } = {}):
   if (retryPeriodMs >= renewDeadlineMs) {
     problems.push(`LEADER_ELECTION_RETRY_PERIOD_MS=${retryPeriodMs} must be shorter than LEADER_ELECTION_RENEW_DEADLINE_MS=${renewDeadlineMs}`);
   }
+  // The specification's SQLite dead-letter store: set, it would be ignored, and whoever set it
+  // would look for a file that never comes (docs/configuration.md, "Variables refused").
+  if (env.WEBHOOK_DLQ_PATH !== undefined && env.WEBHOOK_DLQ_PATH.trim() !== "") problems.push(DLQ_PATH_REFUSED(env.WEBHOOK_DLQ_PATH));
 
   const allowedNetworksText = env.WEBHOOK_ALLOWED_NETWORKS?.trim() ?? "";
   let allowedNetworks: Cidr[] = [];
