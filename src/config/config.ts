@@ -238,13 +238,13 @@ function natsUrlProblem(raw: string): string | undefined {
   }
 }
 
-// One line per variable: the complexity is the number of variables, each parsed once, in order.
-// eslint-disable-next-line complexity
 /** Why WEBHOOK_DLQ_PATH is refused: where dead letters are instead. */
 export const DLQ_PATH_REFUSED = (value: string): string =>
   `WEBHOOK_DLQ_PATH=${JSON.stringify(value)} is not used: Hookline keeps no dead-letter database; a dead letter is a WebhookDelivery in phase DeadLettered ` +
   `(kubectl get whdel --field-selector status.phase=DeadLettered), kept in etcd up to WEBHOOK_DLQ_MAX_ENTRIES and replayed with the hookline.dev/replay annotation; unset WEBHOOK_DLQ_PATH`;
 
+// One line per variable: the complexity is the number of variables, each parsed once, in order.
+// eslint-disable-next-line complexity
 export function loadConfig(env: Env, overrides: { leaderElect?: boolean } = {}): Config {
   const problems: string[] = [];
   const int = (v: IntVar): number => {
