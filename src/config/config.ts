@@ -221,6 +221,7 @@ export const ENV_DOCS: Array<{ name: string; default: string; range: string; wha
   { name: "HOOKLINE_NATS_TLS_KEY_FILE", default: "empty: none", range: "file path (PEM, with HOOKLINE_NATS_TLS_CERT_FILE)", what: "stream mode: its private key" },
   { name: "HOOKLINE_NATS_ALLOW_INSECURE", default: "false", range: "true, false", what: "stream mode: use a NATS that lets clients in without credentials, or connect without any; false: stream mode stays off and the operator is not ready, saying why (a throwaway server on your own machine only; see docs/security.md)" },
   { name: "HOOKLINE_INSTALLATION", default: "LEADER_ELECTION_NAMESPACE/LEADER_ELECTION_LEASE_NAME", range: "1..128 characters of A-Z a-z 0-9 . _ / -", what: "stream mode: the name this installation claims the namespaces' streams (HOOKLINE_<namespace>) and their consumers with; an installation finding a stream claimed by another refuses it and never deletes it (give each installation its own NATS account)" },
+  { name: "WEBHOOK_DLQ_PATH", default: "unset", range: "refused when set", what: "the specification's SQLite dead-letter file: refused at start (exit 78), not ignored; a dead letter is a WebhookDelivery in phase DeadLettered, bounded by WEBHOOK_DLQ_MAX_ENTRIES" },
   ...TRACING_ENV_DOCS,
 ];
 
