@@ -22,8 +22,7 @@ import { collectionPath, objectKey } from "../../kube/types.js";
 import { deliveryName, labelValue } from "../../publish/naming.js";
 import { hashedId } from "../../jetstream/message.js";
 import type { OutcomeMeta } from "../../delivery/finals.js";
-import type { DeliveryObject } from "../../delivery/objects.js";
-import { DELIVERIES } from "../../delivery/objects.js";
+import { DELIVERIES, type DeliveryObject } from "../../delivery/objects.js";
 import type { OutcomeWriter } from "../../delivery/outcome-writer.js";
 
 /** One message's event, as a WebhookDelivery holds it. */

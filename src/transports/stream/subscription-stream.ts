@@ -301,7 +301,11 @@ export class SubscriptionStream {
     if (a.type === "WaitUntil") return { until: a.at, holds: a.why !== "rate" };
     // An ordered subscription's events become deliveries (ordered-handoff.ts): one at a time,
     // none while the endpoint's gates hold, whether or not its request slots are free.
-    if (policy.ordering) return a.type === "Attempt" || a.type === "Park" ? this.pullOne(now, policy) : { holds: true };
+    if (policy.ordering) {
+      if (a.type !== "Attempt" && a.type !== "Park") return { holds: true };
+      // Its consumer lets out one message at a time: the next once this one is answered.
+      return this.running.size + this.held.size + this.outstanding > 0 ? {} : this.pullUpTo(1, now, policy);
+    }
     if (a.type === "Park") return { until: now + PARK_RECHECK_MS };
     if (a.type !== "Attempt" && a.type !== "DeadLetter") return { holds: true };
     const probe = a.type === "Attempt" && a.probe;
@@ -310,19 +314,16 @@ export class SubscriptionStream {
     // Pulls go in batches of at least half of maxInFlight (or when nothing is busy), not one
     // pull per freed slot: a pull is a request of its own.
     if (want <= 0 || (busy > 0 && want < Math.ceil(policy.maxInFlight / 2))) return {};
+    return this.pullUpTo(want, now, policy);
+  }
+
+  /** A pull of at most `n` messages, unless the subscription's Secret is missing or the byte budget has no room. */
+  private async pullUpTo(n: number, now: number, policy: Policy): Promise<{ pull: number; bytes: number } | { until?: number; holds?: boolean; budget?: boolean }> {
     // A Secret missing (signing or credentials): its messages would wait, so none is pulled.
     if ((await this.w.step.gather(this.sub.namespace, policy, true)).secret.kind === "missing") return { until: now + SECRET_RECHECK_MS, holds: true };
     // As many bytes as the byte budget has room for.
     const bytes = this.pullRoom();
-    return bytes > 0 ? { pull: want, bytes } : { budget: true };
-  }
-
-  /** An ordered subscription pulls its next message once the one before it is answered (its consumer lets out one at a time). */
-  private async pullOne(now: number, policy: Policy): Promise<{ pull: number; bytes: number } | { until?: number; holds?: boolean; budget?: boolean }> {
-    if (this.running.size + this.held.size + this.outstanding > 0) return {};
-    if ((await this.w.step.gather(this.sub.namespace, policy, true)).secret.kind === "missing") return { until: now + SECRET_RECHECK_MS, holds: true };
-    const bytes = this.pullRoom();
-    return bytes > 0 ? { pull: 1, bytes } : { budget: true };
+    return bytes > 0 ? { pull: n, bytes } : { budget: true };
   }
 
   /** The bytes the next pull may ask for (its cost reserved in the budget), or 0 when the budget has no room for it now. */
@@ -692,13 +693,13 @@ export class SubscriptionStream {
     this.wake();
   }
 
-  /** The message's ordering lane when its subscription is ordered (the key's value in its event). */
-  private laneOf(h: Held): LaneRef | undefined {
+  /** An event's ordering lane when its subscription is ordered (the key's value in the event). */
+  private laneOf(eventType: string, payload: unknown): LaneRef | undefined {
     const sub = this.w.caches.subscription(this.subKey);
     const view = sub && sub.metadata.uid === this.sub.uid ? this.w.caches.subscriptionView(sub) : undefined;
     const ordering = view?.kind === "ok" ? view.policy.ordering : undefined;
-    if (!ordering || !h.event) return undefined;
-    const value = orderingValue(ordering.parsed, { eventType: h.type, payload: JSON.parse(dataText(h.event)) as unknown });
+    if (!ordering) return undefined;
+    const value = orderingValue(ordering.parsed, { eventType, payload });
     return value === undefined ? undefined : { key: ordering.key, value };
   }
 
@@ -711,8 +712,9 @@ export class SubscriptionStream {
       this.w.finals.delivered(final, this.subKey, h.timestamp);
     } else {
       let recorded;
+      const payload = h.event ? (JSON.parse(dataText(h.event)) as unknown) : undefined;
       // An ordered subscription's dead letter blocks its key, as in CR mode (expired, or of a removed type).
-      const lane = final.phase === "DeadLettered" ? this.laneOf(h) : undefined;
+      const lane = final.phase === "DeadLettered" && h.event ? this.laneOf(h.type, payload) : undefined;
       try {
         recorded = await this.w.deadLetters.record({
           namespace: this.sub.namespace,
@@ -720,7 +722,7 @@ export class SubscriptionStream {
           eventId: h.id,
           eventType: h.type,
           timestamp: h.timestamp,
-          payload: h.event ? (JSON.parse(dataText(h.event)) as unknown) : undefined,
+          payload,
           ...(h.event?.traceContext ? { traceContext: h.event.traceContext } : {}),
           origin: `${this.stream}/${h.msg.seq}`,
           result: stampLane(r, lane),
