@@ -76,6 +76,8 @@ export interface Config {
   natsUrl: string | undefined;
   /** natsUrl with any password or token replaced by "***". */
   natsUrlRedacted: string | undefined;
+  /** HOOKLINE_PAYLOAD_CACHE_BYTES: small payloads kept from the watch for their attempts (delivery/kept-payloads.ts); 0: none. */
+  payloadCacheBytes: number;
   /** HOOKLINE_STREAM_REPLICAS: replicas of the streams and the key-value buckets on a NATS cluster. */
   streamReplicas: number;
   /** HOOKLINE_STREAM_MAX_HELD_BYTES: stream messages a replica holds in memory at most; JetStream keeps the rest. */
@@ -142,6 +144,9 @@ export const INT_VARS = {
   maxFinishedDeliveries: { name: "WEBHOOK_MAX_FINISHED_DELIVERIES", default: 20_000, min: 10, max: 10_000_000 },
   // The DLQ specification's capacity: oldest evicted before the new one is stored.
   dlqMaxEntries: { name: "WEBHOOK_DLQ_MAX_ENTRIES", default: 10_000, min: 1, max: 10_000_000 },
+  // Payloads of pending deliveries kept in memory so that an attempt need not read them back: a
+  // bounded budget shared fairly between namespaces (delivery/kept-payloads.ts).
+  payloadCacheBytes: { name: "HOOKLINE_PAYLOAD_CACHE_BYTES", default: 32 * 1024 * 1024, min: 0, max: 4 * 1024 * 1024 * 1024 },
   streamReplicas: { name: "HOOKLINE_STREAM_REPLICAS", default: 1, min: 1, max: 5 },
   // Stream mode's bounds (docs/stream-mode.md#limits): memory per replica, age and size per
   // namespace; the last three are jetstream/layout.ts DEFAULT_LAYOUT's (layout.test.ts checks).
@@ -199,6 +204,7 @@ export const ENV_DOCS: Array<{ name: string; default: string; range: string; wha
       [INT_VARS.leaseDurationMs, "Lease duration"],
       [INT_VARS.renewDeadlineMs, "must be below the lease duration"],
       [INT_VARS.retryPeriodMs, "must be below the renew deadline"],
+      [INT_VARS.payloadCacheBytes, "payloads of pending deliveries (each of at most 64 KiB serialized) kept in memory from the watch, so that an attempt need not read its delivery back from the API server; shared between namespaces (when full, the namespace holding the most loses its oldest); 0 keeps none and every attempt reads its payload"],
     ] as const
   ).map(([v, what]) => ({ name: v.name, default: String(v.default), range: `${v.min}..${v.max}`, what })),
   { name: "POD_NAME", default: "host name + random suffix", range: "", what: "identity in the Lease and in Events" },
@@ -283,6 +289,7 @@ export function loadConfig(env: Env, overrides: { leaderElect?: boolean } = {}):
   const maxInFlight = int(INT_VARS.maxInFlight);
   const maxFinishedDeliveries = int(INT_VARS.maxFinishedDeliveries);
   const dlqMaxEntries = int(INT_VARS.dlqMaxEntries);
+  const payloadCacheBytes = int(INT_VARS.payloadCacheBytes);
   const streamReplicas = int(INT_VARS.streamReplicas);
   const streamMaxHeldBytes = int(INT_VARS.streamMaxHeldBytes);
   const streamMaxAgeMs = int(INT_VARS.streamMaxAgeMs);
@@ -368,6 +375,7 @@ export function loadConfig(env: Env, overrides: { leaderElect?: boolean } = {}):
     logLevel,
     natsUrl: natsRaw,
     natsUrlRedacted: natsRaw === undefined ? undefined : redactNatsUrl(natsRaw),
+    payloadCacheBytes,
     streamReplicas,
     streamMaxHeldBytes,
     streamMaxAgeMs,

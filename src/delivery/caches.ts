@@ -4,7 +4,8 @@
 // subscription. Deliveries are listed once the subscriptions are, so the payload ordering keys
 // of their subscriptions are known when their payloads are stripped. Parsed specs
 // are memoised per object version. Cached deliveries carry no payload (see payload.ts): memory
-// does not grow with payload bytes.
+// does not grow with payload bytes; small ones are kept apart within a fixed budget
+// (kept-payloads.ts), so that an attempt need not read them back.
 import type { Logger } from "pino";
 import type { ZodError } from "zod";
 import { deliverySpecSchema, type DeliverySpec } from "../api/delivery.js";
@@ -15,6 +16,7 @@ import type { KubeClient } from "../kube/client.js";
 import { Reflector, type RawItem, type ReflectorHandler } from "../kube/reflector.js";
 import { collectionPath, objectKey, splitKey, type KubeObject } from "../kube/types.js";
 import { DELIVERIES, REPLAYS, SUBSCRIPTIONS, subscriptionKeyOf, type DeliveryObject, type ReplayObject, type SubscriptionObject } from "./objects.js";
+import { KeptPayloads } from "./kept-payloads.js";
 import { payloadSummary, stripPayload, type OrderingToExtract } from "./payload.js";
 
 export const ACTIVE_DELIVERIES_SELECTOR = "status.phase!=Succeeded,status.phase!=DeadLettered,status.phase!=Discarded";
@@ -105,6 +107,8 @@ export class Caches {
     /** The operator-wide defaults a subscription's policy falls back on (WEBHOOK_*). */
     private readonly defaults: PolicyDefaults,
     onHealth?: (name: string, healthy: boolean) => void,
+    /** Payloads kept from the watch for the attempts to come (none when not given). */
+    readonly payloads: KeptPayloads = new KeptPayloads({ maxBytes: 0 }),
   ) {
     const scopes = namespaces.length ? namespaces : [""];
     for (const ns of scopes) {
@@ -131,7 +135,8 @@ export class Caches {
           pageSize: DELIVERY_PAGE.max,
           pageBytes: { initial: DELIVERY_PAGE.initial, target: DELIVERY_PAGE.targetBytes, of: payloadBytesOf },
           transform: (item: RawItem) => {
-            stripPayload(item, this.orderingsFor(item));
+            const { namespace = "", uid } = item.metadata;
+            stripPayload(item, this.orderingsFor(item), uid ? (json, bytes) => this.payloads.keep(namespace, uid, json, bytes) : undefined);
             return slim<DeliveryObject>(item);
           },
           handler: this.indexing(events.delivery),
@@ -185,14 +190,20 @@ export class Caches {
       update: (old, d) => {
         remove(old);
         add(d);
+        if (old.metadata.uid !== d.metadata.uid) this.forgetPayload(old);
         inner.update(old, d);
       },
       delete: (d) => {
         remove(d);
+        this.forgetPayload(d);
         inner.delete(d);
       },
       listed: (startedAt) => inner.listed?.(startedAt),
     };
+  }
+
+  private forgetPayload(d: DeliveryObject): void {
+    if (d.metadata.uid) this.payloads.forget(d.metadata.namespace ?? "", d.metadata.uid);
   }
 
   private all(): Reflector<KubeObject>[] {

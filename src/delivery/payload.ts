@@ -1,7 +1,8 @@
 // A delivery's payload, kept out of memory: when a delivery enters the cache its payload is
 // summarized once per object version (serialized size, SHA-256, or why it cannot be sent) and
 // removed from the cached object, so the operator's memory does not grow with payload bytes.
-// An attempt reads the payload from the API server, builds the body, sends it and drops it.
+// An attempt takes the payload from the bounded kept payloads (kept-payloads.ts) or reads it from
+// the API server, builds the body, sends it and drops it.
 import { createHash } from "node:crypto";
 import { ANNOTATIONS, MAX_PAYLOAD_DEPTH } from "../api/names.js";
 import { jsonDepth } from "../core/request/json-depth.js";
@@ -11,6 +12,7 @@ import type { RawItem } from "../kube/reflector.js";
 import { objectPath } from "../kube/types.js";
 import { DELIVERIES, type DeliveryObject, type StoredDeliverySpec } from "./objects.js";
 import type { RequestBody } from "./engine/request.js";
+import type { KeptPayloads } from "./kept-payloads.js";
 
 export type PayloadSummary =
   /**
@@ -44,18 +46,23 @@ export interface OrderingToExtract {
  * values at `orderings` (payload keys).
  */
 export function summarize(payload: unknown, stripped = false, id = "", orderings: readonly OrderingToExtract[] = []): PayloadSummary {
+  return summarizeWithJson(payload, stripped, id, orderings).summary;
+}
+
+/** summarize(), with the serialized payload when it can be sent. */
+function summarizeWithJson(payload: unknown, stripped: boolean, id: string, orderings: readonly OrderingToExtract[]): { summary: PayloadSummary; json?: string } {
   // Measured first, without recursion: JSON.stringify throws a RangeError at ~4,000 levels.
   if (jsonDepth(payload, MAX_PAYLOAD_DEPTH) > MAX_PAYLOAD_DEPTH) {
-    return { ok: false, message: `payload is nested deeper than ${MAX_PAYLOAD_DEPTH} levels of arrays and objects`, stripped };
+    return { summary: { ok: false, message: `payload is nested deeper than ${MAX_PAYLOAD_DEPTH} levels of arrays and objects`, stripped } };
   }
   let text: string;
   try {
     text = JSON.stringify(payload ?? null);
   } catch (err) {
-    return { ok: false, message: `payload cannot be serialized as JSON: ${(err as Error).message}`, stripped };
+    return { summary: { ok: false, message: `payload cannot be serialized as JSON: ${(err as Error).message}`, stripped } };
   }
   const ordering = orderings.length ? new Map(orderings.map((o) => [o.key, orderingValue(o.parsed, { eventType: "", payload })])) : undefined;
-  return {
+  const summary: PayloadSummary = {
     ok: true,
     bytes: Buffer.byteLength(text),
     sha256: createHash("sha256").update(text).digest("hex"),
@@ -63,17 +70,21 @@ export function summarize(payload: unknown, stripped = false, id = "", orderings
     stripped,
     ...(ordering ? { ordering } : {}),
   };
+  return { summary, json: text };
 }
 
 /**
  * For the delivery cache: records the summary of the item's payload (with the values at the
- * payload ordering keys of its subscription) and removes the payload. Never throws.
+ * payload ordering keys of its subscription) and removes the payload; `keep` may hold on to the
+ * serialized payload (kept-payloads.ts), so that an attempt need not read it back. Never throws.
  */
-export function stripPayload(item: RawItem, orderings: readonly OrderingToExtract[] = []): void {
+export function stripPayload(item: RawItem, orderings: readonly OrderingToExtract[] = [], keep?: (json: string, bytes: number) => void): void {
   const spec = specOf(item);
   if (!spec) return;
   const had = "payload" in spec;
-  summaries.set(spec, summarize(spec.payload, had, idOf(spec, item.metadata), orderings.filter((o) => o.parsed.kind === "path")));
+  const { summary, json } = summarizeWithJson(spec.payload, had, idOf(spec, item.metadata), orderings.filter((o) => o.parsed.kind === "path"));
+  summaries.set(spec, summary);
+  if (had && summary.ok && json !== undefined) keep?.(json, summary.bytes);
   delete spec.payload;
 }
 
@@ -141,24 +152,28 @@ export function webhookId(obj: DeliveryObject): string {
 }
 
 /**
- * The body of one attempt. For a cached delivery the payload is read from the API server (the
- * watch cache answers `resourceVersion=0`; the payload is immutable, so any version of the same
- * object carries it). Undefined when the delivery no longer exists, or was deleted and created
- * again under its name (another delivery: the watch brings it).
+ * The body of one attempt. For a cached delivery the payload is the one `kept` holds (taken: a
+ * retry reads it again), else read from the API server (the watch cache answers
+ * `resourceVersion=0`; the payload is immutable, so any version of the same object carries it).
+ * Undefined when the delivery no longer exists, or was deleted and created again under its name
+ * (another delivery: the watch brings it).
  */
-export async function loadRequestBody(client: KubeClient, obj: DeliveryObject, signal?: AbortSignal): Promise<RequestBody | undefined> {
+export async function loadRequestBody(client: KubeClient, obj: DeliveryObject, signal?: AbortSignal, kept?: KeptPayloads): Promise<RequestBody | undefined> {
   const spec = specOf(obj) ?? {};
-  let payload: unknown;
-  if ("payload" in spec) payload = spec.payload;
+  let dataJson: string | undefined;
+  if ("payload" in spec) dataJson = JSON.stringify(spec.payload ?? null);
   else if (summaries.get(spec)?.stripped) {
-    const full = await readFull(client, obj, signal);
-    if (!full) return undefined;
-    payload = specOf(full)?.payload;
+    dataJson = obj.metadata.uid ? kept?.take(obj.metadata.namespace ?? "", obj.metadata.uid) : undefined;
+    if (dataJson === undefined) {
+      const full = await readFull(client, obj, signal);
+      if (!full) return undefined;
+      dataJson = JSON.stringify(specOf(full)?.payload ?? null);
+    }
   }
   const id = webhookId(obj);
   // A dead letter made by stream mode keeps its event's publish time (the delivery was created later).
   const timestamp = obj.metadata.annotations?.[ANNOTATIONS.eventTimestamp] ?? obj.metadata.creationTimestamp;
-  return { id, body: webhookBody(id, spec.eventType, timestamp, JSON.stringify(payload ?? null)) };
+  return { id, body: webhookBody(id, spec.eventType, timestamp, dataJson ?? "null") };
 }
 
 /**

@@ -31,6 +31,7 @@ import { Sender } from "./engine/sender.js";
 import { DeliveryStep } from "./engine/step.js";
 import { Finals, type OutcomeMeta } from "./finals.js";
 import { Handlers } from "./handlers.js";
+import { KeptPayloads } from "./kept-payloads.js";
 import type { LeaderTerm } from "./leader-term.js";
 import type { DeliveryObject, SubscriptionObject } from "./objects.js";
 import { OrderingLanes } from "./ordering-lanes.js";
@@ -134,7 +135,13 @@ export async function setupEngine(manager: Manager, o: EngineOptions): Promise<E
   };
   const unhealthy = new Set<string>();
   const onHealth = (name: string, healthy: boolean) => void (healthy ? unhealthy.delete(name) : unhealthy.add(name));
-  const caches: Caches = new Caches(client, config.watchNamespaces, log.child({ component: "cache" }), withLanes, defaults, onHealth);
+  const payloads = new KeptPayloads({
+    maxBytes: config.payloadCacheBytes,
+    onEvict: (reason) => metrics.payloadCache.evictions.inc({ reason }),
+    onRead: (hit) => metrics.payloadCache.reads.inc({ result: hit ? "hit" : "miss" }),
+  });
+  metrics.payloadCache.setBytesSource(() => payloads.bytesByNamespace());
+  const caches: Caches = new Caches(client, config.watchNamespaces, log.child({ component: "cache" }), withLanes, defaults, onHealth, payloads);
   const rollUp = (subKey: string, urgent: boolean) => handlers.rollUp(subKey, urgent);
   const transitions = new EndpointTransitions({ caches, events, metrics, log: log.child({ component: "endpoints" }), rollUp });
   const sharedState = o.transport?.sharedEndpoints(transitions, () => endpoints, (subKey) => caches.policy(caches.subscription(subKey))?.breaker ?? defaults.breaker);

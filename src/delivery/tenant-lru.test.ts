@@ -72,4 +72,74 @@ describe("TenantLru", () => {
       { numRuns: 300 },
     );
   });
+  it("weighted: an entry heavier than a bound is refused, and one that would take from a lighter namespace is not kept", () => {
+    const lru = new TenantLru<number>({ max: 10, maxPerNamespace: 8, weigh: (v) => v });
+    expect(lru.set("a", "huge", 9)).toBe(false);
+    expect(lru.get("a", "huge")).toBeUndefined();
+    expect(lru.set("a", "1", 4)).toBe(true);
+    // b's 7 would need a's 4: a holds less than b would, so b's entry is the one that goes.
+    expect(lru.set("b", "1", 7)).toBe(false);
+    expect([lru.get("a", "1"), lru.weight, lru.size]).toEqual([4, 4, 1]);
+    // b's 6 fits beside a's 4.
+    expect(lru.set("b", "2", 6)).toBe(true);
+    expect(Object.fromEntries(lru.weights())).toEqual({ a: 4, b: 6 });
+    // a sets 3 more: it would hold 7 against b's 6, so it is the fullest and its own oldest goes.
+    expect(lru.set("a", "2", 3)).toBe(true);
+    expect([lru.get("a", "1"), lru.get("a", "2"), lru.get("b", "2")]).toEqual([undefined, 3, 6]);
+    expect(lru.take("b", "2")).toBe(6);
+    expect([lru.weight, lru.size, lru.take("b", "2")]).toEqual([3, 1, undefined]);
+  });
+
+  it("weighted properties: both bounds hold, weights add up, and the total bound takes only from a namespace holding the most", () => {
+    const op = fc.record({ ns: fc.constantFrom("a", "b", "c"), key: fc.integer({ min: 0, max: 20 }).map(String), w: fc.integer({ min: 0, max: 12 }), take: fc.boolean() });
+    fc.assert(
+      fc.property(fc.integer({ min: 1, max: 30 }), fc.integer({ min: 1, max: 20 }), fc.array(op, { maxLength: 150 }), (max, perNs, ops) => {
+        const model = new Map<string, Array<[string, number]>>();
+        const weightOf = (ns: string) => (model.get(ns) ?? []).reduce((s, [, w]) => s + w, 0);
+        const evictions: Array<{ reason: EvictionReason; ns: string }> = [];
+        const lru = new TenantLru<number>({ max, maxPerNamespace: perNs, weigh: (v) => v, onEvict: (reason, ns) => evictions.push({ reason, ns }) });
+        for (const o of ops) {
+          const list = (model.get(o.ns) ?? []).filter(([k]) => k !== o.key);
+          const had = model.get(o.ns)?.find(([k]) => k === o.key);
+          if (o.take) {
+            expect(lru.take(o.ns, o.key)).toBe(had?.[1]);
+            if (list.length) model.set(o.ns, list);
+            else model.delete(o.ns);
+            continue;
+          }
+          model.set(o.ns, [...list, [o.key, o.w]]);
+          evictions.length = 0;
+          const kept = lru.set(o.ns, o.key, o.w);
+          if (o.w > perNs || o.w > max) {
+            expect(kept).toBe(false);
+            expect(evictions).toEqual([]);
+            if (list.length) model.set(o.ns, list);
+            else model.delete(o.ns);
+          }
+          for (const e of evictions) {
+            const l = model.get(e.ns)!;
+            if (e.reason === "total") expect(weightOf(e.ns)).toBe(Math.max(...[...model.keys()].map(weightOf)));
+            l.shift();
+            if (l.length === 0) model.delete(e.ns);
+          }
+          expect(lru.get(o.ns, o.key)).toBe(kept ? o.w : undefined);
+          if (kept) {
+            // get made it the most recent: so in the model.
+            const l = model.get(o.ns)!;
+            model.set(o.ns, [...l.filter(([k]) => k !== o.key), [o.key, o.w]]);
+          }
+          let total = 0;
+          for (const ns of model.keys()) {
+            const w = weightOf(ns);
+            expect(w).toBeLessThanOrEqual(perNs);
+            expect(lru.weights().get(ns)).toBe(w);
+            total += w;
+          }
+          expect(lru.weight).toBe(total);
+          expect(total).toBeLessThanOrEqual(max);
+        }
+      }),
+      { numRuns: 300 },
+    );
+  });
 });

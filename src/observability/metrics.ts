@@ -68,6 +68,8 @@ export class Metrics implements RequestObserver {
   readonly streamLimits = streamLimitMetrics(this.registry, () => this.leading);
   /** The OAuth2 token cache (spec.oauth2) and its bounds, in their own block below. */
   readonly oauth2 = oauth2Metrics(this.registry);
+  /** The kept payloads (HOOKLINE_PAYLOAD_CACHE_BYTES), in their own block below. */
+  readonly payloadCache = payloadCacheMetrics(this.registry);
 
   constructor(opts: { defaultMetrics?: boolean } = {}) {
     const registers = [this.registry];
@@ -411,6 +413,51 @@ function oauth2Metrics(registry: Registry): OAuth2Metrics {
   });
   for (const reason of OAUTH2_EVICTION_REASONS) evictions.inc({ reason }, 0);
   return { tokens, evictions, setTokensSource: (s) => (source = s) };
+}
+
+// ---------------------------------------------------------------------------------------------
+// The kept payloads (src/delivery/kept-payloads.ts): pending deliveries' payloads held for their
+// attempts within HOOKLINE_PAYLOAD_CACHE_BYTES, shared between namespaces.
+
+export interface PayloadCacheMetrics {
+  /** hookline_payload_cache_bytes{namespace}: what each namespace's kept payloads weigh now. */
+  bytes: Gauge<"namespace">;
+  /** hookline_payload_cache_reads_total{result}: hit (kept), miss (read from the API server). */
+  reads: Counter<"result">;
+  /** hookline_payload_cache_evictions_total{reason}: payloads dropped to stay within the budget. */
+  evictions: Counter<"reason">;
+  /** Where the gauge reads the bytes per namespace. */
+  setBytesSource(source: () => ReadonlyMap<string, number>): void;
+}
+
+function payloadCacheMetrics(registry: Registry): PayloadCacheMetrics {
+  const registers = [registry];
+  let source: (() => ReadonlyMap<string, number>) | undefined;
+  const bytes = new Gauge({
+    name: "hookline_payload_cache_bytes",
+    help: "Bytes of pending deliveries' payloads kept in memory for their attempts (each counted with a fixed overhead), per namespace; together at most HOOKLINE_PAYLOAD_CACHE_BYTES.",
+    labelNames: ["namespace"],
+    registers,
+    collect() {
+      this.reset();
+      for (const [namespace, b] of source?.() ?? []) this.set({ namespace }, b);
+    },
+  });
+  const reads = new Counter({
+    name: "hookline_payload_cache_reads_total",
+    help: "Payloads an attempt needed: result hit (kept in memory) or miss (read from the API server: too big to keep, evicted, or the cache was full).",
+    labelNames: ["result"],
+    registers,
+  });
+  for (const result of ["hit", "miss"]) reads.inc({ result }, 0);
+  const evictions = new Counter({
+    name: "hookline_payload_cache_evictions_total",
+    help: "Kept payloads dropped to stay within HOOKLINE_PAYLOAD_CACHE_BYTES (reason total: the least recently kept of the namespace holding the most went); a dropped payload is read from the API server when its attempt comes.",
+    labelNames: ["reason"],
+    registers,
+  });
+  evictions.inc({ reason: "total" }, 0);
+  return { bytes, reads, evictions, setBytesSource: (s) => (source = s) };
 }
 
 // ---------------------------------------------------------------------------------------------

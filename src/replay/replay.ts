@@ -280,7 +280,7 @@ export class Replayer {
         policy,
         action,
         secrets: { keys, creds }, // [receiver-credentials]
-        message: (s) => loadRequestBody(this.d.client, obj, s),
+        message: (s) => loadRequestBody(this.d.client, obj, s, this.d.caches.payloads),
         signal,
         status: obj.status,
         replay,

@@ -1,6 +1,7 @@
 // Memory that does not grow with the bytes of pending payloads: the delivery cache keeps a
-// summary of each payload (size, SHA-256), never the payload; an attempt reads it from the API
-// server and drops it. In stream mode, what a replica holds of the stream's messages stays
+// summary of each payload (size, SHA-256), never the payload; small payloads (64 KiB at most) are
+// kept apart within a fixed byte budget (HOOKLINE_PAYLOAD_CACHE_BYTES) for their attempt, and
+// any other is read from the API server by its attempt and dropped. In stream mode, what a replica holds of the stream's messages stays
 // within its byte budget (HOOKLINE_STREAM_MAX_HELD_BYTES), whatever maxInFlight says: JetStream
 // keeps the rest. Real API server, real nats-server, real operator (in process, then as a
 // child process whose RSS is read from /proc).
@@ -8,6 +9,7 @@ import { readFileSync } from "node:fs";
 import { KubeConfig } from "@kubernetes/client-node";
 import { afterEach, describe, expect, inject, it } from "vitest";
 import { freePorts } from "../../src/cluster/ports.js";
+import { KEPT_PAYLOAD_OVERHEAD_BYTES } from "../../src/delivery/kept-payloads.js";
 import { MESSAGE_ROOM_BYTES } from "../../src/transports/stream/held-bytes.js";
 import { KubeClient } from "../../src/kube/client.js";
 import { createNamespace, deleteNamespace, kubectlOk, waitFor } from "../helpers/cluster.js";
@@ -34,8 +36,8 @@ function expectedBody(id: string, type: string, created: string, payload: unknow
   return `{"id":${JSON.stringify(id)},"type":${JSON.stringify(type)},"timestamp":${JSON.stringify(created)},"data":${JSON.stringify(payload ?? null)}}`;
 }
 
-describe("memory: payloads are not kept in the cache", () => {
-  it("caches pending deliveries without their payload, and still sends each payload byte for byte", async () => {
+describe("memory: payloads are not kept in the cache, only small ones within a budget", () => {
+  it("caches pending deliveries without their payload, keeps the small ones apart for their attempt, and sends each payload byte for byte", async () => {
     const ns = await namespace("mem-cache");
     const r = await Receiver.start(() => 200);
     cleanups.push(() => r.close());
@@ -58,6 +60,10 @@ describe("memory: payloads are not kept in the cache", () => {
       const cached = op.op.caches.delivery(`${ns}/${name}`)!;
       expect((cached.spec as Record<string, unknown>).payload, `${name}: payload in the cache`).toBeUndefined();
     }
+    // unicode and scalar are kept for their attempts; big (200 KiB) is not, none has no payload.
+    const keptBytes = op.op.caches.payloads.bytesByNamespace().get(ns) ?? 0;
+    const small = ["unicode", "scalar"].map((n) => Buffer.byteLength(JSON.stringify(payloads[n])) + KEPT_PAYLOAD_OVERHEAD_BYTES);
+    expect(keptBytes).toBe(small[0]! + small[1]!);
 
     const stored = Object.fromEntries(await Promise.all(names.map(async (n) => [n, (await getObj("whdel", ns, n))!] as const)));
     await kubectlOk(["patch", "whsub", "held", "-n", ns, "--type", "merge", "-p", '{"spec":{"paused":false}}']);
@@ -72,6 +78,10 @@ describe("memory: payloads are not kept in the cache", () => {
     for (const name of names) {
       await waitFor(async () => (await getObj("whdel", ns, name))?.status?.phase === "Succeeded", { description: `${name} Succeeded` });
     }
+    // The kept two were sent without a read; big was read from the API server.
+    expect(await op.metric("hookline_payload_cache_reads_total", { result: "hit" })).toBe(2);
+    expect(await op.metric("hookline_payload_cache_reads_total", { result: "miss" })).toBe(1);
+    await waitFor(() => !op.op.caches.payloads.bytesByNamespace().has(ns), { description: "the finished deliveries' kept payloads forgotten" });
   });
 
   it("an operator with 400 pending 250 KiB deliveries (100 MiB of payload) stays within 100 MiB of an empty one, peak included", { timeout: 300_000 }, async () => {
@@ -94,6 +104,31 @@ describe("memory: payloads are not kept in the cache", () => {
     const growthMiB = (full.rss - empty.rss) / 1024;
     const peakGrowthMiB = (full.hwm - empty.rss) / 1024;
     console.log(`RSS empty ${(empty.rss / 1024).toFixed(1)} MiB (peak ${(empty.hwm / 1024).toFixed(1)}); with 400 x 250 KiB pending ${(full.rss / 1024).toFixed(1)} MiB (peak ${(full.hwm / 1024).toFixed(1)}): growth ${growthMiB.toFixed(1)} MiB, peak growth ${peakGrowthMiB.toFixed(1)} MiB`);
+    expect(growthMiB).toBeLessThan(100);
+    expect(peakGrowthMiB).toBeLessThan(100);
+    expect(full.keptBytes, "250 KiB payloads are too big to keep").toBe(0);
+  });
+
+  it("an operator with 2,000 pending 32 KiB deliveries (62.5 MiB of payload, twice the default HOOKLINE_PAYLOAD_CACHE_BYTES) keeps 32 MiB of them and grows less than 100 MiB, peak included", { timeout: 300_000 }, async () => {
+    const ns = await namespace("mem-kept");
+    await apply(subscription(ns, "held", { url: "http://127.0.0.1:9/never", paused: true }));
+    const empty = await measure(ns, "empty");
+    const kc = new KubeConfig();
+    kc.loadFromFile(inject("kubeconfig"));
+    const client = await KubeClient.create(kc);
+    cleanups.push(() => client.destroy());
+    // Non-ASCII: the budget counts UTF-8 bytes, at least what V8 holds.
+    const pad = "ü".repeat(16 * 1024 - 32);
+    const path = `/apis/hookline.dev/v1alpha1/namespaces/${ns}/webhookdeliveries`;
+    for (let i = 0; i < 2_000; i += 25) {
+      await Promise.all(Array.from({ length: 25 }, (_, j) => client.request({ method: "POST", path, body: delivery(ns, `k-${i + j}`, "held", { payload: { seq: i + j, pad } }) })));
+    }
+    const full = await measure(ns, "full", 2_000);
+    const growthMiB = (full.rss - empty.rss) / 1024;
+    const peakGrowthMiB = (full.hwm - empty.rss) / 1024;
+    console.log(`RSS empty ${(empty.rss / 1024).toFixed(1)} MiB; with 2,000 x 32 KiB pending ${(full.rss / 1024).toFixed(1)} MiB (peak ${(full.hwm / 1024).toFixed(1)}), ${(full.keptBytes / 1048576).toFixed(1)} MiB kept: growth ${growthMiB.toFixed(1)} MiB, peak growth ${peakGrowthMiB.toFixed(1)} MiB`);
+    expect(full.keptBytes).toBeLessThanOrEqual(32 * 1024 * 1024);
+    expect(full.keptBytes).toBeGreaterThan(31 * 1024 * 1024);
     expect(growthMiB).toBeLessThan(100);
     expect(peakGrowthMiB).toBeLessThan(100);
   });
@@ -169,7 +204,7 @@ function memory(p: OperatorProcess): { rss: number; hwm: number } {
 }
 
 /** Starts the operator as a process on `ns`, waits until it has handled `pending` deliveries, reads VmRSS and VmHWM (KiB), stops it. */
-async function measure(ns: string, name: string, pending = 0): Promise<{ rss: number; hwm: number }> {
+async function measure(ns: string, name: string, pending = 0): Promise<{ rss: number; hwm: number; keptBytes: number }> {
   const [metricsPort, healthPort] = await freePorts(2);
   const p: OperatorProcess = await spawnOperator({ name: `mem-${name}-${ns}`, namespaces: [ns], metricsPort: metricsPort!, healthPort: healthPort!, env: { LEADER_ELECT: "false" } });
   try {
@@ -185,7 +220,7 @@ async function measure(ns: string, name: string, pending = 0): Promise<{ rss: nu
     await new Promise((r) => setTimeout(r, 3_000));
     const status = readFileSync(`/proc/${p.child.pid}/status`, "utf8");
     const kib = (field: string) => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, "m").exec(status)![1]);
-    return { rss: kib("VmRSS"), hwm: kib("VmHWM") };
+    return { rss: kib("VmRSS"), hwm: kib("VmHWM"), keptBytes: sample(await p.metrics(), "hookline_payload_cache_bytes", { namespace: ns }) };
   } finally {
     p.kill("SIGKILL");
     await p.exited;

@@ -1,5 +1,5 @@
 // One tenant cannot harm another. Tenant A floods every pool the tenants share at once: ten times
-// B's event rate, a hanging endpoint, 256 KiB payloads, 1,500 dead letters and a paused
+// B's event rate, a hanging endpoint, 256 KiB payloads, 5,000 dead letters and a paused
 // subscription holding its events. Tenant B sends the same steady load as it did alone a moment
 // before, and must keep its service: its p99 (event created or published -> the receiver has
 // it) within 2x of B alone in the same run, none of its dead letters evicted, and the operator
@@ -29,7 +29,7 @@ import { startNats, type TestNats } from "../helpers/nats.js";
 /** B's steady load: events per second, and how many per phase; A sends ten times as many. */
 const B_RATE = 5;
 const B_EVENTS = 100;
-const A_DEAD_LETTERS = 1_500;
+const A_DEAD_LETTERS = 5_000;
 const B_DEAD_LETTERS = 10;
 /** The cluster-wide limits, low enough that A's flood goes far past them. */
 const BUDGET = 1_000;
@@ -112,7 +112,7 @@ describe("noisy neighbour, CR mode", () => {
       subscription(nsA, "a-big", { url: slow.url(), maxInFlight: 10 }),
       subscription(nsA, "a-paused", { url: bOk.url("/a-paused"), paused: true }),
       // Lists another event type: A's events to it are dead letters at once (EventTypeNotSubscribed),
-      // without an attempt, so its endpoint stays healthy and the 1,500 are recorded in seconds.
+      // without an attempt, so its endpoint stays healthy and the 5,000 are recorded in about half a minute.
       subscription(nsA, "a-dead", { url: refuse.url(), eventTypes: ["not.subscribed"] }),
       subscription(nsB, "b-ok", { url: bOk.url("/b"), maxInFlight: 50 }),
       // Each of B's 10 is refused (400, dead-lettered at once). The breaker's threshold is above
@@ -128,12 +128,12 @@ describe("noisy neighbour, CR mode", () => {
       healthPort: health!,
       env: { LEADER_ELECT: "false", WEBHOOK_MAX_FINISHED_DELIVERIES: String(BUDGET), WEBHOOK_DLQ_MAX_ENTRIES: String(DLQ_CAP), NODE_OPTIONS: "--max-old-space-size=384" },
     });
-    // B's own dead letters, then A's 1,500: past both cluster-wide limits, so the operator
+    // B's own dead letters, then A's 5,000: past both cluster-wide limits, so the operator
     // evicts (from A only) while B is measured.
     await createAll(Array.from({ length: B_DEAD_LETTERS }, (_, i) => delivery(nsB, `b-dead-${i}`, "b-dead")));
     await waitFor(async () => (await listObjs("whdel", nsB, ["--field-selector", "status.phase=DeadLettered"])).length === B_DEAD_LETTERS, { description: "B's dead letters", timeoutMs: 30_000 });
     await createAll(Array.from({ length: A_DEAD_LETTERS }, (_, i) => delivery(nsA, `dead-${i}`, "a-dead")));
-    // B alone is measured once A's 1,500 are dead letters and the overflow is evicted: quiet.
+    // B alone is measured once A's 5,000 are dead letters and the overflow is evicted: quiet.
     const count = async (ns: string, selector: string) => (await kubectl(["get", "whdel", "-n", ns, "--field-selector", selector, "-o", "name"])).stdout.split("\n").filter(Boolean).length;
     await waitFor(async () => {
       const [pending, dead] = [await count(nsA, "status.phase!=DeadLettered"), await count(nsA, "status.phase=DeadLettered")];

@@ -229,7 +229,7 @@ export class DeliveryReconciler {
           policy,
           action,
           secrets: { keys: c.keys, creds: c.creds }, // [receiver-credentials] credentials
-          message: (signal) => loadRequestBody(this.d.client, obj, signal),
+          message: (signal) => loadRequestBody(this.d.client, obj, signal, this.d.caches.payloads),
           signal: c.signal,
           status: obj.status,
           trace: traceOf(obj), // [tracing]
