@@ -419,7 +419,7 @@ export const subscriptionSpecSchema = withRules(
     maxPending: int(
       1,
       1_000_000,
-      "Deliveries of this subscription waiting to be delivered (Pending or Retrying) at which the publish doors refuse new events for it (HTTP 429 with Retry-After) until the backlog shrinks. A delivery created directly past it waits its turn (condition Succeeded=Unknown, reason BacklogFull). Omitted: no cap.",
+      "Deliveries of this subscription waiting to be delivered (Pending or Retrying) at which the publish doors refuse new events for it (HTTP 429 with Retry-After) until the backlog shrinks. A delivery created directly past it waits its turn (condition Succeeded=Unknown, reason BacklogFull). In stream mode, an ordered subscription hands no more events over while it has this many (1000 when omitted); they wait in the stream. Omitted: no cap.",
     ).optional(),
     deadLetter: deadLetterSchema.default({ maxEntries: 10000, maxReplays: 5 }),
     retention: retentionSchema.default({ succeeded: "1h", deadLettered: "720h" }),

@@ -13,7 +13,7 @@ import { apply, getObj, listObjs, subscription, waitForPhase } from "../helpers/
 import { connectStream, startNats, type TestNats } from "../helpers/nats.js";
 import { spawnOperator, type OperatorProcess } from "../helpers/process.js";
 import { Receiver, type ReceivedRequest } from "../helpers/receiver.js";
-import { publishEvent, waitForConsumer, waitForDrained } from "../helpers/stream.js";
+import { consumersOf, publishEvent, waitForConsumer, waitForDrained } from "../helpers/stream.js";
 
 const customerOf = (r: ReceivedRequest): string => (JSON.parse(r.body) as { data: { customer: { id: string } } }).data.customer.id;
 const idOf = (r: ReceivedRequest): string => r.headers["webhook-id"] as string;
@@ -135,6 +135,38 @@ describe("stream mode: spec.ordering", () => {
     await kubectlOk(["annotate", "whdel", deliveryName("bad-1", "blocking"), "-n", ns, "hookline.dev/replay=endpoint fixed, INC-7"]);
     await waitFor(() => k.r.requests.filter((r) => customerOf(r) === "bad").length >= 4, { description: "bad's events after the replay" });
     expect(k.r.requests.filter((r) => customerOf(r) === "bad").map(idOf)).toEqual(["bad-1", "bad-1", "bad-2", "bad-3"]);
+  });
+
+  it("the deliveries an ordered subscription made wait for their lanes at most spec.maxPending at a time; the rest wait in the stream, then follow in publish order", async () => {
+    // One key, and its first request hangs until released: the lane cannot move.
+    let release!: () => void;
+    const released = new Promise<void>((res) => (release = res));
+    const r = await Receiver.start(async () => {
+      await released;
+      return 200;
+    });
+    receivers.push(r);
+    await apply(subscription(ns, "bounded", { url: r.url(), eventTypes: ["bounded.*"], ordering: { key: "$.customer.id" }, maxPending: 5, timeout: "60s" }));
+    await waitForConsumer(jsm, ns, "bounded");
+    const ids = Array.from({ length: 20 }, (_, i) => `bounded-${i}`);
+    for (const [i, id] of ids.entries()) await publishEvent(conn, ns, "bounded.order", id, { customer: { id: "one" }, n: i });
+    const made = async () => (await listObjs("whdel", ns)).filter((o) => (o.spec.subscriptionRef as { name: string }).name === "bounded").length;
+    // Five deliveries and fifteen events in the stream, three looks in a row a second apart
+    // (without the bound, all twenty become deliveries within a fraction of a second).
+    let stable = 0;
+    await waitFor(
+      async () => {
+        const c = (await consumersOf(jsm, ns)).find((x) => x.name === "bounded");
+        const ok = (await made()) === 5 && c?.pending === 15 && r.requests.length === 1;
+        stable = ok ? stable + 1 : 0;
+        return stable >= 3;
+      },
+      { description: "5 deliveries made, 15 events waiting in the stream, for three looks in a row", timeoutMs: 60_000, intervalMs: 1_000 },
+    );
+    release();
+    await r.waitForRequests(20, 60_000);
+    await waitForDrained(jsm, ns, "bounded");
+    expect(r.requests.map(idOf)).toEqual(ids);
   });
 
   it("SIGKILL of the operator mid-stream: every event arrives, and per key the first arrivals are in publish order", async () => {

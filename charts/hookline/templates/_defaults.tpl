@@ -46,7 +46,8 @@ to null), unless their whole block is missing.
       "maxInFlight": 100,
       "allowedNetworks": [],
       "healthProbeIntervalMs": 1800000,
-      "secretRefreshMs": 30000
+      "secretRefreshMs": 30000,
+      "payloadCacheBytes": 33554432
     },
     "proxy": {
       "httpsProxy": "",

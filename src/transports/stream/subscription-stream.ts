@@ -128,6 +128,13 @@ const HOLD_MS = 2_000;
 /** With nothing to wake it, the loop looks again this often. */
 const IDLE_MS = 1_000;
 const PARK_RECHECK_MS = 250;
+/**
+ * An ordered subscription's active deliveries (made from its events, waiting for their lanes) at
+ * most, when it sets no spec.maxPending: past it, its events wait in the stream.
+ */
+export const ORDERED_MAX_ACTIVE = 1_000;
+/** How often an ordered subscription at that bound looks whether its deliveries made room. */
+const ORDERED_RECHECK_MS = 500;
 /** After a message waited for something the user must fix (pause, Secret, spec): fetch no more for this long. */
 const WAIT_RECHECK_MS = 1_000;
 const SECRET_RECHECK_MS = 2_000;
@@ -303,6 +310,10 @@ export class SubscriptionStream {
     // none while the endpoint's gates hold, whether or not its request slots are free.
     if (policy.ordering) {
       if (a.type !== "Attempt" && a.type !== "Park") return { holds: true };
+      // The deliveries it made wait in etcd for the lanes: at most spec.maxPending (else
+      // ORDERED_MAX_ACTIVE) at a time; the rest wait in the namespace's stream, within its quota
+      // and age (what passes the age is dead-lettered meanwhile, as for a held subscription).
+      if (this.w.caches.deliveriesOf(this.subKey).size >= (policy.maxPending ?? ORDERED_MAX_ACTIVE)) return { until: now + ORDERED_RECHECK_MS, holds: true };
       // Its consumer lets out one message at a time: the next once this one is answered.
       return this.running.size + this.held.size + this.outstanding > 0 ? {} : this.pullUpTo(1, now, policy);
     }
