@@ -73,6 +73,11 @@ function meanApiMs(before: string, after: string, labels: Record<string, string>
   return n > 0 ? round((d("hookline_kube_api_request_duration_seconds_sum") / n) * 1000, 1) : 0;
 }
 
+/** How much a counter grew between two scrapes. */
+function delta(before: string, after: string, name: string, labels: Record<string, string> = {}): number {
+  return sample(after, name, labels) - sample(before, name, labels);
+}
+
 /** Mean attempt duration (ms: the webhook request) between two scrapes. */
 function meanAttemptMs(before: string, after: string): number {
   const d = (name: string) => sample(after, name) - sample(before, name);
@@ -101,10 +106,10 @@ async function waitArrivals(ctx: ShapesContext, prefix: string, n: number, timeo
 }
 
 /** 1. N pending deliveries on one subscription, held (paused), released at once. */
-export async function backlogShape(ctx: ShapesContext, ns: string, n: number, maxInFlight = 50): Promise<Record<string, unknown>> {
+export async function backlogShape(ctx: ShapesContext, ns: string, n: number, maxInFlight = 50, keptPayloads = true): Promise<Record<string, unknown>> {
   const sub = "drain";
   // Webhook ids are unique per row (the receiver keeps every phase's arrivals).
-  const prefix = maxInFlight === 50 ? `bl${n}` : `bl${n}m${maxInFlight}`;
+  const prefix = `bl${n}${maxInFlight === 50 ? "" : `m${maxInFlight}`}${keptPayloads ? "" : "nk"}`;
   const spec = { url: ctx.receiverUrl(`/ok/${ns}/${sub}`), maxInFlight, retention: { succeeded: "0s" }, paused: true } as const;
   await ctx.setup(ns, [{ name: sub, spec }]);
   const client = await ctx.client();
@@ -115,7 +120,7 @@ export async function backlogShape(ctx: ShapesContext, ns: string, n: number, ma
   } finally {
     await client.destroy();
   }
-  const op = await ctx.startOperator(`backlog-${n}`, { WEBHOOK_MAX_IN_FLIGHT: "100" });
+  const op = await ctx.startOperator(`backlog-${n}`, { WEBHOOK_MAX_IN_FLIGHT: "100", ...(keptPayloads ? {} : { HOOKLINE_PAYLOAD_CACHE_BYTES: "0" }) });
   try {
     const ready = await op.ready(300_000);
     ctx.check(await cached(op, ns, sub, n, 120_000), `backlog ${n}: the operator did not report ${n} pending`);
@@ -145,6 +150,8 @@ export async function backlogShape(ctx: ShapesContext, ns: string, n: number, ma
     const out = {
       deliveries: n,
       maxInFlight,
+      /** Whether the operator kept payloads (HOOKLINE_PAYLOAD_CACHE_BYTES at its default) or read each one (0). */
+      keptPayloads,
       syncedMs: round(ready.syncedMs, 0),
       timeToFirstAttemptMs: round(first - t0, 0),
       seconds: round(seconds, 2),
@@ -157,15 +164,20 @@ export async function backlogShape(ctx: ShapesContext, ns: string, n: number, ma
       rssHeldMiB: round(rssHeld / 1048576, 1),
       peakRssMiB: round(op.peakRss / 1048576, 1),
       duplicates,
-      /** Where a slot's time goes: the payload read, the webhook request, the final delete. */
-      meanMs: { payloadGet: meanApiMs(before, after, { verb: "get" }), attempt: meanAttemptMs(before, after), delete: meanApiMs(before, after, { verb: "delete" }) },
+      /** Where a slot's time goes: the payload read (when the payload was not kept), the webhook request, the final delete. */
+      meanMs: { payloadGet: meanApiMs(before, after, { verb: "get", resource: "webhookdeliveries" }), attempt: meanAttemptMs(before, after), delete: meanApiMs(before, after, { verb: "delete" }) },
+      /** Payloads the attempts found kept in memory (hit) or read from the API server (miss): HOOKLINE_PAYLOAD_CACHE_BYTES. */
+      payloadReads: { hit: delta(before, after, "hookline_payload_cache_reads_total", { result: "hit" }), miss: delta(before, after, "hookline_payload_cache_reads_total", { result: "miss" }) },
+      /** GETs of a delivery per delivery (the payload reads). */
+      deliveryGetsPerDelivery: round(delta(before, after, "hookline_kube_api_requests_total", { verb: "get", resource: "webhookdeliveries" }) / n, 3),
       /** The endpoint's slots bound the rate at maxInFlight / (the time one is held). */
       slotBoundPerSecond: 0,
       eventLoopLagP99Ms: round(sample(after, "hookline_nodejs_eventloop_lag_p99_seconds") * 1000, 1),
     };
-    const slotMs = out.meanMs.payloadGet + out.meanMs.attempt + out.meanMs.delete;
+    // The GET weighs in as often as a delivery needs one.
+    const slotMs = out.meanMs.payloadGet * out.deliveryGetsPerDelivery + out.meanMs.attempt + out.meanMs.delete;
     out.slotBoundPerSecond = slotMs > 0 ? round((maxInFlight * 1000) / slotMs, 1) : 0;
-    ctx.say(`backlog ${n} (maxInFlight ${maxInFlight}): slot time: payload GET ${out.meanMs.payloadGet} ms, request ${out.meanMs.attempt} ms, delete ${out.meanMs.delete} ms, so at most ${out.slotBoundPerSecond}/s; event loop p99 ${out.eventLoopLagP99Ms} ms`);
+    ctx.say(`backlog ${n} (maxInFlight ${maxInFlight}${keptPayloads ? "" : ", HOOKLINE_PAYLOAD_CACHE_BYTES=0"}): payloads kept ${out.payloadReads.hit}, read ${out.payloadReads.miss} (${out.deliveryGetsPerDelivery} GETs per delivery); slot time: payload GET ${out.meanMs.payloadGet} ms x ${out.deliveryGetsPerDelivery}, request ${out.meanMs.attempt} ms, delete ${out.meanMs.delete} ms, so at most ${out.slotBoundPerSecond}/s; event loop p99 ${out.eventLoopLagP99Ms} ms`);
     ctx.say(`backlog ${n}: ${out.deliveriesPerSecond}/s = ${out.fractionOfApiCeiling} of the API ceiling for ${out.operatorWritesPerDelivery} writes each; first attempt after ${out.timeToFirstAttemptMs} ms; RSS held ${out.rssHeldMiB} MiB, peak ${out.peakRssMiB} MiB`);
     return out;
   } finally {
@@ -319,6 +331,8 @@ export interface ShapesResult {
   cold: Array<Record<string, unknown>>;
   /** The 10,000 backlog again with maxInFlight 100: whether the endpoint's slots bound the drain. */
   backlogWiderSlots?: Record<string, unknown>;
+  /** The 10,000 backlog again with no payload kept (HOOKLINE_PAYLOAD_CACHE_BYTES=0): what keeping them changes, in the same run. */
+  backlogNotKept?: Record<string, unknown>;
   curves: Record<string, unknown>;
 }
 
@@ -334,6 +348,8 @@ export async function shapes(ctx: ShapesContext): Promise<ShapesResult> {
   if (runs("backlog")) for (const n of backlogNs) r.backlog.push(await backlogShape(ctx, `shape-backlog-${n}`, n));
   // What bounds the drain: the same 10,000 with twice the endpoint's slots (not in the curves).
   if (!q && (runs("backlog") || ctx.only?.includes("backlog-wide"))) r.backlogWiderSlots = await backlogShape(ctx, "shape-backlog-10000-mif100", 10_000, 100);
+  // What keeping payloads changes: the same 10,000 with every payload read back (not in the curves).
+  if (!q && runs("backlog")) r.backlogNotKept = await backlogShape(ctx, "shape-backlog-10000-not-kept", 10_000, 50, false);
   if (runs("subscriptions") || runs("fanout") || runs("payload")) {
     const op = await ctx.startOperator("shapes", { WEBHOOK_MAX_IN_FLIGHT: "100" });
     try {
