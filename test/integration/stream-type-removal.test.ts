@@ -92,4 +92,33 @@ describe("stream mode: removing an event type from a subscription", () => {
     await waitForPhase(ns, deliveryName("r-1", "shop"), "Succeeded", 30_000);
     expect(typesSent()).toEqual(["p-1", "p-2", "p-3", "r-1"]);
   });
+  it("an ordered subscription: a waiting event of the removed type is a dead letter that blocks its key; its key's later events wait, other keys go on", async () => {
+    const spec = { url: rcv.url("/ordered"), secretRef: { name: "signing" }, eventTypes: ["removal.a", "removal.b"], ordering: { key: "$.customer.id" }, paused: true };
+    await apply(subscription(ns, "ordered-shop", spec));
+    await waitForConsumer(jsm, ns, "ordered-shop");
+    await publishEvent(conn, ns, "removal.b", "rt-1", { customer: { id: "x" } });
+    await publishEvent(conn, ns, "removal.a", "rt-2", { customer: { id: "x" } });
+    await publishEvent(conn, ns, "removal.a", "rt-3", { customer: { id: "y" } });
+    await waitFor(async () => (await listConsumers(jsm, streamOf(ns))).find((c) => c.namespace === ns && c.name === "ordered-shop")?.pending === 3, { description: "3 events waiting" });
+    const config = async () => {
+      const c = (await listConsumers(jsm, streamOf(ns))).find((x) => x.namespace === ns && x.name === "ordered-shop")!;
+      const info = await jsm.consumers.info(streamOf(ns), c.consumer);
+      return JSON.stringify({ filters: info.config.filter_subjects ?? [info.config.filter_subject], metadata: info.config.metadata });
+    };
+    const before = await config();
+    await apply(subscription(ns, "ordered-shop", { ...spec, eventTypes: ["removal.a"] }));
+    await waitFor(async () => (await config()) !== before, { description: "the consumer follows the new eventTypes" });
+    await kubectlOk(["patch", "whsub", "ordered-shop", "-n", ns, "--type=merge", "-p", '{"spec":{"paused":false}}']);
+
+    const [dead] = await waitForPhase(ns, [deliveryName("rt-1", "ordered-shop")], "DeadLettered", 30_000);
+    expect(dead!.status!.deadLetter.reason).toBe("EventTypeNotSubscribed");
+    expect(dead!.status!.ordering).toMatchObject({ key: "$.customer.id", value: '"x"' });
+    // Key y goes on; key x's next event waits behind the dead letter.
+    await waitForPhase(ns, [deliveryName("rt-3", "ordered-shop")], "Succeeded", 30_000);
+    await waitFor(
+      async () => (await getObj("whdel", ns, deliveryName("rt-2", "ordered-shop")))?.status?.conditions?.some((c: { reason: string }) => c.reason === "OrderingBlocked"),
+      { description: "rt-2 OrderingBlocked behind rt-1" },
+    );
+    expect(rcv.requests.filter((r) => r.path === "/ordered").map((r) => (JSON.parse(r.body) as { id: string }).id)).toEqual(["rt-3"]);
+  });
 });
