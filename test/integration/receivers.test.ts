@@ -2,7 +2,7 @@
 // venv with standardwebhooks from PyPI, Go built with the module from the Go proxy), receiving
 // real Hookline deliveries: verification, rotation (two signatures), dedupe by webhook-id, a
 // forged request refused; the HMACSHA256Hex helpers (timestamp and body signed, tolerance,
-// constant-time compare, 401); and a secret the Standard Webhooks libraries cannot use refused.
+// constant-time compare, 403, and 401 when unsigned); and a secret the Standard Webhooks libraries cannot use refused.
 import { spawn, type ChildProcess } from "node:child_process";
 import { createHmac } from "node:crypto";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
@@ -143,8 +143,15 @@ describe("docs/receivers: the snippets receive real deliveries", () => {
       headers: { "content-type": "application/json", "webhook-id": "evt-forged", "webhook-timestamp": String(Math.floor(Date.now() / 1000)), "webhook-signature": "v1,AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=" },
       body: JSON.stringify({ id: "evt-forged", type: "order.paid", timestamp: new Date().toISOString(), data: {} }),
     });
-    expect(forged.status).toBe(401);
-    expect(s.lines.some((l) => l.received === "evt-forged")).toBe(false);
+    // As the specification's receiver: 403 for a signature that does not verify, 401 for none.
+    expect(forged.status).toBe(403);
+    const unsigned = await fetch(url, {
+      method: "POST",
+      headers: { "content-type": "application/json", "webhook-id": "evt-unsigned", "webhook-timestamp": String(Math.floor(Date.now() / 1000)) },
+      body: JSON.stringify({ id: "evt-unsigned", type: "order.paid", timestamp: new Date().toISOString(), data: {} }),
+    });
+    expect(unsigned.status).toBe(401);
+    expect(s.lines.some((l) => l.received === "evt-forged" || l.received === "evt-unsigned")).toBe(false);
   });
 
   const hexCases: Array<[string, () => Promise<[string, string[]]>]> = [
@@ -154,7 +161,7 @@ describe("docs/receivers: the snippets receive real deliveries", () => {
   ];
 
   it.each(hexCases)(
-    "HMACSHA256Hex, %s: the helper verifies timestamp and body (a plain secret as its UTF-8 bytes), dedupes, answers 401 to a forged, a stale and a LegacyBodyOnly request",
+    "HMACSHA256Hex, %s: the helper verifies timestamp and body (a plain secret as its UTF-8 bytes), dedupes, answers 403 to a forged, a stale and a LegacyBodyOnly request and 401 to an unsigned one",
     async (lang, command) => {
       const plain = `a plain secret for hex HMAC (${lang})`;
       const name = `hex-${lang}`;
@@ -188,13 +195,16 @@ describe("docs/receivers: the snippets receive real deliveries", () => {
       await waitFor(() => s.lines.some((l) => l.received === "evt-forged"), { description: `${lang} logs the well-signed request` });
       const refused = s.lines.filter((l) => l.rejected).length;
       // Forged (wrong key), stale (signed right, 10 minutes old), body only (the legacy form), no timestamp.
-      expect((await post(now, (ts, body) => `sha256=${createHmac("sha256", "another secret").update(`${ts}.${body}`).digest("hex")}`)).status).toBe(401);
-      expect((await post(now - 600, (ts, body) => hex(`${ts}.${body}`))).status).toBe(401);
-      expect((await post(now, (_ts, body) => hex(body))).status).toBe(401);
-      expect((await post(Number.NaN, (ts, body) => hex(`${ts}.${body}`))).status).toBe(401);
-      await waitFor(() => s.lines.filter((l) => l.rejected).length === refused + 4, { description: `${lang} logs four refusals` });
+      // As the specification's receiver: 403 for a signature that does not verify, 401 for none.
+      expect((await post(now, (ts, body) => `sha256=${createHmac("sha256", "another secret").update(`${ts}.${body}`).digest("hex")}`)).status).toBe(403);
+      expect((await post(now - 600, (ts, body) => hex(`${ts}.${body}`))).status).toBe(403);
+      expect((await post(now, (_ts, body) => hex(body))).status).toBe(403);
+      expect((await post(Number.NaN, (ts, body) => hex(`${ts}.${body}`))).status).toBe(403);
+      const unsigned = await fetch(url, { method: "POST", headers: { "content-type": "application/json", "x-webhook-id": "evt-unsigned", "x-webhook-timestamp": String(now) }, body: "{}" });
+      expect(unsigned.status).toBe(401);
+      await waitFor(() => s.lines.filter((l) => l.rejected).length === refused + 5, { description: `${lang} logs five refusals` });
 
-      // A subscription on the legacy form reaches this receiver with a body-only signature: 401,
+      // A subscription on the legacy form reaches this receiver with a body-only signature: 403,
       // which Hookline dead-letters at once (PermanentFailure).
       await apply([subscription(ns, `${name}-legacy`, { url, secretRef: { name }, signature: { scheme: "HMACSHA256Hex", signedContent: "LegacyBodyOnly" } }), delivery(ns, `${name}-legacy-1`, `${name}-legacy`)]);
       const dead = await waitFor(async () => ((await getObj("whdel", ns, `${name}-legacy-1`))?.status?.phase === "DeadLettered" ? (await getObj("whdel", ns, `${name}-legacy-1`))!.status : undefined), {
@@ -202,7 +212,7 @@ describe("docs/receivers: the snippets receive real deliveries", () => {
         timeoutMs: 60_000,
       });
       expect(dead.deadLetter.reason).toBe("PermanentFailure");
-      expect(dead.lastAttempt.responseStatus).toBe(401);
+      expect(dead.lastAttempt.responseStatus).toBe(403);
     },
   );
 

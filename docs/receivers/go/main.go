@@ -46,8 +46,13 @@ func main() {
 		}
 		// Checks the signature and that webhook-timestamp is within 5 minutes of now.
 		if err := wh.Verify(body, r.Header); err != nil {
-			// 4xx (other than 408, 410, 429) dead-letters at once: fix the secret, then replay.
-			w.WriteHeader(http.StatusUnauthorized)
+			// 401 when unsigned, 403 when signed wrong or too long ago. Any 4xx but 408, 410 and 429
+			// dead-letters at once (PermanentFailure): fix the secret, then replay.
+			status := http.StatusForbidden
+			if r.Header.Get("webhook-signature") == "" {
+				status = http.StatusUnauthorized
+			}
+			w.WriteHeader(status)
 			emit(map[string]any{"rejected": err.Error()})
 			return
 		}

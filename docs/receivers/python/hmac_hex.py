@@ -61,9 +61,15 @@ class Handler(BaseHTTPRequestHandler):
         # Verify the raw bytes as received: re-serialized JSON would not match the signature.
         body = self.rfile.read(int(self.headers.get("content-length", 0)))
         headers = {k.lower(): v for k, v in self.headers.items()}
-        if not verify_hookline_hex(body, headers, secrets):
-            # 401: Hookline dead-letters it at once (PermanentFailure); fix the secret, then replay.
+        # 401 when unsigned, 403 when signed wrong or too long ago. Either (any 4xx but 408, 410,
+        # 429) makes Hookline dead-letter it at once (PermanentFailure): fix the secret, then replay.
+        if "x-webhook-signature" not in headers or "x-webhook-timestamp" not in headers:
             self.send_response(401)
+            self.end_headers()
+            log({"rejected": "no signature or timestamp"})
+            return
+        if not verify_hookline_hex(body, headers, secrets):
+            self.send_response(403)
             self.end_headers()
             log({"rejected": "bad signature or timestamp"})
             return

@@ -38,8 +38,9 @@ class Handler(BaseHTTPRequestHandler):
             # Checks the signature and that webhook-timestamp is within 5 minutes of now.
             event = webhook.verify(body, headers)
         except WebhookVerificationError as err:
-            # 4xx (other than 408, 410, 429) dead-letters at once: fix the secret, then replay.
-            self.send_response(401)
+            # 401 when unsigned, 403 when signed wrong or too long ago. Any 4xx but 408, 410 and 429
+            # dead-letters at once (PermanentFailure): fix the secret, then replay.
+            self.send_response(401 if "webhook-signature" not in headers else 403)
             self.end_headers()
             log({"rejected": str(err)})
             return

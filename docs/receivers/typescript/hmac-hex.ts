@@ -38,9 +38,15 @@ createServer((req, res) => {
   req.on("end", () => {
     // Verify the raw bytes as received: re-serialized JSON would not match the signature.
     const body = Buffer.concat(chunks);
-    if (!verifyHooklineHex(body, req.headers, secrets)) {
-      // 401: Hookline dead-letters it at once (PermanentFailure); fix the secret, then replay.
+    // 401 when unsigned, 403 when signed wrong or too long ago. Either (any 4xx but 408, 410,
+    // 429) makes Hookline dead-letter it at once (PermanentFailure): fix the secret, then replay.
+    if (req.headers["x-webhook-signature"] === undefined || req.headers["x-webhook-timestamp"] === undefined) {
       res.writeHead(401).end();
+      console.log(JSON.stringify({ rejected: "no signature or timestamp" }));
+      return;
+    }
+    if (!verifyHooklineHex(body, req.headers, secrets)) {
+      res.writeHead(403).end();
       console.log(JSON.stringify({ rejected: "bad signature or timestamp" }));
       return;
     }

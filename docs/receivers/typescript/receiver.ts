@@ -24,8 +24,10 @@ createServer((req, res) => {
       // Checks the signature and that webhook-timestamp is within 5 minutes of now.
       event = webhook.verify(body, req.headers as Record<string, string>) as typeof event;
     } catch (err) {
-      // 4xx (other than 408, 410, 429) dead-letters at once: fix the secret, then replay.
-      res.writeHead(err instanceof WebhookVerificationError ? 401 : 400).end();
+      // 401 when unsigned, 403 when signed wrong or too long ago. Any 4xx but 408, 410 and 429
+      // dead-letters at once (PermanentFailure): fix the secret, then replay.
+      const unsigned = req.headers["webhook-signature"] === undefined;
+      res.writeHead(!(err instanceof WebhookVerificationError) ? 400 : unsigned ? 401 : 403).end();
       console.log(JSON.stringify({ rejected: (err as Error).message }));
       return;
     }

@@ -80,9 +80,15 @@ func main() {
 			w.WriteHeader(http.StatusBadRequest)
 			return
 		}
-		if !VerifyHooklineHex(body, r.Header, keys, time.Now()) {
-			// 401: Hookline dead-letters it at once (PermanentFailure); fix the secret, then replay.
+		// 401 when unsigned, 403 when signed wrong or too long ago. Either (any 4xx but 408, 410,
+		// 429) makes Hookline dead-letter it at once (PermanentFailure): fix the secret, then replay.
+		if r.Header.Get("x-webhook-signature") == "" || r.Header.Get("x-webhook-timestamp") == "" {
 			w.WriteHeader(http.StatusUnauthorized)
+			emit(map[string]any{"rejected": "no signature or timestamp"})
+			return
+		}
+		if !VerifyHooklineHex(body, r.Header, keys, time.Now()) {
+			w.WriteHeader(http.StatusForbidden)
 			emit(map[string]any{"rejected": "bad signature or timestamp"})
 			return
 		}
