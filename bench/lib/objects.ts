@@ -32,9 +32,10 @@ export function payload(seq: number, sentAt: number, bytes: number): Payload {
   return { seq, sentAt: Math.round(sentAt * 1000) / 1000, pad: "x".repeat(Math.max(0, bytes - bare)) };
 }
 
-/** The body Hookline sends (src/delivery/payload.ts loadRequestBody): {"id","type","timestamp","data"}. */
+/** The body Hookline sends (src/delivery/payload.ts loadRequestBody): {"id","type","timestamp","created_at","data"}. */
 export function webhookBody(id: string, data: unknown, at = Date.now()): string {
-  return JSON.stringify({ id, type: EVENT_TYPE, timestamp: toRfc3339(Math.floor(at / 1000) * 1000).replace(/\.\d+Z$/, "Z"), data });
+  const timestamp = toRfc3339(Math.floor(at / 1000) * 1000).replace(/\.\d+Z$/, "Z");
+  return JSON.stringify({ id, type: EVENT_TYPE, timestamp, created_at: timestamp, data });
 }
 
 export function namespace(name: string) {

@@ -110,12 +110,12 @@ const TERMINAL = new Set(["Succeeded", "DeadLettered", "Discarded"]);
 export const isTerminal = (phase: string | undefined): boolean => phase !== undefined && TERMINAL.has(phase);
 const ms = (ts: string | undefined): number | undefined => (ts ? Date.parse(ts) : undefined);
 
-/** The request body the operator documents: {"id","type","timestamp","data"} (delivery-reconciler.ts). */
+/** The request body the operator documents: {"id","type","timestamp","created_at","data"} (delivery-reconciler.ts). */
 export function expectedBody(obj: KubeObject<any, any>): Buffer {
   const spec = obj.spec ?? {};
   const id = (spec.eventId as string | undefined) ?? obj.metadata.uid ?? "";
   const data = JSON.stringify(spec.payload ?? null);
-  return Buffer.from(`{"id":${JSON.stringify(id)},"type":${JSON.stringify(spec.eventType)},"timestamp":${JSON.stringify(obj.metadata.creationTimestamp ?? null)},"data":${data}}`, "utf8");
+  return Buffer.from(`{"id":${JSON.stringify(id)},"type":${JSON.stringify(spec.eventType)},"timestamp":${JSON.stringify(obj.metadata.creationTimestamp ?? null)},"created_at":${JSON.stringify(obj.metadata.creationTimestamp ?? null)},"data":${data}}`, "utf8");
 }
 
 export class History {

@@ -82,7 +82,7 @@ describe("loadRequestBody with kept payloads", () => {
     const obj = cachedDelivery(payload, kept);
     expect((obj.spec as Record<string, unknown>).payload).toBeUndefined();
     const body = await loadRequestBody(noReads, obj, undefined, kept);
-    expect(body?.body).toBe(`{"id":"evt-1","type":"order.paid","timestamp":"2026-12-04T10:00:00Z","data":${JSON.stringify(payload)}}`);
+    expect(body?.body).toBe(`{"id":"evt-1","type":"order.paid","timestamp":"2026-12-04T10:00:00Z","created_at":"2026-12-04T10:00:00Z","data":${JSON.stringify(payload)}}`);
     // Taken: the next attempt reads it from the API server.
     await expect(loadRequestBody(noReads, obj, undefined, kept)).rejects.toThrow("read from the API server");
   });

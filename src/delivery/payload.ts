@@ -173,15 +173,18 @@ export async function loadRequestBody(client: KubeClient, obj: DeliveryObject, s
   const id = webhookId(obj);
   // A dead letter made by stream mode keeps its event's publish time (the delivery was created later).
   const timestamp = obj.metadata.annotations?.[ANNOTATIONS.eventTimestamp] ?? obj.metadata.creationTimestamp;
-  return { id, body: webhookBody(id, spec.eventType, timestamp, dataJson ?? "null") };
+  return { id, type: spec.eventType, body: webhookBody(id, spec.eventType, timestamp, dataJson ?? "null") };
 }
 
 /**
- * The webhook body, `{"id","type","timestamp","data"}`, with `data` as the given JSON text
- * (inserted as it is: stream mode passes the published bytes). The one template both modes send.
+ * The webhook body, `{"id","type","timestamp","created_at","data"}`, with `data` as the given
+ * JSON text (inserted as it is: stream mode passes the published bytes). The one template both
+ * modes send. `created_at` is `timestamp` again, under the specification's name: the event's
+ * creation time (ISO 8601), the same on every attempt and replay.
  */
 export function webhookBody(id: string, type: string | undefined, timestamp: string | undefined, dataJson: string): string {
-  return `{"id":${JSON.stringify(id)},"type":${JSON.stringify(type)},"timestamp":${JSON.stringify(timestamp ?? null)},"data":${dataJson}}`;
+  const at = JSON.stringify(timestamp ?? null);
+  return `{"id":${JSON.stringify(id)},"type":${JSON.stringify(type ?? null)},"timestamp":${at},"created_at":${at},"data":${dataJson}}`;
 }
 
 /** The delivery with its payload, from the watch cache, else from etcd; undefined when gone or replaced. */

@@ -54,6 +54,6 @@ export const DRAIN_LOG_LINES = [
 export const ATTEMPT_LOG_LINE = {
   msg: "webhook_attempt",
   level: "info",
-  fields: "eventId, delivery (namespace/name), subscription (namespace/name), attempt (its number in status.history), result (Succeeded, Failed, Gone, PermanentFailure, Blocked, Interrupted), status (HTTP status or null), reason (http_2xx, timeout, ...), durationMs, replay (true for a replay), target (a replay to another subscription), trace_id and span_id (the trace it was sent in: the producer's trace context, and the attempt's span when tracing is on)",
+  fields: "eventId, type (the event type), endpoint (the URL, path and query values REDACTED), delivery (namespace/name), subscription (namespace/name), attempt (its number in status.history), result (Succeeded, Failed, Gone, PermanentFailure, Blocked, Interrupted), status and statusCode (the HTTP status or null: statusCode is the specification's name), reason (http_2xx, timeout, ...), durationMs, replay (true for a replay), target (a replay to another subscription), trace_id and span_id (the trace it was sent in: the producer's trace context, and the attempt's span when tracing is on)",
   when: "every attempt, once its answer is classified (before its outcome is written)",
 } as const;

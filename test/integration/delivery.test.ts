@@ -71,7 +71,12 @@ describe("delivery: three customers", () => {
       for (const req of r.requests) {
         expect(req.headers["webhook-id"]).toBe(id);
         expect(() => Receiver.verify(req, TEST_SECRET)).not.toThrow();
-        expect(JSON.parse(req.body)).toMatchObject({ id, type: "order.paid" });
+        const body = JSON.parse(req.body) as { timestamp: string; created_at: string };
+        expect(body).toMatchObject({ id, type: "order.paid" });
+        // The specification's created_at beside timestamp: the event's creation time, the same on every attempt.
+        expect(body.created_at).toBe(body.timestamp);
+        expect(body.created_at).toBe(JSON.parse(r.requests[0]!.body).created_at);
+        expect(new Date(body.created_at).toISOString().replace(".000", "")).toBe(body.created_at);
       }
     }
   });

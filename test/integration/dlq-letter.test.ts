@@ -90,11 +90,11 @@ describe("the DLQ specification's letter", () => {
     expect(r.requests).toHaveLength(1);
   });
 
-  it("keeps the whole attempt history up to maxAttempts and writes one info line per attempt (event id, attempt, result, status)", async () => {
+  it("keeps the whole attempt history up to maxAttempts and writes one info line per attempt (event id, attempt, result, status; the specification's type, endpoint, statusCode)", async () => {
     const { ns, op } = f;
     const r = await f.receiver(() => 500);
     await apply([
-      subscription(ns, "history", { url: r.url(), retry: { maxAttempts: 15, initialBackoff: "10ms", maxBackoff: "20ms", jitterPercent: 0 }, circuitBreaker: { failureThreshold: 100 } }),
+      subscription(ns, "history", { url: r.url("/hooks/s3cr3t-path?token=s3cr3t-query"), retry: { maxAttempts: 15, initialBackoff: "10ms", maxBackoff: "20ms", jitterPercent: 0 }, circuitBreaker: { failureThreshold: 100 } }),
       delivery(ns, "long-life", "history", { eventId: "evt-long-life" }),
     ]);
     const d = (await waitForPhase(ns, "long-life", "DeadLettered", 60_000))[0]!;
@@ -102,7 +102,12 @@ describe("the DLQ specification's letter", () => {
     expect(d.status!.history.every((a: { responseStatus: number; outcome: string }) => a.responseStatus === 500 && a.outcome === "Failed")).toBe(true);
     const lines = op.logs.map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => l.msg === "webhook_attempt" && l.eventId === "evt-long-life");
     expect(lines.map((l) => l.attempt)).toEqual(Array.from({ length: 15 }, (_, i) => i + 1));
-    for (const l of lines) expect(l).toMatchObject({ level: "info", result: "Failed", status: 500, reason: "http_5xx", delivery: `${ns}/long-life`, subscription: `${ns}/history` });
+    // The URL with its path and query values redacted: a webhook URL often carries its secret there.
+    const endpoint = `http://127.0.0.1:${new URL(r.url()).port}/REDACTED?token=REDACTED`;
+    for (const l of lines) {
+      expect(l).toMatchObject({ level: "info", result: "Failed", status: 500, statusCode: 500, reason: "http_5xx", type: "order.paid", endpoint, delivery: `${ns}/long-life`, subscription: `${ns}/history` });
+    }
+    expect(op.logs.some((l) => l.includes("s3cr3t"))).toBe(false);
   });
 });
 

@@ -33,7 +33,7 @@ async function namespace(prefix: string): Promise<string> {
 
 /** The body the operator must send: the payload exactly as the API server stores it. */
 function expectedBody(id: string, type: string, created: string, payload: unknown): string {
-  return `{"id":${JSON.stringify(id)},"type":${JSON.stringify(type)},"timestamp":${JSON.stringify(created)},"data":${JSON.stringify(payload ?? null)}}`;
+  return `{"id":${JSON.stringify(id)},"type":${JSON.stringify(type)},"timestamp":${JSON.stringify(created)},"created_at":${JSON.stringify(created)},"data":${JSON.stringify(payload ?? null)}}`;
 }
 
 describe("memory: payloads are not kept in the cache, only small ones within a budget", () => {

@@ -119,7 +119,9 @@ describe("stream mode: delivery from JetStream", () => {
       for (const req of r.requests) {
         expect(req.headers["webhook-id"]).toBe("evt-1001");
         expect(() => Receiver.verify(req, TEST_SECRET)).not.toThrow();
-        expect(JSON.parse(req.body)).toEqual({ id: "evt-1001", type: "order.paid", timestamp: expect.any(String), data: { order: 1001, amount: { currency: "EUR", value: 4200 } } });
+        const body = JSON.parse(req.body) as { timestamp: string };
+        // created_at: the specification's name for the event's creation time, the same value.
+        expect(body).toEqual({ id: "evt-1001", type: "order.paid", timestamp: expect.any(String), created_at: body.timestamp, data: { order: 1001, amount: { currency: "EUR", value: 4200 } } });
       }
     }
     const timestamp = JSON.parse(initech.requests[0]!.body).timestamp as string;
@@ -132,7 +134,7 @@ describe("stream mode: delivery from JetStream", () => {
     expect(initech.requests).toHaveLength(5);
     expect(initech.requests[4]!.headers["webhook-id"]).toBe("evt-1001");
     expect(() => Receiver.verify(initech.requests[4]!, TEST_SECRET)).not.toThrow();
-    expect(JSON.parse(initech.requests[4]!.body)).toMatchObject({ id: "evt-1001", timestamp, data: { order: 1001 } });
+    expect(JSON.parse(initech.requests[4]!.body)).toMatchObject({ id: "evt-1001", timestamp, created_at: timestamp, data: { order: 1001 } });
   });
 
   it("sends the published bytes exactly (non-ASCII, the largest payload), signed, with one webhook-id across attempts and the receiver's credentials", async () => {

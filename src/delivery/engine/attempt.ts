@@ -9,6 +9,7 @@ import { attemptOutcome, type AttemptResult } from "../../core/attempt/outcome.j
 import type { EndpointCommit } from "../../core/attempt/plan.js";
 import type { Policy } from "../../core/attempt/policy.js";
 import type { Metrics } from "../../observability/metrics.js";
+import { redactedUrl } from "../../observability/attempt-trace.js";
 import { PASS_THROUGH, type AttemptTracer } from "../../observability/tracing.js"; // [tracing]
 import type { TraceContext } from "../../core/request/trace-context.js"; // [tracing]
 import type { Credentials, ResolvedCredentials } from "./credentials.js"; // [receiver-credentials]
@@ -118,7 +119,7 @@ export class AttemptExecutor {
       }
       trace.end(result); // [tracing]
       this.count(ep.key, result);
-      this.logAttempt(spec, message.id, result, trace.log);
+      this.logAttempt(spec, message, result, trace.log);
       endpoints.report(ep, policy, result.classification, { probe, viaReplay: spec.viaReplay });
       // A 429/503 with Retry-After holds the whole endpoint, whichever transport asked.
       endpoints.holdFor(ep, policy, result);
@@ -155,18 +156,23 @@ export class AttemptExecutor {
   }
 
   /** The attempt's record, one info line, for a log store (event id, number, result, status, and the trace it was sent in). */
-  private logAttempt(spec: AttemptSpec, eventId: string, r: AttemptResult, trace: { trace_id?: string; span_id?: string }): void {
+  private logAttempt(spec: AttemptSpec, message: RequestBody, r: AttemptResult, trace: { trace_id?: string; span_id?: string }): void {
     const log = this.d.log;
     if (!log?.isLevelEnabled("info")) return;
     const c = r.classification;
     log.info(
       {
-        eventId,
+        eventId: message.id,
+        // The specification's names: type, endpoint (the URL with its path and query values
+        // redacted, as in the attempt's span: webhook URLs carry secrets), statusCode.
+        type: message.type ?? null,
+        endpoint: redactedUrlOf(spec.policy),
         delivery: spec.key,
         subscription: spec.endpoint.key,
         attempt: spec.attempt ?? null,
         result: attemptOutcome(c),
         status: r.responseStatus ?? null,
+        statusCode: r.responseStatus ?? null,
         reason: c === "interrupted" ? "interrupted" : c.reason,
         durationMs: Math.round(r.durationMs),
         ...(spec.viaReplay ? { replay: true } : {}),
@@ -188,6 +194,14 @@ export class AttemptExecutor {
     this.d.metrics.attempts.inc({ ...labels, status: attemptStatusLabel(c), reason: c.reason });
     this.d.metrics.attemptDuration.observe(labels, result.durationMs / 1000);
   }
+}
+
+const redactedUrls = new WeakMap<Policy, string>();
+/** The policy's URL as the attempt's log line shows it, worked out once per policy (a subscription's spec). */
+function redactedUrlOf(policy: Policy): string {
+  let text = redactedUrls.get(policy);
+  if (text === undefined) redactedUrls.set(policy, (text = redactedUrl(policy.url)));
+  return text;
 }
 
 /** What the sender answered, classified. */

@@ -5,9 +5,11 @@ import { signHmacSha256Hex, signStandardWebhooks } from "../../core/request/sign
 import type { Policy } from "../../core/attempt/policy.js";
 import type { SendRequest } from "./sender.js";
 
-/** What is sent: the webhook id and the JSON body {"id","type","timestamp","data"}. */
+/** What is sent: the webhook id and the JSON body {"id","type","timestamp","created_at","data"}. */
 export interface RequestBody {
   id: string;
+  /** The event's type (for the attempt's log line; the body carries it too). */
+  type: string | undefined;
   body: string;
 }
 
@@ -34,10 +36,11 @@ export function buildRequest({ message: { id, body }, policy, keys, userAgent, s
       headers,
       policy.scheme === "StandardWebhooks" ? signStandardWebhooks({ id, timestampSeconds, body, secrets: keys }) : signHmacSha256Hex({ id, timestampSeconds, body, secret: keys[0]!, signedContent: policy.signedContent }),
     );
-  } else if (policy.scheme === "StandardWebhooks") {
-    Object.assign(headers, { "webhook-id": id, "webhook-timestamp": String(timestampSeconds) });
-  } else {
+  } else if (policy.scheme === "HMACSHA256Hex") {
     Object.assign(headers, { "x-webhook-id": id, "x-webhook-timestamp": String(timestampSeconds) });
+  } else {
+    // Unsigned (scheme None): the Standard Webhooks names, without webhook-signature.
+    Object.assign(headers, { "webhook-id": id, "webhook-timestamp": String(timestampSeconds) });
   }
   return { url: policy.url, headers, body, timeoutMs: policy.timeoutMs, ...(signal ? { signal } : {}) };
 }

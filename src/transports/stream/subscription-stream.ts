@@ -636,7 +636,7 @@ export class SubscriptionStream {
           action,
           secrets,
           // The webhook id is the event id; `data` the published bytes, unchanged.
-          message: () => Promise.resolve({ id: event.id, body: webhookBody(event.id, event.type, event.timestamp, dataText(event)) }),
+          message: () => Promise.resolve({ id: event.id, type: event.type, body: webhookBody(event.id, event.type, event.timestamp, dataText(event)) }),
           signal: this.w.signal,
           // Its attempt number follows the recorded history (as in CR mode).
           status: h.record?.status,
