@@ -48,7 +48,7 @@ export const secretRefSchema = z
   })
   .meta({
     description:
-      "The Secret holding the signing secret. A value `whsec_<base64>` is used as its decoded bytes. StandardWebhooks needs that form (the Standard Webhooks libraries base64-decode every secret): any other value makes the subscription Ready=False (SecretNotVerifiable). HMACSHA256Hex also takes any other value, as its UTF-8 bytes.",
+      "The Secret holding the signing secret. Required unless signature.scheme is None: a subscription without it is Ready=False (SecretRequired) and sends nothing. A value `whsec_<base64>` is used as its decoded bytes. StandardWebhooks needs that form (the Standard Webhooks libraries base64-decode every secret): any other value makes the subscription Ready=False (SecretNotVerifiable). HMACSHA256Hex also takes any other value, as its UTF-8 bytes.",
   });
 
 /** What an HMACSHA256Hex signature covers; core/request/signing.ts computes it. */
@@ -57,11 +57,11 @@ export const HEX_SIGNED_CONTENT = ["TimestampAndBody", "LegacyBodyOnly"] as cons
 export const signatureSchema = withRules(
   z.object({
     scheme: z
-      .enum(["StandardWebhooks", "HMACSHA256Hex"])
+      .enum(["StandardWebhooks", "HMACSHA256Hex", "None"])
       .default("StandardWebhooks")
       .meta({
         description:
-          'StandardWebhooks: webhook-id, webhook-timestamp and webhook-signature (v1,<base64 HMAC-SHA256 of "<id>.<timestamp>.<body>">) per the Standard Webhooks specification. HMACSHA256Hex: x-webhook-id, x-webhook-timestamp and x-webhook-signature: sha256=<hex HMAC-SHA256 of "<x-webhook-timestamp>.<body>"> (see signedContent).',
+          'StandardWebhooks: webhook-id, webhook-timestamp and webhook-signature (v1,<base64 HMAC-SHA256 of "<id>.<timestamp>.<body>">) per the Standard Webhooks specification. HMACSHA256Hex: x-webhook-id, x-webhook-timestamp and x-webhook-signature: sha256=<hex HMAC-SHA256 of "<x-webhook-timestamp>.<body>"> (see signedContent). None: unsigned requests (webhook-id and webhook-timestamp only), by explicit choice and without secretRef; a subscription of another scheme without secretRef is Ready=False (SecretRequired) and its deliveries wait.',
       }),
     signedContent: z
       .enum(HEX_SIGNED_CONTENT)
@@ -440,6 +440,12 @@ export const subscriptionSpecSchema = withRules(
       message: "with oauth2, Hookline sets the Authorization header: remove it from headers and headersFrom",
       fieldPath: ".oauth2",
       check: (s) => !s.oauth2 || (!Object.keys(s.headers ?? {}).some((k) => k.toLowerCase() === "authorization") && !(s.headersFrom ?? []).some((h) => h.name.toLowerCase() === "authorization")),
+    },
+    {
+      rule: "!has(self.secretRef) || !has(self.signature) || !has(self.signature.scheme) || self.signature.scheme != 'None'",
+      message: "signature.scheme None sends unsigned requests: remove secretRef, or choose StandardWebhooks or HMACSHA256Hex",
+      fieldPath: ".secretRef",
+      check: (s) => !s.secretRef || s.signature.scheme !== "None",
     },
     {
       rule: "!has(self.tls) || !isURL(self.url) || url(self.url).getScheme() == 'https'",

@@ -23,7 +23,7 @@ import type { Expectations } from "../runtime/expectations.js";
 import type { Caches } from "../delivery/caches.js";
 import { SUBSCRIPTIONS, subscriptionRef, type SubscriptionObject } from "../delivery/objects.js";
 import type { EndpointRegistry } from "../delivery/engine/endpoints.js";
-import type { Credentials } from "../delivery/engine/credentials.js";
+import { SECRET_REQUIRED_MESSAGE, type Credentials } from "../delivery/engine/credentials.js";
 import type { SecretCache } from "../delivery/engine/secrets.js";
 
 export interface DeadLetterCounts {
@@ -148,12 +148,13 @@ export class SubscriptionReconciler {
     const accepted = (detail: string): ConditionInput =>
       parsed.spec.paused ? { type: "Ready", status: "True", reason: "Paused", message: "accepted; paused: deliveries are held" } : { type: "Ready", status: "True", reason: "Ready", message: `accepted; ${detail}` };
     const policy = this.d.caches.policy(sub);
+    if (policy && !policy.secretRef && policy.scheme !== "None") return { type: "Ready", status: "False", reason: "SecretRequired", message: `${SECRET_REQUIRED_MESSAGE}; deliveries wait until it is fixed` };
     const lookup = policy?.secretRef ? await this.d.secrets.keys(namespace, policy.secretRef) : undefined;
     if (lookup && lookup.kind !== "ok") return { type: "Ready", status: "False", reason: lookup.reason ?? "SecretNotFound", message: `${lookup.message}; deliveries wait until ${lookup.reason ? "it is fixed" : "it exists"}` };
     // The receiver's credentials (headersFrom, tls, oauth2): the message names the field and the Secret.
     const creds = policy ? await this.d.credentials.resolve(namespace, policy) : undefined;
     if (creds?.kind === "missing") return { type: "Ready", status: "False", reason: creds.reason, message: `${creds.message}; deliveries wait until it is fixed` };
-    if (!lookup) return accepted("requests are not signed (no secretRef)");
+    if (!lookup) return accepted("requests are not signed (signature.scheme None)");
     return accepted(`signing with ${lookup.keys.length} key${lookup.keys.length > 1 ? "s (rotation)" : ""}`);
   }
 

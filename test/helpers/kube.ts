@@ -31,7 +31,18 @@ export async function listObjs(kind: string, namespace: string, extra: string[] 
   return (JSON.parse(await kubectlOk(["get", kind, "-n", namespace, "-o", "json", ...extra])) as { items: Obj[] }).items;
 }
 
+/**
+ * A WebhookSubscription. A spec without secretRef (and without a chosen scheme) is given
+ * signature.scheme None, as a user must write it to send unsigned requests; rawSubscription
+ * leaves the spec as it is.
+ */
 export function subscription(namespace: string, name: string, spec: Record<string, unknown>): unknown {
+  const signature = spec.signature as Record<string, unknown> | undefined;
+  const unsigned = spec.secretRef === undefined && signature?.scheme === undefined;
+  return rawSubscription(namespace, name, unsigned ? { ...spec, signature: { ...signature, scheme: "None" } } : spec);
+}
+
+export function rawSubscription(namespace: string, name: string, spec: Record<string, unknown>): unknown {
   return { apiVersion: "hookline.dev/v1alpha1", kind: "WebhookSubscription", metadata: { name, namespace }, spec };
 }
 

@@ -8,7 +8,7 @@ import { subscriptionSpecSchema } from "../../src/api/subscription.js";
 import { createNamespace, deleteNamespace, kubectl, kubectlOk } from "../helpers/cluster.js";
 import { CASE_KINDS, CREDENTIAL_CASES, INVALID_SPEC_CASES, VALID_HEADERS, at, findEnforcer, prepareCase, refusalCauses, schemaNode, submitCase } from "../helpers/crd-cases.js";
 import type { CrdObject, InvalidSpecCase, SchemaNode } from "../helpers/crd-cases.js";
-import { apply, delivery, getObj, subscription } from "../helpers/kube.js";
+import { apply, delivery, getObj, rawSubscription, subscription } from "../helpers/kube.js";
 
 const SUBSCRIPTIONS = "webhooksubscriptions.hookline.dev";
 const DELIVERIES = "webhookdeliveries.hookline.dev";
@@ -233,7 +233,7 @@ describe("CRDs through the real API server and kubectl", () => {
 
   it("the API server applies the defaults; timeout and breaker thresholds stay unset (the operator's environment decides)", async () => {
     await kubectlOk(["create", "-f", "-"], {
-      input: JSON.stringify(subscription(ns, "defaults-minimal", { url: "https://hooks.acme.example/minimal" })),
+      input: JSON.stringify(rawSubscription(ns, "defaults-minimal", { url: "https://hooks.acme.example/minimal" })),
     });
     const minimal = await getObj("whsub", ns, "defaults-minimal");
     expect(minimal!.spec).toEqual({

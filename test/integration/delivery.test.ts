@@ -1,7 +1,7 @@
 // The delivery engine end to end: a real API server, the real operator, real receivers.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createNamespace, deleteNamespace, kubectlOk, waitFor } from "../helpers/cluster.js";
-import { apply, create, delivery, events, getObj, listObjs, secret, subscription, TEST_SECRET } from "../helpers/kube.js";
+import { createNamespace, deleteNamespace, kubectl, kubectlOk, waitFor } from "../helpers/cluster.js";
+import { apply, create, delivery, events, getObj, listObjs, rawSubscription, secret, subscription, TEST_SECRET } from "../helpers/kube.js";
 import { startOperator, type TestOperator } from "../helpers/operator.js";
 import { Receiver } from "../helpers/receiver.js";
 
@@ -256,6 +256,35 @@ describe("delivery: waiting, never losing", () => {
     await until(ns, "wait-secret", "Succeeded");
     const req = r.requests.find((q) => q.path === "/s")!;
     expect(() => Receiver.verify(req, TEST_SECRET)).not.toThrow();
+  });
+
+  it("sends nothing unsigned by default: without secretRef the subscription is Ready=False (SecretRequired) and its delivery waits; signature.scheme None sends it unsigned", async () => {
+    await apply([rawSubscription(ns, "no-secret", { url: r.url("/no-secret") }), delivery(ns, "wait-unsigned", "no-secret")]);
+    const ready = await waitFor(
+      async () => (await getObj("whsub", ns, "no-secret"))?.status?.conditions?.find((c: any) => c.type === "Ready" && c.status === "False" && c.reason === "SecretRequired"),
+      { description: "subscription Ready=False SecretRequired" },
+    );
+    expect(ready.message).toContain("spec.secretRef is not set");
+    const waiting = await waitFor(async () => {
+      const d = await getObj("whdel", ns, "wait-unsigned");
+      return succeededCondition(d)?.reason === "SecretNotFound" ? d : undefined;
+    }, { description: "the delivery waits" });
+    expect(succeededCondition(waiting).message).toContain("signature: {scheme: None}");
+    expect(waiting.status!.phase).toBe("Pending");
+    await waitFor(async () => (await events(ns, "wait-unsigned")).some((e) => e.reason === "SecretNotFound" && e.type === "Warning" && e.message.includes("spec.secretRef")), { description: "a Warning Event naming spec.secretRef" });
+    expect(r.requests.filter((q) => q.path === "/no-secret")).toHaveLength(0);
+    await kubectlOk(["patch", "whsub", "no-secret", "-n", ns, "--type=merge", "-p", '{"spec":{"signature":{"scheme":"None"}}}']);
+    await until(ns, "wait-unsigned", "Succeeded");
+    const [req] = r.requests.filter((q) => q.path === "/no-secret");
+    expect(req!.headers["webhook-id"]).toBeDefined();
+    expect(req!.headers["webhook-timestamp"]).toBeDefined();
+    expect(req!.headers).not.toHaveProperty("webhook-signature");
+    await waitFor(async () => (await getObj("whsub", ns, "no-secret"))?.status?.conditions?.some((c: any) => c.type === "Ready" && c.status === "True" && c.message.includes("not signed")), { description: "Ready=True, not signed" });
+    // A secretRef beside scheme None is refused by the API server, naming the field.
+    const both = await kubectl(["patch", "whsub", "no-secret", "-n", ns, "--type=merge", "-p", '{"spec":{"secretRef":{"name":"late-secret"}}}']);
+    expect(both.code).not.toBe(0);
+    expect(both.stderr).toContain("spec.secretRef: Invalid value");
+    expect(both.stderr).toContain("signature.scheme None sends unsigned requests");
   });
 
   it("waits for a missing subscription, then delivers when it appears", async () => {

@@ -17,7 +17,8 @@ export interface Policy {
   eventTypes: string[] | undefined;
   /** With the scheme, which decides which secret values can sign (core/request/signing.ts signingKey). */
   secretRef: { name: string; key: string; previousKey?: string; scheme: SignatureScheme } | undefined;
-  scheme: "StandardWebhooks" | "HMACSHA256Hex";
+  /** None: unsigned by the user's choice (spec.signature.scheme); any other scheme needs secretRef. */
+  scheme: SignatureScheme | "None";
   /** HMACSHA256Hex: what the signature covers (spec.signature.signedContent; default TimestampAndBody). */
   signedContent: HexSignedContent;
   headers: Record<string, string>;
@@ -60,7 +61,7 @@ export function resolvePolicy(spec: SubscriptionSpec, defaults: PolicyDefaults):
   return {
     url: spec.url,
     eventTypes: spec.eventTypes,
-    secretRef: spec.secretRef ? { name: spec.secretRef.name, key: spec.secretRef.key, ...(spec.secretRef.previousKey ? { previousKey: spec.secretRef.previousKey } : {}), scheme: spec.signature.scheme } : undefined,
+    secretRef: spec.secretRef && spec.signature.scheme !== "None" ? { name: spec.secretRef.name, key: spec.secretRef.key, ...(spec.secretRef.previousKey ? { previousKey: spec.secretRef.previousKey } : {}), scheme: spec.signature.scheme } : undefined,
     scheme: spec.signature.scheme,
     signedContent: spec.signature.signedContent,
     headers: spec.headers ?? {},

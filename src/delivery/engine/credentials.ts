@@ -152,6 +152,10 @@ export class Credentials {
   }
 }
 
+/** Why a subscription without secretRef sends nothing: unsigned requests are a choice to write down. */
+export const SECRET_REQUIRED_MESSAGE =
+  "spec.secretRef is not set and spec.signature.scheme is not None: requests are signed unless the subscription says signature: {scheme: None}; set secretRef to a Secret with the signing secret, or choose None to send unsigned requests";
+
 /**
  * The signing keys and the receiver credentials (headersFrom, tls, oauth2, proxy) for plan()
  * and the executor, looked up only when an attempt may follow (`due`, not paused): a delivery
@@ -165,6 +169,8 @@ export async function secretsFor(
   due: boolean,
 ): Promise<{ secret: SecretView; keys: Buffer[]; creds: ResolvedCredentials | undefined }> {
   const creds = await d.credentials.resolveDue(namespace, due ? policy : undefined);
+  // Unsigned only by choice (scheme None): without secretRef, another scheme waits like a missing Secret.
+  if (policy && !policy.secretRef && policy.scheme !== "None" && due && !policy.paused) return { secret: { kind: "missing", message: SECRET_REQUIRED_MESSAGE }, keys: [], creds };
   if (!policy?.secretRef || !due || policy.paused) return { secret: withCredentials({ kind: "none" }, creds), keys: [], creds };
   const lookup = await d.secrets.keys(namespace, policy.secretRef);
   const secret: SecretView = lookup.kind === "ok" ? { kind: "ok" } : lookup;
