@@ -124,7 +124,7 @@ export const deliveryStatusSchema = z
     discard: z
       .object({
         at: timestamp("When the delivery was discarded."),
-        reason: z.enum(DISCARD_REASONS).meta({ description: "Poison, PayloadTooLarge, EventTypeNotSubscribed, InvalidSpec or InvalidPayload." }),
+        reason: z.enum(DISCARD_REASONS).meta({ description: "Poison, PayloadTooLarge, EventTypeNotSubscribed, InvalidSpec, InvalidPayload or Duplicate (a dead letter a replay deduped: its twin, same webhook id, payload and destination, carries the event)." }),
         message: z.string().max(1024).optional().meta({ description: "Details." }),
       })
       .optional()
@@ -143,7 +143,7 @@ export const deliveryStatusSchema = z
       .optional()
       .meta({ description: "The last replay of this delivery." }),
     interruptions: z.int().min(0).optional().meta({ description: "Attempts cut short by an operator shutdown; not counted against maxAttempts." }),
-    finishedAt: timestamp("When the delivery reached Succeeded, DeadLettered or Discarded. Retention counts from here (a replayed dead letter that was delivered keeps retention.deadLettered).").optional(),
+    finishedAt: timestamp("When the delivery reached Succeeded, DeadLettered or Discarded. Retention counts from here (a replayed dead letter that was delivered keeps retention.deadLettered; a failed replay leaves it unchanged).").optional(),
     ordering: z
       .object({
         key: z.string().max(256).meta({ description: "The subscription's spec.ordering.key when it was recorded." }),

@@ -62,6 +62,8 @@ export const ANNOTATION_DOCS: Record<keyof typeof ANNOTATIONS, { on: string; val
 export const LABEL_DOCS: Record<keyof typeof LABELS, string> = {
   subscription: "Set by the publish doors on every delivery they create: the subscription's name.",
   eventId: "Set by the publish doors: the event id (a readable prefix and a hash when the id is not a valid label value).",
+  provider:
+    "Set by you on a WebhookSubscription: who runs its endpoint (stripe, github, ...). Its attempts and breaker metrics carry it as the `provider` label when the value is in HOOKLINE_METRIC_PROVIDERS (compared lower-case), else as `generic`, so the label's values stay few.",
 };
 
 /**
@@ -74,6 +76,8 @@ export const LABELS = {
   /** Set by the publish doors on every delivery they create. */
   subscription: "hookline.dev/subscription",
   eventId: "hookline.dev/event-id",
+  /** Set by users on a subscription: the `provider` label of its metrics (core/provider.ts). */
+  provider: "hookline.dev/provider",
 } as const;
 
 /** The field manager Hookline writes with, visible in managedFields. */
@@ -115,5 +119,5 @@ export function isTerminalPhase(phase: string | undefined): boolean {
 export const DEAD_LETTER_REASONS = ["Exhausted", "PermanentFailure", "Gone", "BreakerOpen", "Drain", "Blocked", "EventTypeNotSubscribed", "Expired"] as const;
 export type DeadLetterReason = (typeof DEAD_LETTER_REASONS)[number];
 
-export const DISCARD_REASONS = ["Poison", "PayloadTooLarge", "EventTypeNotSubscribed", "InvalidSpec", "InvalidPayload"] as const;
+export const DISCARD_REASONS = ["Poison", "PayloadTooLarge", "EventTypeNotSubscribed", "InvalidSpec", "InvalidPayload", "Duplicate"] as const;
 export type DiscardReason = (typeof DISCARD_REASONS)[number];

@@ -37,6 +37,9 @@ export class Finals {
       if (replay) this.d.events.record(deliveryRef(obj), "Normal", "Replayed", final.message);
     } else if (final.phase === "DeadLettered") {
       this.d.events.record(deliveryRef(obj), "Warning", replay ? "ReplayFailed" : "DeadLettered", final.message);
+    } else if (final.reason === "Duplicate") {
+      // A replay deduped a dead letter by its twin: nothing failed, the twin carries the event.
+      this.d.events.record(deliveryRef(obj), "Normal", "ReplayDeduped", final.message);
     } else {
       this.d.events.record(deliveryRef(obj), "Warning", final.reason === "Poison" ? "ReplayFailed" : "Discarded", final.message);
     }

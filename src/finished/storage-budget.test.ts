@@ -1,5 +1,8 @@
 import { describe, expect, it } from "vitest";
-import { candidatesPerNamespace, keepOldest, SweepTally, EVICTION_CANDIDATES, MIN_CANDIDATES_PER_NAMESPACE } from "./storage-budget.js";
+import pino from "pino";
+import type { Caches } from "../delivery/caches.js";
+import { Metrics } from "../observability/metrics.js";
+import { candidatesPerNamespace, keepOldest, StorageBudget, SweepTally, EVICTION_CANDIDATES, MIN_CANDIDATES_PER_NAMESPACE } from "./storage-budget.js";
 import type { TerminalRecord } from "./records.js";
 
 const rec = (name: string, finishedAt: number, phase: TerminalRecord["phase"] = "Succeeded", namespace = "ns"): TerminalRecord => ({ metadata: { name, namespace }, subscription: "s", phase, finishedAt });
@@ -26,8 +29,8 @@ describe("SweepTally", () => {
     t.see(rec("x", 1, "Discarded"));
     t.see(rec("y", 1, "DeadLettered"));
     t.see(rec("z", 2, "Succeeded", "other"));
-    expect(t.counts.get("ns")).toEqual({ Succeeded: EVICTION_CANDIDATES + 5, Discarded: 1 });
-    expect(t.counts.get("other")).toEqual({ Succeeded: 1, Discarded: 0 });
+    expect(t.counts.get("ns")).toEqual({ Succeeded: EVICTION_CANDIDATES + 5, Discarded: 1, Replayed: 0 });
+    expect(t.counts.get("other")).toEqual({ Succeeded: 1, Discarded: 0, Replayed: 0 });
     expect(t.oldest.get("ns")!.Succeeded).toHaveLength(candidatesPerNamespace(2));
     expect(t.oldest.get("ns")!.Succeeded[0]!.finishedAt).toBe(1_000_000 - (EVICTION_CANDIDATES + 4));
     expect(t.oldest.get("other")!.Succeeded.map((r) => r.metadata.name)).toEqual(["z"]);
@@ -45,5 +48,72 @@ describe("SweepTally", () => {
       expect(lists.Succeeded.length).toBeGreaterThanOrEqual(candidatesPerNamespace(namespaces));
       expect(lists.Succeeded[0]!.finishedAt).toBe(10_000 - 199);
     }
+  });
+});
+
+describe("StorageBudget: what goes first within a namespace", () => {
+  /** A budget of `max` over one namespace's sweep; returns the names deleted, in order. */
+  async function evict(max: number, recs: TerminalRecord[], deadLetters: TerminalRecord[] = [], addedAfterSweep: TerminalRecord[] = []) {
+    const deleted: string[] = [];
+    let sweeps = 0;
+    const budget = new StorageBudget({
+      max,
+      caches: { deliveries: new Map(), subscription: () => undefined } as unknown as Caches,
+      events: { record: () => undefined },
+      metrics: new Metrics({ defaultMetrics: false }),
+      log: pino({ level: "silent" }),
+      isLeader: () => false,
+      deadLettersByNamespace: () => new Map([["ns", deadLetters.length - deleted.filter((n) => deadLetters.some((d) => d.metadata.name === n)).length]]),
+      oldestDeadLetters: (_ns, n, skip) => deadLetters.filter((d) => !skip.has(`ns/${d.metadata.name}`) && !deleted.includes(d.metadata.name)).slice(0, n),
+      deleteDelivery: (r) => {
+        deleted.push(r.metadata.name);
+        return Promise.resolve(true);
+      },
+      requestSweep: () => sweeps++,
+    });
+    const tally = budget.sweepStarted();
+    for (const r of recs) tally.see(r);
+    budget.sweepFinished(tally);
+    for (const r of addedAfterSweep) budget.added(r);
+    // One round at a time, as the watch's DELETED events would follow each.
+    const round = (budget as unknown as { round(): Promise<boolean> }).round.bind(budget);
+    while (await round()) for (const r of recs.filter((x) => deleted.includes(x.metadata.name))) budget.removed(r);
+    return { deleted, sweeps };
+  }
+  const replayed = (name: string, finishedAt: number): TerminalRecord => ({ ...rec(name, finishedAt), wasDeadLetter: true });
+
+  it("a plain delivered one before Discarded before a former dead letter a replay delivered, however old, before a dead letter", async () => {
+    const recs = [replayed("replayed-old", 1), rec("discarded", 5, "Discarded"), rec("plain-new", 10), rec("plain-newer", 20), replayed("replayed-new", 30)];
+    const dead = [rec("dead", 0, "DeadLettered")];
+    // 6 stored, a budget of 1: five go, the dead letter stays.
+    const { deleted } = await evict(1, recs, dead);
+    expect(deleted).toEqual(["plain-new", "plain-newer", "discarded", "replayed-old", "replayed-new"]);
+  });
+
+  it("takes no former dead letter while a plain delivered one is stored but not among the remembered candidates (asks for a sweep)", async () => {
+    const { deleted, sweeps } = await evict(0, [replayed("replayed", 1)], [], [rec("plain-after-the-sweep", 10)]);
+    expect(deleted).toEqual([]);
+    expect(sweeps).toBe(1);
+  });
+
+  it("counts a former dead letter as Succeeded in the stored metric", () => {
+    const metrics = new Metrics({ defaultMetrics: false });
+    const budget = new StorageBudget({
+      max: 100,
+      caches: { deliveries: new Map(), subscription: () => undefined } as unknown as Caches,
+      events: { record: () => undefined },
+      metrics,
+      log: pino({ level: "silent" }),
+      isLeader: () => false,
+      deadLettersByNamespace: () => new Map(),
+      oldestDeadLetters: () => [],
+      deleteDelivery: () => Promise.resolve(true),
+      requestSweep: () => undefined,
+    });
+    budget.added(replayed("r", 1));
+    budget.added(rec("p", 2));
+    expect(budget.stored()).toMatchObject({ Succeeded: 2, Discarded: 0 });
+    expect(budget.byNamespace().get("ns")).toEqual({ Succeeded: 2, Discarded: 0, DeadLettered: 0 });
+    expect(budget.finished()).toBe(2);
   });
 });

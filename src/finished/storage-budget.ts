@@ -4,9 +4,9 @@
 // deliveries (max-min fair shares, fair-share.ts): above it the leader deletes only in the
 // namespaces over their share, the furthest over first, so one tenant's flood never deletes
 // another tenant's deliveries. Within a namespace the oldest go first, Succeeded before
-// Discarded before DeadLettered (what nobody will read again goes before what someone may
-// replay), with a Warning Event on each subscription concerned and counters by phase and by
-// namespace.
+// Discarded before a former dead letter delivered by a replay before DeadLettered (what nobody
+// will read again goes before what someone may read or replay), with a Warning Event on each
+// subscription concerned and counters by phase and by namespace.
 //
 // Counting without keeping every finished delivery in memory: dead letters are indexed (exact);
 // Succeeded and Discarded are counted per namespace by the leader's periodic sweep (a paginated
@@ -34,7 +34,16 @@ const PENDING_TTL_MS = 60_000;
 /** Sweeps asked for by the budget (candidates used up) are at least this far apart. */
 const MIN_SWEEP_GAP_MS = 2_000;
 
-type Listed = "Succeeded" | "Discarded";
+/**
+ * What the sweep lists and counts, in eviction order: Succeeded (a plain delivery), Discarded,
+ * Replayed (Succeeded, and was a dead letter: its record says why and what was replayed).
+ */
+type Listed = "Succeeded" | "Discarded" | "Replayed";
+const LISTED: readonly Listed[] = ["Succeeded", "Discarded", "Replayed"];
+/** The class a finished delivery other than a dead letter is counted and evicted in. */
+export function listedClass(rec: TerminalRecord): Listed {
+  return rec.phase === "Succeeded" && rec.wasDeadLetter ? "Replayed" : (rec.phase as Exclude<TerminalPhase, "DeadLettered">);
+}
 type ListedCounts = Record<Listed, number>;
 export type FinishedCounts = Record<TerminalPhase, number>;
 
@@ -61,7 +70,9 @@ export function candidatesPerNamespace(namespaces: number): number {
   return Math.max(MIN_CANDIDATES_PER_NAMESPACE, Math.floor(EVICTION_CANDIDATES / Math.max(1, namespaces)));
 }
 
-const zero = (): ListedCounts => ({ Succeeded: 0, Discarded: 0 });
+const zero = (): ListedCounts => ({ Succeeded: 0, Discarded: 0, Replayed: 0 });
+const emptyLists = (): Record<Listed, TerminalRecord[]> => ({ Succeeded: [], Discarded: [], Replayed: [] });
+const isZero = (c: ListedCounts) => LISTED.every((l) => c[l] === 0);
 
 /** What one sweep saw: exact counts per namespace as of its snapshot, and the oldest of each phase there. */
 export class SweepTally {
@@ -77,11 +88,12 @@ export class SweepTally {
     let c = this.counts.get(ns);
     if (!c) {
       this.counts.set(ns, (c = zero()));
-      this.oldest.set(ns, { Succeeded: [], Discarded: [] });
+      this.oldest.set(ns, emptyLists());
       this.namespaceAdded();
     }
-    c[rec.phase]++;
-    keepOldest(this.oldest.get(ns)![rec.phase], rec, this.cap);
+    const cls = listedClass(rec);
+    c[cls]++;
+    keepOldest(this.oldest.get(ns)![cls], rec, this.cap);
   }
 
   /** The candidates stay within about twice EVICTION_CANDIDATES whatever the number of namespaces. */
@@ -114,7 +126,7 @@ export class StorageBudget {
   /** The oldest known of each phase, by namespace, oldest first (Map order), from the last sweep. */
   private candidates = new Map<string, Record<Listed, Map<string, TerminalRecord>>>();
   /** Evictions started whose watch DELETED event has not arrived: still counted as stored. */
-  private readonly pending = new Map<string, { phase: TerminalPhase; namespace: string; at: number }>();
+  private readonly pending = new Map<string, { phase: TerminalPhase; cls: Listed | undefined; namespace: string; at: number }>();
   private running = false;
   private again = false;
   private lastSweepRequest = 0;
@@ -136,13 +148,13 @@ export class StorageBudget {
       else pendingCount++;
     }
     const listed = this.listedTotal();
-    return { Pending: pendingCount, Retrying: retrying, Succeeded: listed.Succeeded, Discarded: listed.Discarded, DeadLettered: sum(this.d.deadLettersByNamespace().values()) };
+    return { Pending: pendingCount, Retrying: retrying, Succeeded: listed.Succeeded + listed.Replayed, Discarded: listed.Discarded, DeadLettered: sum(this.d.deadLettersByNamespace().values()) };
   }
 
   /** Finished deliveries stored by namespace and phase (estimated for Succeeded and Discarded between sweeps). */
   byNamespace(): Map<string, FinishedCounts> {
     const out = new Map<string, FinishedCounts>();
-    for (const [ns, c] of this.counts) out.set(ns, { Succeeded: c.Succeeded, Discarded: c.Discarded, DeadLettered: 0 });
+    for (const [ns, c] of this.counts) out.set(ns, { Succeeded: c.Succeeded + c.Replayed, Discarded: c.Discarded, DeadLettered: 0 });
     for (const [ns, n] of this.d.deadLettersByNamespace()) {
       if (n <= 0) continue;
       const c = out.get(ns) ?? { Succeeded: 0, Discarded: 0, DeadLettered: 0 };
@@ -155,14 +167,13 @@ export class StorageBudget {
   /** Finished deliveries stored (estimated for Succeeded and Discarded between sweeps). */
   finished(): number {
     const listed = this.listedTotal();
-    return listed.Succeeded + listed.Discarded + sum(this.d.deadLettersByNamespace().values());
+    return listed.Succeeded + listed.Discarded + listed.Replayed + sum(this.d.deadLettersByNamespace().values());
   }
 
   private listedTotal(): ListedCounts {
     const t = zero();
     for (const c of this.counts.values()) {
-      t.Succeeded += c.Succeeded;
-      t.Discarded += c.Discarded;
+      for (const l of LISTED) t[l] += c[l];
     }
     return t;
   }
@@ -172,7 +183,7 @@ export class StorageBudget {
     if (rec.phase === "DeadLettered") return;
     const ns = rec.metadata.namespace ?? "";
     const c = this.counts.get(ns) ?? zero();
-    c[rec.phase]++;
+    c[listedClass(rec)]++;
     this.counts.set(ns, c);
     this.changed();
   }
@@ -183,11 +194,12 @@ export class StorageBudget {
     this.pending.delete(key);
     if (rec.phase === "DeadLettered") return;
     const ns = rec.metadata.namespace ?? "";
-    this.candidates.get(ns)?.[rec.phase].delete(key);
+    const cls = listedClass(rec);
+    this.candidates.get(ns)?.[cls].delete(key);
     const c = this.counts.get(ns);
     if (!c) return;
-    c[rec.phase] = Math.max(0, c[rec.phase] - 1);
-    if (c.Succeeded === 0 && c.Discarded === 0) this.counts.delete(ns);
+    c[cls] = Math.max(0, c[cls] - 1);
+    if (isZero(c)) this.counts.delete(ns);
   }
 
   sweepStarted(): SweepTally {
@@ -201,13 +213,14 @@ export class StorageBudget {
       const seen = t.counts.get(ns) ?? zero();
       const now = this.counts.get(ns) ?? zero();
       const atStart = t.countsAtStart.get(ns) ?? zero();
-      const c = { Succeeded: Math.max(0, seen.Succeeded + now.Succeeded - atStart.Succeeded), Discarded: Math.max(0, seen.Discarded + now.Discarded - atStart.Discarded) };
-      if (c.Succeeded === 0 && c.Discarded === 0) this.counts.delete(ns);
+      const c = zero();
+      for (const l of LISTED) c[l] = Math.max(0, seen[l] + now[l] - atStart[l]);
+      if (isZero(c)) this.counts.delete(ns);
       else this.counts.set(ns, c);
     }
     const keep = candidatesPerNamespace(t.oldest.size);
     this.candidates = new Map(
-      [...t.oldest].map(([ns, lists]) => [ns, { Succeeded: toMap(lists.Succeeded.slice(0, keep)), Discarded: toMap(lists.Discarded.slice(0, keep)) }]),
+      [...t.oldest].map(([ns, lists]) => [ns, { Succeeded: toMap(lists.Succeeded.slice(0, keep)), Discarded: toMap(lists.Discarded.slice(0, keep)), Replayed: toMap(lists.Replayed.slice(0, keep)) }]),
     );
     this.changed();
   }
@@ -265,13 +278,13 @@ export class StorageBudget {
       picks.push(...this.pick(ns, Math.min(over, excess - picks.length)));
     }
     if (picks.length === 0) return false;
-    for (const rec of picks) this.pending.set(objectKey(rec.metadata), { phase: rec.phase, namespace: rec.metadata.namespace ?? "", at: this.now() });
+    for (const rec of picks) this.pending.set(objectKey(rec.metadata), { phase: rec.phase, cls: rec.phase === "DeadLettered" ? undefined : listedClass(rec), namespace: rec.metadata.namespace ?? "", at: this.now() });
     const done = await Promise.all(picks.map(async (rec) => ({ rec, ok: await this.d.deleteDelivery(rec).catch(() => false) })));
     const bySub = new Map<string, Record<TerminalPhase, number>>();
     for (const { rec, ok } of done) {
       const key = objectKey(rec.metadata);
       const ns = rec.metadata.namespace ?? "";
-      if (rec.phase !== "DeadLettered") this.candidates.get(ns)?.[rec.phase].delete(key);
+      if (rec.phase !== "DeadLettered") this.candidates.get(ns)?.[listedClass(rec)].delete(key);
       if (!ok) {
         this.pending.delete(key);
         continue;
@@ -292,29 +305,31 @@ export class StorageBudget {
   }
 
   /**
-   * The oldest of a namespace: Succeeded first, then Discarded, then its dead letters; dead
-   * letters only once the namespace has no Succeeded or Discarded stored (when the remembered
-   * candidates run out while some still are, a sweep finds the next oldest and calls back).
+   * The oldest of a namespace: Succeeded first, then Discarded, then former dead letters a
+   * replay delivered, then its dead letters; each class only once the namespace has none of the
+   * one before stored (when the remembered candidates of a class run out while some of it still
+   * are, a sweep finds the next oldest and calls back).
    */
   private pick(ns: string, n: number): TerminalRecord[] {
     const picks: TerminalRecord[] = [];
     const c = this.counts.get(ns) ?? zero();
-    let listedLeft = c.Succeeded + c.Discarded;
-    for (const p of this.pending.values()) if (p.namespace === ns && p.phase !== "DeadLettered") listedLeft--;
+    const left = { ...c };
+    for (const p of this.pending.values()) if (p.namespace === ns && p.cls) left[p.cls]--;
     const candidates = this.candidates.get(ns);
-    for (const phase of ["Succeeded", "Discarded"] as const) {
-      for (const [key, rec] of candidates?.[phase] ?? []) {
+    for (const cls of LISTED) {
+      for (const [key, rec] of candidates?.[cls] ?? []) {
         if (picks.length >= n) return picks;
         if (this.pending.has(key)) continue;
         picks.push(rec);
-        listedLeft--;
+        left[cls]--;
+      }
+      // Some of this class are stored but not remembered: find them before the next class.
+      if (left[cls] > 0) {
+        this.sweepSoon();
+        return picks;
       }
     }
     if (picks.length >= n) return picks;
-    if (listedLeft > 0) {
-      this.sweepSoon();
-      return picks;
-    }
     return picks.concat(this.d.oldestDeadLetters(ns, n - picks.length, new Set(this.pending.keys())));
   }
 
@@ -335,7 +350,7 @@ export class StorageBudget {
       { apiVersion: API_VERSION, kind: SUBSCRIPTION.kind, namespace: sub.metadata.namespace!, name: sub.metadata.name, uid: sub.metadata.uid },
       "Warning",
       "FinishedDeliveriesEvicted",
-      `${total} finished deliveries of this subscription deleted (${parts.join(", ")}): the namespace held ${fair.held} finished deliveries, over its fair share of ${fair.share} of WEBHOOK_MAX_FINISHED_DELIVERIES=${this.d.max} (shared by ${fair.namespaces} namespaces); the namespace's oldest go first, Succeeded before Discarded before DeadLettered`,
+      `${total} finished deliveries of this subscription deleted (${parts.join(", ")}): the namespace held ${fair.held} finished deliveries, over its fair share of ${fair.share} of WEBHOOK_MAX_FINISHED_DELIVERIES=${this.d.max} (shared by ${fair.namespaces} namespaces); the namespace's oldest go first, Succeeded before Discarded before former dead letters delivered by a replay before DeadLettered`,
     );
   }
 }

@@ -18,7 +18,7 @@ import { randomUUID } from "node:crypto";
 import type { Logger } from "pino";
 import { ANNOTATIONS, REPLAY_CONCURRENCY, REPLAY_REASON_MAX_LENGTH, REPLAY_REASON_MIN_LENGTH } from "../api/names.js";
 import type { SubscriptionReplayStatus } from "../api/subscription.js";
-import type { ReplayInput } from "../core/attempt/outcome.js";
+import { discard, type ReplayInput } from "../core/attempt/outcome.js";
 import { matchesEventType } from "../core/attempt/policy.js";
 import type { ReplaySelection } from "../core/replay-selector.js";
 import { formatCursor } from "../core/replay-selector.js";
@@ -475,13 +475,28 @@ export class Replayer {
     return out;
   }
 
+  /**
+   * A candidate whose twin (same webhook id, payload and destination) this replay sends, or
+   * which is pending there. A dead letter replayed to its own subscription is then a duplicate:
+   * it leaves DeadLettered for Discarded (reason Duplicate), so the dead-letter count drops and
+   * the next bulk replay does not send the event again. Nothing is lost: the twin carries the
+   * event, and is a dead letter itself if it fails. Anything else keeps its phase.
+   */
   private async markDeduped(obj: DeliveryObject, replay: ReplayInput, by: string | undefined): Promise<{ result: ReplayResult }> {
     const key = objectKey(obj.metadata);
     const { target, name, ...rest } = replay;
-    const lastReplay = { ...rest, at: toRfc3339(this.now()), result: "Deduped" as const, ...(by ? { dedupedBy: by } : {}), ...(target ? { target } : {}), ...(name ? { replay: name } : {}) };
-    const w = await this.d.outcomes.write(key, obj, (s) => ({ status: { ...(s ?? {}), lastReplay } }));
+    const now = this.now();
+    const lastReplay = { ...rest, at: toRfc3339(now), result: "Deduped" as const, ...(by ? { dedupedBy: by } : {}), ...(target ? { target } : {}), ...(name ? { replay: name } : {}) };
+    const why = by ? `${by} has the same webhook id and payload and was replayed by the same replay` : "an equal delivery (same webhook id and payload) is pending";
+    const w = await this.d.outcomes.write(key, obj, (s) => {
+      if (s?.phase !== "DeadLettered" || target) return { status: { ...(s ?? {}), lastReplay } };
+      const out = discard(s, obj.metadata.generation, now, "Duplicate", `a duplicate, not replayed: ${why}`);
+      return { ...out, status: { ...out.status, lastReplay } };
+    });
     if (!w) return { result: "skipped" };
-    this.d.events.record(deliveryRef(obj), "Normal", "ReplayDeduped", by ? `not replayed: ${by} has the same webhook id and payload and was replayed by the same replay` : "not replayed: an equal delivery (same webhook id and payload) is pending");
+    const subKey = subscriptionKey(splitKey(key).namespace, obj.spec?.subscriptionRef?.name ?? "");
+    if (w.final) this.d.finals.record(w.obj, w.final, subKey, true);
+    else this.d.events.record(deliveryRef(obj), "Normal", "ReplayDeduped", `not replayed: ${why}`);
     return { result: "deduped" };
   }
 

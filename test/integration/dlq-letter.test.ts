@@ -45,6 +45,19 @@ describe("the DLQ specification's letter", () => {
     expect(deduped).toHaveLength(1);
     expect(["dup-1", "dup-2"]).toContain(deduped[0]!.metadata.name);
     expect(deduped[0]!.status!.lastReplay.dedupedBy).toBe(deduped[0]!.metadata.name === "dup-1" ? "dup-2" : "dup-1");
+    // Deduped by its delivered twin, it is no dead letter any more: Discarded, reason Duplicate.
+    expect(deduped[0]!.status).toMatchObject({ phase: "Discarded", discard: { reason: "Duplicate" } });
+    expect(deduped[0]!.status!.discard.message).toContain(deduped[0]!.status!.lastReplay.dedupedBy);
+    await waitFor(async () => (await events(ns, deduped[0]!.metadata.name)).some((e) => e.reason === "ReplayDeduped" && e.type === "Normal"), { description: "a Normal ReplayDeduped Event" });
+    await waitFor(async () => (await getObj("whsub", ns, "dups"))?.status?.deliveries?.deadLettered === 0, { description: "the dead-letter count drops to 0" });
+    // The next bulk replay finds nothing to send: the duplicate is not sent again.
+    await annotate(ns, "whsub", "dups", "--overwrite", "hookline.dev/replay-dead-letters=once more, nothing left");
+    const again = await waitFor(async () => {
+      const st = (await getObj("whsub", ns, "dups"))?.status?.lastReplay;
+      return st?.reason === "once more, nothing left" && st.finishedAt ? st : undefined;
+    }, { description: "second bulk replay finished" });
+    expect(again).toMatchObject({ attempted: 0, deduped: 0 });
+    expect(r.requests.length - seen).toBe(2);
   });
 
   it("a replayed dead letter keeps its record (replays, lastReplay, deadLetter) until its own retention, also after a successful replay", async () => {

@@ -119,6 +119,8 @@ describe("replay", () => {
     expect(r.requests.length).toBe(seen + 1);
     expect(JSON.parse(r.requests.at(-1)!.body).id).toBe("evt-other");
     expect((await del(ns, "orig"))?.status?.lastReplay?.result).toBe("Deduped");
+    // Its twin is pending with the same event: the dead letter is a duplicate now, not a dead letter.
+    expect((await del(ns, "orig"))?.status).toMatchObject({ phase: "Discarded", discard: { reason: "Duplicate" } });
   });
 
   it("discards a dead letter as Poison after maxReplays failed replays and never replays it again", async () => {

@@ -261,8 +261,9 @@ describe("applyAttempt: replays", () => {
     expect(r.status.deadLetter).toEqual(prev.deadLetter);
     expect(r.status.nextAttemptAt).toBeUndefined();
     expect(r.status.lastReplay).toEqual({ reason: replay.reason, at: iso(T0), requestId: "bulk-1", result: "Failed" });
-    // It failed again now: retention and oldest-first eviction count from here; deadLetter.at stays.
-    expect(r.status.finishedAt).toBe(iso(T0));
+    // A failed replay does not make it look newer: finishedAt (retention, oldest-first eviction)
+    // and deadLetter.at stay when it first became a dead letter; the replay is in lastReplay.
+    expect(r.status.finishedAt).toBe(iso(T0 - 86_400_000));
     expect(r.status.deadLetter?.at).toBe(iso(T0 - 86_400_000));
     expect(r.status.lastAttempt).toMatchObject({ number: 4, replay: true });
     expect(succeededCondition(r.status)).toMatchObject({ status: "False", reason: "PermanentFailure", message: expect.stringContaining("2 replays left") });

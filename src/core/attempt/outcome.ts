@@ -199,8 +199,9 @@ function onReplayFailed(input: OutcomeInput, base: DeliveryStatus): OutcomeResul
   const { now, generation, policy } = input;
   const desc = describeAttempt(input.attempt);
   const replays = (input.status?.replays ?? 0) + 1;
-  // Failed again just now: retention and oldest-first eviction count from this moment.
-  const failed: DeliveryStatus = { ...base, replays, finishedAt: toRfc3339(now) };
+  // finishedAt stays when it first became a dead letter: a failed replay does not make it look
+  // newer than it is to retention and to oldest-first eviction (the replay is in lastReplay).
+  const failed: DeliveryStatus = { ...base, replays };
   if (replays >= policy.deadLetter.maxReplays) {
     return discard(failed, generation, now, "Poison", `replay ${replays} of ${policy.deadLetter.maxReplays} failed (${desc}): it will not be replayed again`);
   }
