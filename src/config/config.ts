@@ -1,5 +1,6 @@
 // The operator's environment, parsed once at start. A bad value stops the process with a message
 // naming the variable, the value and the allowed range. Nothing else in src/ reads process.env.
+import { DEFAULT_PROVIDERS, MAX_PROVIDERS, parseProviders } from "../core/provider.js";
 import { hostname } from "node:os";
 import { randomBytes } from "node:crypto";
 import { z } from "zod";
@@ -78,6 +79,8 @@ export interface Config {
   natsUrlRedacted: string | undefined;
   /** HOOKLINE_PAYLOAD_CACHE_BYTES: small payloads kept from the watch for their attempts (delivery/kept-payloads.ts); 0: none. */
   payloadCacheBytes: number;
+  /** HOOKLINE_METRIC_PROVIDERS: the values the metrics' provider label may take (core/provider.ts); generic always. */
+  metricProviders: string[];
   /** HOOKLINE_STREAM_REPLICAS: replicas of the streams and the key-value buckets on a NATS cluster. */
   streamReplicas: number;
   /** HOOKLINE_STREAM_MAX_HELD_BYTES: stream messages a replica holds in memory at most; JetStream keeps the rest. */
@@ -176,6 +179,12 @@ export const ENV_DOCS: Array<{ name: string; default: string; range: string; wha
   { name: "HTTP_PROXY", default: "empty: none", range: "http:// or https:// URL (http_proxy also read)", what: "the same for http:// requests" },
   { name: "NO_PROXY", default: "empty", range: "comma list of domains, IPs, CIDRs, `*` (no_proxy also read)", what: "destinations reached directly despite HTTPS_PROXY/HTTP_PROXY, as Go and curl read it; localhost and loopback always are" },
   { name: "WATCH_NAMESPACES", default: "empty: all", range: "comma-separated namespace list", what: "namespaces to serve" },
+  {
+    name: "HOOKLINE_METRIC_PROVIDERS",
+    default: DEFAULT_PROVIDERS.join(","),
+    range: `comma list of up to ${MAX_PROVIDERS} tokens (a-z, 0-9, _, -; 1-32 characters)`,
+    what: "the values the provider label of webhook_delivery_attempts_total and webhook_breaker_state may take: a subscription's hookline.dev/provider label when listed, else generic (always allowed)",
+  },
   ...(
     [
       [INT_VARS.metricsPort, "`/metrics` (0: any free port)"],
@@ -322,6 +331,10 @@ export function loadConfig(env: Env, overrides: { leaderElect?: boolean } = {}):
 
   const { proxy, proxyText } = loadProxy(env, problems);
 
+  const providersText = env.HOOKLINE_METRIC_PROVIDERS ?? DEFAULT_PROVIDERS.join(",");
+  const providers = parseProviders(providersText);
+  if (!providers.ok) problems.push(`HOOKLINE_METRIC_PROVIDERS=${JSON.stringify(providersText.slice(0, 200))} is invalid: it ${providers.problem} (a comma-separated list such as ${DEFAULT_PROVIDERS.join(",")})`);
+
   const watchNamespaces = (env.WATCH_NAMESPACES ?? "")
     .split(",")
     .map((s) => s.trim())
@@ -376,6 +389,7 @@ export function loadConfig(env: Env, overrides: { leaderElect?: boolean } = {}):
     natsUrl: natsRaw,
     natsUrlRedacted: natsRaw === undefined ? undefined : redactNatsUrl(natsRaw),
     payloadCacheBytes,
+    metricProviders: providers.ok ? providers.providers : [...DEFAULT_PROVIDERS],
     streamReplicas,
     streamMaxHeldBytes,
     streamMaxAgeMs,

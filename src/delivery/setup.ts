@@ -7,6 +7,7 @@
 // The leader term (transports/cr) and replay are built after this; the parts here that must reach
 // them do so through `term` and `late`, filled in by those features' setups.
 import type { Logger } from "pino";
+import { LABELS } from "../api/names.js";
 import { STATUS_FITTERS } from "../api/status-limits.js";
 import type { Config } from "../config/config.js";
 import type { PolicyDefaults } from "../core/attempt/policy.js";
@@ -141,6 +142,7 @@ export async function setupEngine(manager: Manager, o: EngineOptions): Promise<E
     onRead: (hit) => metrics.payloadCache.reads.inc({ result: hit ? "hit" : "miss" }),
   });
   metrics.payloadCache.setBytesSource(() => payloads.bytesByNamespace());
+  metrics.setProviders(config.metricProviders, (namespace, subscription) => caches.subscription(`${namespace}/${subscription}`)?.metadata.labels?.[LABELS.provider]);
   const caches: Caches = new Caches(client, config.watchNamespaces, log.child({ component: "cache" }), withLanes, defaults, onHealth, payloads);
   const rollUp = (subKey: string, urgent: boolean) => handlers.rollUp(subKey, urgent);
   const transitions = new EndpointTransitions({ caches, events, metrics, log: log.child({ component: "endpoints" }), rollUp });

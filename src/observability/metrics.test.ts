@@ -24,7 +24,8 @@ describe("Metrics: series only the leader maintains", () => {
       { labels: { namespace: "shop", subscription: "acme" }, value: 3 },
       { labels: { namespace: "shop", subscription: "globex" }, value: 1 },
     ]);
-    expect(await series(m, "webhook_breaker_state")).toEqual([{ labels: { namespace: "shop", subscription: "acme" }, value: 1 }]);
+    // provider: generic, as acme has no hookline.dev/provider label (core/provider.ts).
+    expect(await series(m, "webhook_breaker_state")).toEqual([{ labels: { namespace: "shop", subscription: "acme", provider: "generic" }, value: 1 }]);
     expect(await series(m, "hookline_leader")).toEqual([{ labels: {}, value: 1 }]);
 
     m.setLeading(false);
@@ -69,5 +70,28 @@ describe("Metrics: the numbers on-call needs", () => {
     const h = (await m.registry.getSingleMetric("webhook_delivery_latency_seconds")!.get()).values;
     expect(h.find((v) => (v as { metricName?: string }).metricName === "webhook_delivery_latency_seconds_sum")?.value).toBe(3);
     expect(h.find((v) => (v as { metricName?: string }).metricName === "webhook_delivery_latency_seconds_bucket" && v.labels.le === 5)?.value).toBe(1);
+  });
+});
+
+describe("Metrics: the provider label (the specification's dashboards group by provider)", () => {
+  it("attempts and the breaker carry the subscription's provider when allowed, else generic; a changed label moves the breaker's one series", async () => {
+    const m = new Metrics({ defaultMetrics: false });
+    const labels = new Map<string, string>([["shop/acme", "Stripe"], ["shop/globex", "made-up"]]);
+    m.setProviders(["stripe", "github", "generic"], (ns, sub) => labels.get(`${ns}/${sub}`));
+    m.countAttempt({ namespace: "shop", subscription: "acme" }, "success", "http_2xx");
+    m.countAttempt({ namespace: "shop", subscription: "globex" }, "failure", "http_5xx");
+    m.countAttempt({ namespace: "shop", subscription: "initech" }, "failure", "timeout");
+    expect((await series(m, "webhook_delivery_attempts_total")).map((s) => s.labels)).toEqual([
+      { namespace: "shop", subscription: "acme", provider: "stripe", status: "success", reason: "http_2xx" },
+      { namespace: "shop", subscription: "globex", provider: "generic", status: "failure", reason: "http_5xx" },
+      { namespace: "shop", subscription: "initech", provider: "generic", status: "failure", reason: "timeout" },
+    ]);
+    m.setLeading(true);
+    m.setSubscriptionGauges("shop", "acme", { breaker: 1 });
+    labels.set("shop/acme", "github");
+    m.setSubscriptionGauges("shop", "acme", { breaker: 0 });
+    expect(await series(m, "webhook_breaker_state")).toEqual([{ labels: { namespace: "shop", subscription: "acme", provider: "github" }, value: 0 }]);
+    m.forgetSubscription("shop", "acme");
+    expect(await series(m, "webhook_breaker_state")).toEqual([]);
   });
 });

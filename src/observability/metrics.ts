@@ -1,6 +1,7 @@
 // The one prom-client Registry (created by the composition root) and every metric Hookline
 // exports. Names and labels of the webhook_* metrics are the contract; label
 // values are bounded (namespace, subscription, a closed set of reasons), never raw error text.
+import { DEFAULT_PROVIDERS, providerLabel } from "../core/provider.js";
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
 import type { RequestObserver, Verb } from "../kube/client.js";
 import { VERSION } from "../version.js";
@@ -25,10 +26,10 @@ export type AttemptStatus = "success" | "failure";
 
 export class Metrics implements RequestObserver {
   readonly registry = new Registry();
-  readonly attempts: Counter<"namespace" | "subscription" | "status" | "reason">;
+  readonly attempts: Counter<"namespace" | "subscription" | "provider" | "status" | "reason">;
   readonly held: Counter<"namespace" | "subscription" | "reason">;
   readonly attemptDuration: Histogram<"namespace" | "subscription">;
-  readonly breakerState: Gauge<"namespace" | "subscription">;
+  readonly breakerState: Gauge<"namespace" | "subscription" | "provider">;
   readonly dlqOperations: Counter<"operation">;
   readonly dlqEntries: Gauge<"namespace" | "subscription">;
   readonly inFlight: Gauge;
@@ -71,13 +72,18 @@ export class Metrics implements RequestObserver {
   /** The kept payloads (HOOKLINE_PAYLOAD_CACHE_BYTES), in their own block below. */
   readonly payloadCache = payloadCacheMetrics(this.registry);
 
+  private providersAllowed: ReadonlySet<string> = new Set(DEFAULT_PROVIDERS);
+  private providerLabelOf: (namespace: string, subscription: string) => string | undefined = () => undefined;
+  /** The provider of each subscription's webhook_breaker_state series, to remove it. */
+  private readonly breakerProviders = new Map<string, string>();
+
   constructor(opts: { defaultMetrics?: boolean } = {}) {
     const registers = [this.registry];
     if (opts.defaultMetrics ?? true) collectDefaultMetrics({ register: this.registry, prefix: "hookline_" });
     this.attempts = new Counter({
       name: "webhook_delivery_attempts_total",
-      help: "Delivery attempts by outcome. status: success|failure; reason: http_2xx, http_5xx, timeout, network, circuit_open, ...",
-      labelNames: ["namespace", "subscription", "status", "reason"],
+      help: "Delivery attempts by outcome. status: success|failure; reason: http_2xx, http_5xx, timeout, network, circuit_open, ...; provider: the subscription's hookline.dev/provider label if in HOOKLINE_METRIC_PROVIDERS, else generic.",
+      labelNames: ["namespace", "subscription", "provider", "status", "reason"],
       registers,
     });
     this.held = new Counter({
@@ -96,8 +102,8 @@ export class Metrics implements RequestObserver {
     });
     this.breakerState = new Gauge({
       name: "webhook_breaker_state",
-      help: "Circuit breaker state per subscription: 0 Closed, 1 Open, 2 HalfOpen.",
-      labelNames: ["namespace", "subscription"],
+      help: "Circuit breaker state per subscription: 0 Closed, 1 Open, 2 HalfOpen. provider as on webhook_delivery_attempts_total.",
+      labelNames: ["namespace", "subscription", "provider"],
       registers,
     });
     this.dlqOperations = new Counter({
@@ -220,14 +226,42 @@ export class Metrics implements RequestObserver {
     this.leader.set(leading ? 1 : 0);
     if (leading) return;
     for (const g of [this.breakerState, this.dlqEntries, this.endpointHealth, this.queueDepth, this.backlog, this.oldestPending, this.lastSuccess, this.breakerStatus, this.healthStatus, this.streamPending]) g.reset();
+    this.breakerProviders.clear();
     this.streamLimits.notLeading();
+  }
+
+  /**
+   * Where the provider label comes from: the allowed values (HOOKLINE_METRIC_PROVIDERS) and the
+   * subscription's hookline.dev/provider label (from the watch cache). Unset: generic.
+   */
+  setProviders(allowed: readonly string[], labelOf: (namespace: string, subscription: string) => string | undefined): void {
+    this.providersAllowed = new Set(allowed);
+    this.providerLabelOf = labelOf;
+  }
+
+  /** The provider label of a subscription's series (core/provider.ts). */
+  providerOf(namespace: string, subscription: string): string {
+    return providerLabel(this.providerLabelOf(namespace, subscription), this.providersAllowed);
+  }
+
+  /** One attempt (or one attempt not made: circuit_open) in webhook_delivery_attempts_total. */
+  countAttempt(labels: { namespace: string; subscription: string }, status: "success" | "failure", reason: string): void {
+    this.attempts.inc({ ...labels, provider: this.providerOf(labels.namespace, labels.subscription), status, reason });
   }
 
   /** The leader-only gauges of one subscription; ignored on a replica that does not lead. */
   setSubscriptionGauges(namespace: string, subscription: string, values: { breaker?: number; health?: number; deadLetters?: number }): void {
     if (!this.leading) return;
     const labels = { namespace, subscription };
-    if (values.breaker !== undefined) this.breakerState.set(labels, values.breaker);
+    if (values.breaker !== undefined) {
+      // One series per subscription: a provider label changed since drops the old one.
+      const key = `${namespace}/${subscription}`;
+      const provider = this.providerOf(namespace, subscription);
+      const before = this.breakerProviders.get(key);
+      if (before !== undefined && before !== provider) this.breakerState.remove({ ...labels, provider: before });
+      this.breakerProviders.set(key, provider);
+      this.breakerState.set({ ...labels, provider }, values.breaker);
+    }
     if (values.health !== undefined) this.endpointHealth.set(labels, values.health);
     if (values.deadLetters !== undefined) this.dlqEntries.set(labels, values.deadLetters);
   }
@@ -239,7 +273,7 @@ export class Metrics implements RequestObserver {
 
   /** A subscription seen for the first time: start its success series at 0. */
   initSubscription(namespace: string, subscription: string): void {
-    this.attempts.inc({ namespace, subscription, status: "success", reason: "http_2xx" }, 0);
+    this.attempts.inc({ namespace, subscription, provider: this.providerOf(namespace, subscription), status: "success", reason: "http_2xx" }, 0);
     this.held.inc({ namespace, subscription, reason: "circuit_open" }, 0);
   }
 
@@ -255,7 +289,10 @@ export class Metrics implements RequestObserver {
 
   /** Forget the series of a deleted subscription (bounded label sets). */
   forgetSubscription(namespace: string, subscription: string): void {
-    for (const m of [this.breakerState, this.dlqEntries, this.endpointHealth, this.backlog, this.oldestPending, this.lastSuccess, this.streamPending]) m.remove({ namespace, subscription });
+    for (const m of [this.dlqEntries, this.endpointHealth, this.backlog, this.oldestPending, this.lastSuccess, this.streamPending]) m.remove({ namespace, subscription });
+    const provider = this.breakerProviders.get(`${namespace}/${subscription}`);
+    if (provider !== undefined) this.breakerState.remove({ namespace, subscription, provider });
+    this.breakerProviders.delete(`${namespace}/${subscription}`);
     for (const m of [this.breakerStatus, this.healthStatus]) {
       for (const state of [...BREAKER_STATES, ...HEALTH_STATES]) m.remove({ namespace, subscription, state });
     }

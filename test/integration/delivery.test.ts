@@ -287,6 +287,20 @@ describe("delivery: waiting, never losing", () => {
     expect(both.stderr).toContain("signature.scheme None sends unsigned requests");
   });
 
+  it("its attempts carry the subscription's provider label (hookline.dev/provider) when it is allowed, else generic", async () => {
+    const labelled = (name: string, provider: string) => {
+      const o = subscription(ns, name, { url: r.url(`/provider-${name}`) }) as { metadata: Record<string, unknown> };
+      return { ...o, metadata: { ...o.metadata, labels: { "hookline.dev/provider": provider } } };
+    };
+    await apply([labelled("prov-stripe", "Stripe"), labelled("prov-other", "acme-internal"), delivery(ns, "prov-1", "prov-stripe"), delivery(ns, "prov-2", "prov-other")]);
+    await until(ns, "prov-1", "Succeeded");
+    await until(ns, "prov-2", "Succeeded");
+    await waitFor(async () => (await op.metric("webhook_delivery_attempts_total", { subscription: "prov-stripe", provider: "stripe", status: "success" })) === 1, { description: "stripe's attempt" });
+    expect(await op.metric("webhook_delivery_attempts_total", { subscription: "prov-other", provider: "generic", status: "success" })).toBe(1);
+    // A value not in HOOKLINE_METRIC_PROVIDERS never becomes a label value.
+    expect(await op.metric("webhook_delivery_attempts_total", { provider: "acme-internal" })).toBe(0);
+  });
+
   it("waits for a missing subscription, then delivers when it appears", async () => {
     await apply(delivery(ns, "wait-sub", "not-yet"));
     await waitFor(async () => succeededCondition(await getObj("whdel", ns, "wait-sub"))?.reason === "SubscriptionNotFound", { description: "SubscriptionNotFound condition" });

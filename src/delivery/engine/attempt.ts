@@ -147,7 +147,7 @@ export class AttemptExecutor {
 
   /** An attempt refused because the endpoint's breaker is open (whenOpen: DeadLetter). */
   countBreakerOpen(subKey: string): void {
-    this.d.metrics.attempts.inc({ ...subscriptionLabels(subKey), status: "failure", reason: "circuit_open" });
+    this.d.metrics.countAttempt(subscriptionLabels(subKey), "failure", "circuit_open");
   }
 
   /** One held attempt (an Open breaker under Defer: circuit_open; a Retry-After hold: retry_after). */
@@ -188,10 +188,10 @@ export class AttemptExecutor {
     const labels = subscriptionLabels(subKey);
     const c = result.classification;
     if (c === "interrupted") {
-      this.d.metrics.attempts.inc({ ...labels, status: "failure", reason: "interrupted" });
+      this.d.metrics.countAttempt(labels, "failure", "interrupted");
       return;
     }
-    this.d.metrics.attempts.inc({ ...labels, status: attemptStatusLabel(c), reason: c.reason });
+    this.d.metrics.countAttempt(labels, attemptStatusLabel(c), c.reason);
     this.d.metrics.attemptDuration.observe(labels, result.durationMs / 1000);
   }
 }
