@@ -137,6 +137,13 @@ to null), unless their whole block is missing.
     "logLevel": "info",
     "metrics": {
       "port": 8080,
+      "providers": [
+        "stripe",
+        "github",
+        "slack",
+        "sendgrid",
+        "generic"
+      ],
       "service": {
         "type": "ClusterIP",
         "port": 8080,
