@@ -56,7 +56,7 @@ describe("hostile input", () => {
     const results = got.map((r) => {
       const id = String(r.headers["webhook-id"]);
       const i = Number(id.replace("evt-utf8-", ""));
-      const expected = Buffer.from(JSON.stringify({ id, type: "order.paid", timestamp: created.get(id), data: payload(i) }), "utf8");
+      const expected = Buffer.from(JSON.stringify({ id, type: "order.paid", timestamp: created.get(id), created_at: created.get(id), data: payload(i) }), "utf8");
       let signed = false;
       try {
         signed = (Receiver.verify(r, TEST_SECRET) as { id?: string }).id === id;

@@ -157,7 +157,7 @@ describe("WebhookReplay", () => {
     for (const n of names) expect((await getObj("whdel", ns, n))!.status!.lastReplay).toBeUndefined();
   });
 
-  it("dedupes by webhook id + payload: the second of two equal dead letters is marked Deduped by the first, and attempted = succeeded + failed + deduped", async () => {
+  it("dedupes by webhook id + payload: the second of two equal dead letters is marked Deduped by the first (Discarded, Duplicate), and attempted = succeeded + failed + deduped", async () => {
     const { ns } = f;
     const r = await f.receiver((q) => (JSON.parse(q.body).data.fail ? 500 : 200));
     let fixed = false;
@@ -187,8 +187,12 @@ describe("WebhookReplay", () => {
       expect(by.slice(0, 1)).toBe(d.metadata.name.slice(0, 1));
       expect(by).not.toBe(d.metadata.name);
       expect(d.status!.lastReplay.requestId).toBe(done.metadata.uid);
-      expect(d.status!.phase).toBe("DeadLettered");
+      // A duplicate, not a dead letter: its twin carries the event (and is the dead letter if it failed).
+      expect(d.status).toMatchObject({ phase: "Discarded", discard: { reason: "Duplicate" } });
     }
+    const deadLetters = (await listObjs("whdel", ns)).filter((d) => names.includes(d.metadata.name) && d.status?.phase === "DeadLettered").map((d) => d.metadata.name);
+    expect(deadLetters).toHaveLength(1);
+    expect(["f-1", "f-2"]).toContain(deadLetters[0]);
   });
 
   it("resumes across an operator restart: every dead letter replayed exactly once, the summary right", async () => {
