@@ -121,3 +121,6 @@ export type DeadLetterReason = (typeof DEAD_LETTER_REASONS)[number];
 
 export const DISCARD_REASONS = ["Poison", "PayloadTooLarge", "EventTypeNotSubscribed", "InvalidSpec", "InvalidPayload", "Duplicate"] as const;
 export type DiscardReason = (typeof DISCARD_REASONS)[number];
+
+/** The longest spec.filter (a CEL expression, core/filter.ts) the CRD accepts, in characters. */
+export const FILTER_MAX_LENGTH = 4096;

@@ -2,7 +2,7 @@
 // the source of truth: the CRD (crds/), the TypeScript types and the operator's runtime
 // validation are all derived from it.
 import { z } from "zod";
-import { REPLAY_REASON_MAX_LENGTH } from "./names.js";
+import { FILTER_MAX_LENGTH, REPLAY_REASON_MAX_LENGTH } from "./names.js";
 import { EVENT_TYPE_KEY, isOrderingKey, ORDERING_KEY_MAX_LENGTH, ORDERING_KEY_MAX_STEPS, ORDERING_PATH_PATTERN } from "./ordering.js";
 import { celIsDuration, conditions, duration, int, objectName, safeDuration, timestamp, withRules } from "./fields.js";
 
@@ -425,6 +425,15 @@ export const subscriptionSpecSchema = withRules(
     retention: retentionSchema.default({ succeeded: "1h", deadLettered: "720h" }),
     paused: z.boolean().default(false).meta({ description: "Hold every delivery of this subscription until unpaused." }),
     ordering: orderingSchema.optional(),
+    filter: z
+      .string()
+      .min(1)
+      .max(FILTER_MAX_LENGTH)
+      .optional()
+      .meta({
+        description:
+          'A CEL expression over the event that must be true for this subscription to get it, e.g. data.amount.value > 1000 && data.currency == "EUR". It sees data (the payload) and event (event.id, event.type, event.namespace, event.data; type and namespace are reserved words in CEL). Evaluated when an event is published (a WebhookDelivery created directly is not filtered); false: the event is skipped for this subscription. An event the filter fails on (a missing field: use has(data.x)), or whose evaluation would cost more than the budget, is skipped too and counted (webhook_events_filtered_total{result="error"}). One that does not compile makes the subscription Ready=False (InvalidFilter, naming the position), and it gets no events until fixed.',
+      }),
   }),
   { description: "Where and how to deliver webhooks for one endpoint." },
   [

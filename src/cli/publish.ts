@@ -141,7 +141,7 @@ async function printResult(result: PublishResult, output: string, failures: Arra
     ["SUBSCRIPTION", "DELIVERY", "RESULT"],
     ...result.deliveries.map((d) => [d.subscription, d.name, d.result]),
     ...failures.map((f) => [f.subscription, f.name, `failed: ${f.message}`]),
-    ...result.skipped.map((s) => [s.subscription, "-", `skipped (${s.reason})`]),
+    ...result.skipped.map((s) => [s.subscription, "-", `skipped (${s.reason}${s.message ? `: ${s.message}` : ""})`]),
   ];
   const created = result.deliveries.filter((d) => d.result === "created").length;
   if (rows.length > 1) process.stdout.write(table(rows));

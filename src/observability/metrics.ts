@@ -30,6 +30,7 @@ export class Metrics implements RequestObserver {
   readonly held: Counter<"namespace" | "subscription" | "reason">;
   readonly attemptDuration: Histogram<"namespace" | "subscription">;
   readonly breakerState: Gauge<"namespace" | "subscription" | "provider">;
+  readonly eventsFiltered: Counter<"namespace" | "subscription" | "result">;
   readonly dlqOperations: Counter<"operation">;
   readonly dlqEntries: Gauge<"namespace" | "subscription">;
   readonly inFlight: Gauge;
@@ -104,6 +105,12 @@ export class Metrics implements RequestObserver {
       name: "webhook_breaker_state",
       help: "Circuit breaker state per subscription: 0 Closed, 1 Open, 2 HalfOpen. provider as on webhook_delivery_attempts_total.",
       labelNames: ["namespace", "subscription", "provider"],
+      registers,
+    });
+    this.eventsFiltered = new Counter({
+      name: "webhook_events_filtered_total",
+      help: "Events a subscription's spec.filter was evaluated on at fan-out, by result: matched, filtered (false), error (failed on this event, or over its cost budget), invalid (the filter does not compile).",
+      labelNames: ["namespace", "subscription", "result"],
       registers,
     });
     this.dlqOperations = new Counter({

@@ -47,6 +47,34 @@ describe("selectSubscriptions", () => {
   });
 });
 
+describe("selectSubscriptions with spec.filter", () => {
+  const subs = [
+    sub("big-eur", { filter: 'data.amount.value > 1000 && data.currency == "EUR"' }),
+    sub("missing-field", { filter: "data.nope > 1" }),
+    sub("broken", { filter: "data.amount >" }),
+    sub("no-filter", {}),
+    sub("paused-filtered", { filter: "false", paused: true }),
+  ];
+
+  it("one subscription's filter decides for it alone: matched, Filtered, FilterError and InvalidFilter (with why), and counted", () => {
+    const seen: Array<[string, string]> = [];
+    const r = selectSubscriptions(subs, "shop", "order.paid", { id: "evt-1", data: { amount: { value: 4200 }, currency: "EUR" } }, (s, k) => seen.push([s, k]));
+    expect(r.matched).toEqual(["big-eur", "no-filter"]);
+    expect(r.skipped).toEqual([
+      { subscription: "broken", reason: "InvalidFilter", message: expect.stringMatching(/^spec\.filter does not parse: at 1:\d+/) },
+      { subscription: "missing-field", reason: "FilterError", message: expect.stringContaining("nope") },
+      { subscription: "paused-filtered", reason: "Paused" },
+    ]);
+    expect(seen.sort()).toEqual([["big-eur", "matched"], ["broken", "invalid"], ["missing-field", "error"]]);
+    const small = selectSubscriptions(subs, "shop", "order.paid", { id: "evt-2", data: { amount: { value: 10 }, currency: "EUR" } });
+    expect(small.skipped).toContainEqual({ subscription: "big-eur", reason: "Filtered" });
+  });
+
+  it("without the event's data (a caller that only matches types) the filters are not evaluated", () => {
+    expect(selectSubscriptions(subs, "shop", "order.paid").matched).toEqual(["big-eur", "broken", "missing-field", "no-filter"]);
+  });
+});
+
 describe("deliveryFor", () => {
   const event = { namespace: "shop", type: "order.paid", id: "evt-1", data: { order: 1 }, size: 11 };
 

@@ -5,6 +5,7 @@
 // and the operator's HTTP endpoint (server.ts).
 import { API_VERSION, DELIVERY, GROUP, LABELS, SUBSCRIPTION, VERSION } from "../api/names.js";
 import { matchesEventType } from "../core/attempt/policy.js";
+import { applyFilter, dataShape, type DataShape, type FilterOutcome } from "../core/filter.js";
 import { ACCEPT, ApiError, type KubeClient } from "../kube/client.js";
 import { collectionPath, objectPath, type ResourceType } from "../kube/types.js";
 import { BacklogFullError, IdempotencyConflictError, PublishFailedError, type FullSubscription, type PublishFailure } from "./errors.js";
@@ -56,6 +57,8 @@ export interface FanoutOptions {
    * could not read itself. Asked once per publish, only when a delivery already exists.
    */
   mayReadExisting?: () => Promise<boolean>;
+  /** Each subscription filter's result for this event (the operator counts webhook_events_filtered_total). */
+  onFilter?: (subscription: string, result: FilterOutcome) => void;
 }
 
 /** The pending deliveries of one subscription, by the CRD's selectable fields. */
@@ -90,19 +93,38 @@ function maxPendingOf(sub: SubscriptionLike | undefined): number | undefined {
 /** The namespace's ResourceQuota refused the create (used up, or not yet computed). */
 const quotaExceeded = (err: unknown): err is ApiError => err instanceof ApiError && err.status === 403 && /exceeded quota|status unknown for quota/i.test(err.message);
 
-/** Which subscriptions of `namespace` get an event of `type`, sorted by name. Pure. */
-export function selectSubscriptions(subscriptions: Iterable<SubscriptionLike>, namespace: string, type: string): { matched: string[]; skipped: SkippedSubscription[] } {
+/**
+ * Which subscriptions of `namespace` get an event of `type`, sorted by name. With `event` (its
+ * id and data), each subscription's spec.filter decides too (core/filter.ts): one that says no,
+ * fails on this event or does not compile is skipped with its reason, and `onFilter` hears each
+ * filter's result; a bad filter concerns its own subscription only. Pure but for `onFilter`.
+ */
+export function selectSubscriptions(
+  subscriptions: Iterable<SubscriptionLike>,
+  namespace: string,
+  type: string,
+  event?: { id: string; data: unknown },
+  onFilter?: (subscription: string, result: FilterOutcome) => void,
+): { matched: string[]; skipped: SkippedSubscription[] } {
   const matched: string[] = [];
   const skipped: SkippedSubscription[] = [];
+  let shape: DataShape | undefined;
+  const shapeOf = () => (shape ??= dataShape(event?.data));
   for (const sub of subscriptions) {
     if (sub.metadata.namespace !== undefined && sub.metadata.namespace !== namespace) continue;
-    const spec = (sub.spec ?? {}) as { eventTypes?: unknown; paused?: unknown };
+    const spec = (sub.spec ?? {}) as { eventTypes?: unknown; paused?: unknown; filter?: unknown };
     const eventTypes = Array.isArray(spec.eventTypes) ? spec.eventTypes.filter((t): t is string => typeof t === "string") : undefined;
     if (!matchesEventType(eventTypes, type)) continue;
     const name = sub.metadata.name;
     if (sub.metadata.deletionTimestamp) skipped.push({ subscription: name, reason: "Deleting" });
     else if (spec.paused === true) skipped.push({ subscription: name, reason: "Paused" });
-    else matched.push(name);
+    else if (event && typeof spec.filter === "string") {
+      const r = applyFilter(spec.filter, { id: event.id, type, namespace, data: event.data }, shapeOf);
+      onFilter?.(name, r.kind);
+      if (r.kind === "matched") matched.push(name);
+      else if (r.kind === "filtered") skipped.push({ subscription: name, reason: "Filtered" });
+      else skipped.push({ subscription: name, reason: r.kind === "invalid" ? "InvalidFilter" : "FilterError", message: r.message });
+    } else matched.push(name);
   }
   const byName = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
   matched.sort(byName);
@@ -199,7 +221,7 @@ export async function publish(client: KubeClient, input: { namespace: string; ty
   const traceContext = validateTraceContext(opts.traceContext);
   const subscriptions = opts.subscriptions ? opts.subscriptions() : await listSubscriptions(client, event.namespace, opts.signal);
   const subs = [...subscriptions];
-  const { matched, skipped } = selectSubscriptions(subs, event.namespace, event.type);
+  const { matched, skipped } = selectSubscriptions(subs, event.namespace, event.type, { id: event.id, data: event.data }, opts.onFilter);
   const byName = new Map(subs.filter((s) => (s.metadata.namespace ?? event.namespace) === event.namespace).map((s) => [s.metadata.name, s]));
   const deliveries: DeliveryResult[] = [];
   const failures: PublishFailure[] = [];

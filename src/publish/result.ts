@@ -11,7 +11,13 @@ export interface DeliveryResult {
 /** A subscription that wants the event type but gets no delivery, and why. */
 export interface SkippedSubscription {
   subscription: string;
-  reason: "Paused" | "Deleting";
+  /**
+   * Paused, Deleting; Filtered: its spec.filter is false for this event; FilterError: its filter
+   * failed on this event (message says why: a missing field, over the cost budget); InvalidFilter:
+   * its filter does not compile (the subscription is Ready=False, InvalidFilter).
+   */
+  reason: "Paused" | "Deleting" | "Filtered" | "FilterError" | "InvalidFilter";
+  message?: string;
 }
 
 export interface PublishResult {

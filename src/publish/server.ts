@@ -14,6 +14,7 @@
 // docs/publishing.md for the API reference. In stream mode (a `stream` publisher given) the
 // event becomes one JetStream message instead of deliveries, with the same checks before it and
 // the same answers (docs/stream-mode.md).
+import type { FilterOutcome } from "../core/filter.js";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import { createServer as createHttpsServer, type Server as HttpsServer } from "node:https";
 import type { Logger } from "pino";
@@ -55,6 +56,8 @@ export interface PublishServerOptions {
   now?: () => number;
   /** Largest request body; default MAX_PAYLOAD_BYTES plus 16 KiB for the envelope. */
   maxBodyBytes?: number;
+  /** Each subscription filter's result at fan-out (webhook_events_filtered_total). */
+  onFilter?: (namespace: string, subscription: string, result: FilterOutcome) => void;
   /** Pending deliveries of a subscription (the operator's cache), for spec.maxPending; when absent, listed. */
   pendingOf?: (namespace: string, subscription: string) => number;
   /**
@@ -383,6 +386,7 @@ export function publishServer(opts: PublishServerOptions): Server | HttpsServer 
         ...(opts.subscriptions ? { subscriptions: opts.subscriptions } : {}),
         ...(pendingOf ? { pendingCount: (ns: string, sub: string) => pendingOf(ns, sub) } : {}),
         ...(traceContext ? { traceContext } : {}),
+        ...(opts.onFilter ? { onFilter: (sub: string, r: FilterOutcome) => opts.onFilter!(namespace, sub, r) } : {}),
         // The deliveries are read with the operator's rights: how an existing one differs is told only to a caller that may read it.
         mayReadExisting: () => reviewer.authorize(authn.caller, namespace, "get").then((a) => a.allowed),
       });

@@ -34,6 +34,7 @@ export function setupPublishDoor(manager: Manager, s: Shared, o: PublishDoorOpti
     reviews: { audiences: config.publish.audiences },
     authFailures: config.publish.authFailures,
     metrics: metrics.publishDoor,
+    onFilter: (namespace, subscription, result) => metrics.eventsFiltered.inc({ namespace, subscription, result }),
     ...(o.tls ? { tls: o.tls } : {}),
     ...(o.link ? { stream: o.link, streamQuota: { messages: config.streamNamespaceMaxMessages, bytes: config.streamNamespaceMaxBytes, refused: (namespace, quota) => metrics.streamLimits.refused.inc({ namespace, quota }) } } : {}),
   });

@@ -40,6 +40,8 @@ export interface Policy {
   proxyUrl: string | undefined;
   /** spec.ordering, its key parsed once; undefined: deliveries are not ordered. */
   ordering: { key: string; parsed: OrderingKey } | undefined;
+  /** spec.filter: the CEL expression an event must satisfy at fan-out (core/filter.ts). */
+  filter: string | undefined;
 }
 
 export interface SecretKeyRef {
@@ -105,6 +107,7 @@ export function resolvePolicy(spec: SubscriptionSpec, defaults: PolicyDefaults):
       : undefined,
     proxyUrl: spec.proxy?.url,
     ordering: orderingOf(spec.ordering?.key),
+    filter: spec.filter,
   };
 }
 

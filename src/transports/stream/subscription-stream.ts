@@ -23,6 +23,7 @@ import type { Policy } from "../../core/attempt/policy.js";
 import { deadLetter, discard, type AttemptResult, type OutcomeResult } from "../../core/attempt/outcome.js";
 import { admit, type Action } from "../../core/attempt/plan.js";
 import { matchesEventType } from "../../core/attempt/policy.js";
+import { applyFilter } from "../../core/filter.js";
 import { fromRfc3339 } from "../../core/rfc3339.js";
 import type { EventSink } from "../../kube/events.js";
 import type { Metrics } from "../../observability/metrics.js";
@@ -133,6 +134,8 @@ const PARK_RECHECK_MS = 250;
  * most, when it sets no spec.maxPending: past it, its events wait in the stream.
  */
 export const ORDERED_MAX_ACTIVE = 1_000;
+/** How long a delivery made by the hand-over counts before the watch shows it (handedOffActive). */
+const HANDED_OFF_UNSEEN_MS = 30_000;
 /** How often an ordered subscription at that bound looks whether its deliveries made room. */
 const ORDERED_RECHECK_MS = 500;
 /** After a message waited for something the user must fix (pause, Secret, spec): fetch no more for this long. */
@@ -313,7 +316,7 @@ export class SubscriptionStream {
       // The deliveries it made wait in etcd for the lanes: at most spec.maxPending (else
       // ORDERED_MAX_ACTIVE) at a time; the rest wait in the namespace's stream, within its quota
       // and age (what passes the age is dead-lettered meanwhile, as for a held subscription).
-      if (this.w.caches.deliveriesOf(this.subKey).size >= (policy.maxPending ?? ORDERED_MAX_ACTIVE)) return { until: now + ORDERED_RECHECK_MS, holds: true };
+      if (this.handedOffActive(now) >= (policy.maxPending ?? ORDERED_MAX_ACTIVE)) return { until: now + ORDERED_RECHECK_MS, holds: true };
       // Its consumer lets out one message at a time: the next once this one is answered.
       return this.running.size + this.held.size + this.outstanding > 0 ? {} : this.pullUpTo(1, now, policy);
     }
@@ -327,6 +330,19 @@ export class SubscriptionStream {
     if (want <= 0 || (busy > 0 && want < Math.ceil(policy.maxInFlight / 2))) return {};
     return this.pullUpTo(want, now, policy);
   }
+
+  /**
+   * The deliveries this ordered subscription's events became that wait for their lanes: those
+   * in the cache, and those made here that the watch has not brought yet (the cache lags the
+   * creates; counting it alone let a burst make more than spec.maxPending). One made but never
+   * seen (delivered and deleted in between) stops counting after HANDED_OFF_UNSEEN_MS.
+   */
+  private handedOffActive(now: number): number {
+    const cached = this.w.caches.deliveriesOf(this.subKey);
+    for (const [key, at] of this.handedOffUnseen) if (cached.has(key) || now - at > HANDED_OFF_UNSEEN_MS) this.handedOffUnseen.delete(key);
+    return cached.size + this.handedOffUnseen.size;
+  }
+  private readonly handedOffUnseen = new Map<string, number>();
 
   /** A pull of at most `n` messages, unless the subscription's Secret is missing or the byte budget has no room. */
   private async pullUpTo(n: number, now: number, policy: Policy): Promise<{ pull: number; bytes: number } | { until?: number; holds?: boolean; budget?: boolean }> {
@@ -551,6 +567,7 @@ export class SubscriptionStream {
     const subscription = this.w.caches.subscriptionView(own);
     const policy = subscription.kind === "ok" ? subscription.policy : undefined;
     if (await this.answeredAsRemoved(h, policy)) return;
+    if (policy?.filter !== undefined && h.event && !h.record && this.filteredOut(h, h.event, policy.filter)) return;
     // Ordered: it becomes a delivery, which CR mode's ordering lanes take through this same step.
     // (One with attempts from the stream, made before spec.ordering was set, finishes here.)
     if (policy?.ordering && h.event && !h.record) return this.handOff(h, h.event);
@@ -573,6 +590,31 @@ export class SubscriptionStream {
     } finally {
       this.w.endpoints.settle(h.key);
     }
+  }
+
+  /**
+   * spec.filter, at this subscription's fan-out: an event it does not match (false, an error on
+   * this event, or a filter that does not compile) is acknowledged for this subscription alone
+   * and counted (true); the event stays in the stream for the others.
+   */
+  private filterWarnedAt = -Infinity;
+  private filteredOut(h: Held, event: StreamMessage, filter: string): boolean {
+    let data: unknown;
+    try {
+      data = JSON.parse(dataText(event)) as unknown;
+    } catch {
+      return false; // not JSON: plan() discards it as InvalidPayload
+    }
+    const r = applyFilter(filter, { id: event.id, type: event.type, namespace: this.sub.namespace, data });
+    this.w.metrics.eventsFiltered.inc({ namespace: this.sub.namespace, subscription: this.sub.name, result: r.kind });
+    if (r.kind === "matched") return false;
+    // One warning a minute at most: a filter failing on every event must not flood the log.
+    if (r.kind !== "filtered" && this.now() - this.filterWarnedAt >= 60_000) {
+      this.filterWarnedAt = this.now();
+      this.log.warn({ seq: h.msg.seq, eventId: event.id, result: r.kind, err: r.message }, "stream message: spec.filter failed on it; skipped for this subscription (webhook_events_filtered_total counts the others)");
+    }
+    this.ack(h);
+    return true;
   }
 
   /**
@@ -693,6 +735,7 @@ export class SubscriptionStream {
         origin: `${this.stream}/${h.msg.seq}`,
       });
       if (made.created) this.counts.handedOff++;
+      this.handedOffUnseen.set(`${this.sub.namespace}/${made.obj.metadata.name}`, this.now());
     } catch (err) {
       this.log.warn({ seq: h.msg.seq, err: (err as Error).message }, "stream message of an ordered subscription: its delivery cannot be created now; kept and tried again");
       if (this.held.get(h.key) === h) this.handBack(h, RECORD_RETRY_MS);
