@@ -434,6 +434,15 @@ export const subscriptionSpecSchema = withRules(
         description:
           'A CEL expression over the event that must be true for this subscription to get it, e.g. data.amount.value > 1000 && data.currency == "EUR". It sees data (the payload) and event (event.id, event.type, event.namespace, event.data; type and namespace are reserved words in CEL). Evaluated when an event is published (a WebhookDelivery created directly is not filtered); false: the event is skipped for this subscription. An event the filter fails on (a missing field: use has(data.x)), or whose evaluation would cost more than the budget, is skipped too and counted (webhook_events_filtered_total{result="error"}). One that does not compile makes the subscription Ready=False (InvalidFilter, naming the position), and it gets no events until fixed.',
       }),
+    transform: z
+      .string()
+      .min(1)
+      .max(FILTER_MAX_LENGTH)
+      .optional()
+      .meta({
+        description:
+          'A CEL expression that builds the JSON body sent to this endpoint from the event, e.g. {"text": "Order " + string(data.order) + " paid"}. It sees data and event as spec.filter does; the result (a map, a list or a value) is serialized as JSON, at most 256 KiB, and signed like any body. Applied when each attempt is sent: the delivery keeps the original event, and a replay transforms again with the current expression. An event it fails on (a missing field, over the cost budget, a value JSON cannot hold) is dead-lettered at once (PermanentFailure, the error in lastAttempt), replayable once fixed. One that does not compile makes the subscription Ready=False (InvalidTransform) and its deliveries wait (InvalidSubscription).',
+      }),
   }),
   { description: "Where and how to deliver webhooks for one endpoint." },
   [

@@ -68,8 +68,32 @@ const ENV = celEnv();
  * change. A compiled filter never throws.
  */
 export function compileFilter(source: string): { ok: true; filter: CompiledFilter } | { ok: false; message: string } {
+  const c = compileCel(source, "remove spec.filter to deliver every event of eventTypes");
+  if (!c.ok) return c;
+  const filter: CompiledFilter = {
+    source,
+    cost: (shape) => c.cost(shape),
+    run(event, shape) {
+      const out = c.run(event, shape, "filter");
+      if (out.kind === "error") return out;
+      if (typeof out.value !== "boolean") return { kind: "error", reason: "type", message: `the filter gave ${describe(out.value)}, not true or false` };
+      return out.value ? { kind: "matched" } : { kind: "filtered" };
+    },
+  };
+  return { ok: true, filter };
+}
+
+/** A CEL expression over an event, compiled with the bounds above; shared by spec.filter and spec.transform. */
+export interface CompiledCel {
+  cost(shape: DataShape): number;
+  /** Evaluates within the cost budget; the value as @bufbuild/cel gives it. Never throws. */
+  run(event: FilterEvent, shape: DataShape | undefined, what: string): { kind: "value"; value: unknown } | { kind: "error"; reason: "evaluation" | "cost"; message: string };
+}
+
+/** Parses, checks the bounds and plans `source`; `emptyHint` says what to do with an empty one. */
+export function compileCel(source: string, emptyHint: string): ({ ok: true } & CompiledCel) | { ok: false; message: string } {
   if (source.length > FILTER_MAX_LENGTH) return { ok: false, message: `is ${source.length} characters long; at most ${FILTER_MAX_LENGTH}` };
-  if (source.trim() === "") return { ok: false, message: "is empty: remove spec.filter to deliver every event of eventTypes" };
+  if (source.trim() === "") return { ok: false, message: `is empty: ${emptyHint}` };
   let parsed: ParsedExpr;
   try {
     parsed = parse(source);
@@ -87,14 +111,14 @@ export function compileFilter(source: string): { ok: true; filter: CompiledFilte
   } catch (err) {
     return { ok: false, message: `cannot be planned: ${oneLine((err as Error).message)}` };
   }
-  const filter: CompiledFilter = {
-    source,
+  return {
+    ok: true,
     cost: (shape) => cost(expr, shape, 0),
-    run(event, shape) {
+    run(event, shape, what) {
       const s = shape ?? dataShape(event.data);
       const c = cost(expr, s, 0);
       if (c > FILTER_COST_BUDGET) {
-        return { kind: "error", reason: "cost", message: `the filter's cost on this event's data (${Math.round(c)} units; its longest list ${s.maxElements} items, its longest string ${s.maxString} characters) is over the budget of ${FILTER_COST_BUDGET}` };
+        return { kind: "error", reason: "cost", message: `the ${what}'s cost on this event's data (${Math.round(c)} units; its longest list ${s.maxElements} items, its longest string ${s.maxString} characters) is over the budget of ${FILTER_COST_BUDGET}` };
       }
       let out: unknown;
       try {
@@ -103,11 +127,9 @@ export function compileFilter(source: string): { ok: true; filter: CompiledFilte
         return { kind: "error", reason: "evaluation", message: oneLine((err as Error).message) };
       }
       if (isCelError(out)) return { kind: "error", reason: "evaluation", message: oneLine(out.message) };
-      if (typeof out !== "boolean") return { kind: "error", reason: "type", message: `the filter gave ${describe(out)}, not true or false` };
-      return out ? { kind: "matched" } : { kind: "filtered" };
+      return { kind: "value", value: out };
     },
   };
-  return { ok: true, filter };
 }
 
 /** Too many nodes, too deep, comprehensions too deep, or a name the filter cannot see. */

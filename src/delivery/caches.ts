@@ -6,6 +6,7 @@
 // are memoised per object version. Cached deliveries carry no payload (see payload.ts): memory
 // does not grow with payload bytes; small ones are kept apart within a fixed budget
 // (kept-payloads.ts), so that an attempt need not read them back.
+import { cachedTransform } from "../core/transform.js";
 import type { Logger } from "pino";
 import type { ZodError } from "zod";
 import { deliverySpecSchema, type DeliverySpec } from "../api/delivery.js";
@@ -271,6 +272,11 @@ export class Caches {
     if (!sub || sub.metadata.deletionTimestamp) return { kind: "missing" };
     const parsed = this.subscriptionSpec(sub);
     if (!parsed.ok) return { kind: "invalid", message: parsed.message };
+    // A transform that does not compile: its deliveries wait, as for an invalid spec (nothing is sent untransformed).
+    if (parsed.spec.transform !== undefined) {
+      const t = cachedTransform(parsed.spec.transform);
+      if (!t.ok) return { kind: "invalid", message: `spec.transform ${t.message}` };
+    }
     return { kind: "ok", policy: this.policyOf(sub, parsed.spec) };
   }
 

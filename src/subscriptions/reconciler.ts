@@ -3,6 +3,7 @@
 // delivery counts. Called at a bounded rate (see Manager.endpointChanged), at once on breaker
 // and health transitions. Writes only when something changed.
 import { cachedFilter } from "../core/filter.js";
+import { cachedTransform } from "../core/transform.js";
 import type { Logger } from "pino";
 import { ANNOTATIONS, REPLAY_REASON_MAX_LENGTH, REPLAY_REASON_MIN_LENGTH } from "../api/names.js";
 import type { Condition } from "../api/fields.js";
@@ -152,6 +153,8 @@ export class SubscriptionReconciler {
     // The CRD cannot compile a CEL filter of ours: checked here, the message names the position.
     const filter = parsed.spec.filter === undefined ? undefined : cachedFilter(parsed.spec.filter);
     if (filter && !filter.ok) return { type: "Ready", status: "False", reason: "InvalidFilter", message: `spec.filter ${filter.message}; this subscription gets no events until it is fixed` };
+    const transform = parsed.spec.transform === undefined ? undefined : cachedTransform(parsed.spec.transform);
+    if (transform && !transform.ok) return { type: "Ready", status: "False", reason: "InvalidTransform", message: `spec.transform ${transform.message}; deliveries wait until it is fixed` };
     if (policy && !policy.secretRef && policy.scheme !== "None") return { type: "Ready", status: "False", reason: "SecretRequired", message: `${SECRET_REQUIRED_MESSAGE}; deliveries wait until it is fixed` };
     const lookup = policy?.secretRef ? await this.d.secrets.keys(namespace, policy.secretRef) : undefined;
     if (lookup && lookup.kind !== "ok") return { type: "Ready", status: "False", reason: lookup.reason ?? "SecretNotFound", message: `${lookup.message}; deliveries wait until ${lookup.reason ? "it is fixed" : "it exists"}` };

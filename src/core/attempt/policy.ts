@@ -42,6 +42,8 @@ export interface Policy {
   ordering: { key: string; parsed: OrderingKey } | undefined;
   /** spec.filter: the CEL expression an event must satisfy at fan-out (core/filter.ts). */
   filter: string | undefined;
+  /** spec.transform: the CEL expression that builds each attempt's body (core/transform.ts). */
+  transform: string | undefined;
 }
 
 export interface SecretKeyRef {
@@ -108,6 +110,7 @@ export function resolvePolicy(spec: SubscriptionSpec, defaults: PolicyDefaults):
     proxyUrl: spec.proxy?.url,
     ordering: orderingOf(spec.ordering?.key),
     filter: spec.filter,
+    transform: spec.transform,
   };
 }
 

@@ -3,6 +3,7 @@
 // slots, builds and signs the request, sends it, classifies the answer, records it in the
 // metrics and on the endpoint (breaker, health), and hands the result to the transport, which
 // records it (a status write in CR mode). It knows nothing of where the work came from.
+import { cachedTransform } from "../../core/transform.js";
 import type { Logger } from "pino";
 import { attemptStatusLabel, classify } from "../../core/attempt/classify.js";
 import { attemptOutcome, type AttemptResult } from "../../core/attempt/outcome.js";
@@ -103,6 +104,20 @@ export class AttemptExecutor {
       }
       if (!message) return undefined;
       const startedAt = this.now();
+      // spec.transform builds the body sent (and signed) from the event; it failing on this
+      // event sends nothing and dead-letters it at once (invalid_request: PermanentFailure),
+      // replayable once fixed. The endpoint is not judged by it: a probe is given back.
+      if (policy.transform !== undefined) {
+        const t = transformBody(policy.transform, message, splitKey(spec.key).namespace);
+        if (!t.ok) {
+          if (probe) endpoints.report(ep, policy, "interrupted", { probe, viaReplay: spec.viaReplay });
+          const failed: AttemptResult = { startedAt, durationMs: 0, error: `spec.transform: ${t.message}`, classification: { verdict: "permanent", reason: "invalid_request" } };
+          this.count(ep.key, failed);
+          this.logAttempt(spec, message, failed, {});
+          return await record(failed);
+        }
+        message = t.message;
+      }
       // [receiver-credentials] sent through src/delivery/engine/credentials.ts (which calls the Sender).
       const credentials = spec.credentials;
       // Nothing is sent without what the receiver requires (plan() waits for it before this).
@@ -194,6 +209,15 @@ export class AttemptExecutor {
     this.d.metrics.countAttempt(labels, attemptStatusLabel(c), c.reason);
     this.d.metrics.attemptDuration.observe(labels, result.durationMs / 1000);
   }
+}
+
+/** The body a transform builds from the standard body's event (core/transform.ts); the id and type stay. */
+export function transformBody(source: string, message: RequestBody, namespace: string): { ok: true; message: RequestBody } | { ok: false; message: string } {
+  const compiled = cachedTransform(source);
+  if (!compiled.ok) return { ok: false, message: compiled.message };
+  const event = JSON.parse(message.body) as { id: string; type: string | null; data: unknown };
+  const r = compiled.transform.run({ id: event.id, type: event.type ?? "", namespace, data: event.data });
+  return r.ok ? { ok: true, message: { ...message, body: r.body } } : r;
 }
 
 const redactedUrls = new WeakMap<Policy, string>();
