@@ -124,3 +124,17 @@ export type DiscardReason = (typeof DISCARD_REASONS)[number];
 
 /** The longest spec.filter (a CEL expression, core/filter.ts) the CRD accepts, in characters. */
 export const FILTER_MAX_LENGTH = 4096;
+
+/**
+ * The notifications a subscription's spec.notify may ask for, each the event type it is sent as
+ * (core of the `hookline.` types: delivered whatever the receiving subscription's eventTypes).
+ */
+export const NOTIFY_EVENTS = {
+  "endpoint.unhealthy": "hookline.endpoint.unhealthy",
+  "endpoint.breaker_opened": "hookline.endpoint.breaker_opened",
+  "endpoint.throttled": "hookline.endpoint.throttled",
+  "delivery.dead_lettered": "hookline.delivery.dead_lettered",
+} as const;
+export type NotifyEvent = keyof typeof NOTIFY_EVENTS;
+/** Event types Hookline itself sends (ping, notifications): never filtered out by eventTypes, never notified about. */
+export const OPERATOR_EVENT_PREFIX = "hookline.";

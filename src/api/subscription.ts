@@ -2,7 +2,7 @@
 // the source of truth: the CRD (crds/), the TypeScript types and the operator's runtime
 // validation are all derived from it.
 import { z } from "zod";
-import { FILTER_MAX_LENGTH, REPLAY_REASON_MAX_LENGTH } from "./names.js";
+import { FILTER_MAX_LENGTH, NOTIFY_EVENTS, REPLAY_REASON_MAX_LENGTH, type NotifyEvent } from "./names.js";
 import { EVENT_TYPE_KEY, isOrderingKey, ORDERING_KEY_MAX_LENGTH, ORDERING_KEY_MAX_STEPS, ORDERING_PATH_PATTERN } from "./ordering.js";
 import { celIsDuration, conditions, duration, int, objectName, safeDuration, timestamp, withRules } from "./fields.js";
 
@@ -433,6 +433,20 @@ export const subscriptionSpecSchema = withRules(
       .meta({
         description:
           'A CEL expression over the event that must be true for this subscription to get it, e.g. data.amount.value > 1000 && data.currency == "EUR". It sees data (the payload) and event (event.id, event.type, event.namespace, event.data; type and namespace are reserved words in CEL). Evaluated when an event is published (a WebhookDelivery created directly is not filtered); false: the event is skipped for this subscription. An event the filter fails on (a missing field: use has(data.x)), or whose evaluation would cost more than the budget, is skipped too and counted (webhook_events_filtered_total{result="error"}). One that does not compile makes the subscription Ready=False (InvalidFilter, naming the position), and it gets no events until fixed.',
+      }),
+    notify: z
+      .object({
+        subscriptionRef: z.object({ name: objectName("A WebhookSubscription in the same namespace that receives the notifications (not this one, nor one with this url).") }),
+        events: z
+          .array(z.enum(Object.keys(NOTIFY_EVENTS) as [NotifyEvent, ...NotifyEvent[]]))
+          .max(4)
+          .optional()
+          .meta({ description: "Which: endpoint.unhealthy (health Degraded or Disabled), endpoint.breaker_opened, endpoint.throttled (a Retry-After hold began), delivery.dead_lettered. Omitted: all." }),
+      })
+      .optional()
+      .meta({
+        description:
+          "Tell the owner when this endpoint fails: each change of state (not each attempt) becomes one signed event (type hookline.endpoint.unhealthy, hookline.endpoint.breaker_opened, hookline.endpoint.throttled or hookline.delivery.dead_lettered) delivered through the subscription named here, with its own retries, breaker, signature and dead letters. Never sent to this subscription itself or to one with the same url; a notification's own failure never notifies.",
       }),
     transform: z
       .string()

@@ -6,6 +6,7 @@ import type { Final } from "../core/attempt/outcome.js";
 import type { EventSink } from "../kube/events.js";
 import type { Metrics } from "../observability/metrics.js";
 import type { EndpointRegistry } from "./engine/endpoints.js";
+import { Notifier } from "./notifier.js";
 import { deliveryRef, subscriptionLabels, type DeliveryObject } from "./objects.js";
 
 /** What an outcome kept for a later write needs to be reported when it is finally written. */
@@ -20,6 +21,8 @@ export interface FinalsDeps {
   metrics: Metrics;
   /** The subscription's status should be rolled up (at the bounded rate). */
   rollUp: (subKey: string) => void;
+  /** spec.notify: the owner is told of each new dead letter. */
+  notifier?: Pick<Notifier, "notify">;
 }
 
 export class Finals {
@@ -37,6 +40,17 @@ export class Finals {
       if (replay) this.d.events.record(deliveryRef(obj), "Normal", "Replayed", final.message);
     } else if (final.phase === "DeadLettered") {
       this.d.events.record(deliveryRef(obj), "Warning", replay ? "ReplayFailed" : "DeadLettered", final.message);
+      // A new dead letter (not a failed replay of one), of an event that is not Hookline's own.
+      const spec = obj.spec;
+      if (!replay && Notifier.notifies(spec?.eventType)) {
+        this.d.notifier?.notify(subKey, "delivery.dead_lettered", `dead-letter@${obj.metadata.uid ?? obj.metadata.name}`, {
+          delivery: obj.metadata.name,
+          eventId: spec?.eventId ?? obj.metadata.uid,
+          eventType: spec?.eventType,
+          reason: final.reason,
+          message: final.message,
+        });
+      }
     } else if (final.reason === "Duplicate") {
       // A replay deduped a dead letter by its twin: nothing failed, the twin carries the event.
       this.d.events.record(deliveryRef(obj), "Normal", "ReplayDeduped", final.message);

@@ -32,6 +32,7 @@ import { Sender } from "./engine/sender.js";
 import { DeliveryStep } from "./engine/step.js";
 import { Finals, type OutcomeMeta } from "./finals.js";
 import { Handlers } from "./handlers.js";
+import { Notifier } from "./notifier.js";
 import { KeptPayloads } from "./kept-payloads.js";
 import type { LeaderTerm } from "./leader-term.js";
 import type { DeliveryObject, SubscriptionObject } from "./objects.js";
@@ -145,7 +146,8 @@ export async function setupEngine(manager: Manager, o: EngineOptions): Promise<E
   metrics.setProviders(config.metricProviders, (namespace, subscription) => caches.subscription(`${namespace}/${subscription}`)?.metadata.labels?.[LABELS.provider]);
   const caches: Caches = new Caches(client, config.watchNamespaces, log.child({ component: "cache" }), withLanes, defaults, onHealth, payloads);
   const rollUp = (subKey: string, urgent: boolean) => handlers.rollUp(subKey, urgent);
-  const transitions = new EndpointTransitions({ caches, events, metrics, log: log.child({ component: "endpoints" }), rollUp });
+  const notifier = new Notifier({ client, caches, events, log: log.child({ component: "notify" }), created: (namespace, subscription, event) => metrics.notifications.inc({ namespace, subscription, event }) });
+  const transitions = new EndpointTransitions({ caches, events, metrics, log: log.child({ component: "endpoints" }), rollUp, notifier });
   const sharedState = o.transport?.sharedEndpoints(transitions, () => endpoints, (subKey) => caches.policy(caches.subscription(subKey))?.breaker ?? defaults.breaker);
   const endpoints: EndpointRegistry = new EndpointRegistry({
     globalMax: config.maxInFlight,
@@ -161,7 +163,7 @@ export async function setupEngine(manager: Manager, o: EngineOptions): Promise<E
   const tracing = await createAttemptTracer(config.tracing, { log: log.child({ component: "tracing" }), version: VERSION });
   const executor = new AttemptExecutor({ endpoints, credentials, metrics, userAgent: USER_AGENT, tracing, log: log.child({ component: "attempt" }), ...(sharedState ? { probes: sharedState } : {}) });
   const outcomes = new OutcomeWriter<OutcomeMeta>({ client, statusWriter, expectations: expectations.deliveries, events, log: log.child({ controller: "delivery" }) });
-  const finals = new Finals({ endpoints, events, metrics, rollUp: (subKey) => rollUp(subKey, false) });
+  const finals = new Finals({ endpoints, events, metrics, rollUp: (subKey) => rollUp(subKey, false), notifier });
   // The one delivery step of CR mode, stream mode and replay: Secrets, plan, attempt, outcome.
   const step = new DeliveryStep({ endpoints, secrets, credentials, executor, interruptedAction: config.drain.action });
   const shared: Shared = { config, client, log, metrics, events, statusWriter, secrets, credentials, caches, endpoints, executor, step, outcomes, finals, expectations, queues, isLeader: o.isLeader, rollUp };

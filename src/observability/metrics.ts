@@ -31,6 +31,7 @@ export class Metrics implements RequestObserver {
   readonly attemptDuration: Histogram<"namespace" | "subscription">;
   readonly breakerState: Gauge<"namespace" | "subscription" | "provider">;
   readonly eventsFiltered: Counter<"namespace" | "subscription" | "result">;
+  readonly notifications: Counter<"namespace" | "subscription" | "event">;
   readonly dlqOperations: Counter<"operation">;
   readonly dlqEntries: Gauge<"namespace" | "subscription">;
   readonly inFlight: Gauge;
@@ -105,6 +106,12 @@ export class Metrics implements RequestObserver {
       name: "webhook_breaker_state",
       help: "Circuit breaker state per subscription: 0 Closed, 1 Open, 2 HalfOpen. provider as on webhook_delivery_attempts_total.",
       labelNames: ["namespace", "subscription", "provider"],
+      registers,
+    });
+    this.notifications = new Counter({
+      name: "webhook_notifications_total",
+      help: "Notifications created for a subscription's spec.notify, by event: endpoint.unhealthy, endpoint.breaker_opened, endpoint.throttled, delivery.dead_lettered (one per change of state).",
+      labelNames: ["namespace", "subscription", "event"],
       registers,
     });
     this.eventsFiltered = new Counter({

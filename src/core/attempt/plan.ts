@@ -1,7 +1,7 @@
 // plan(): what to do with one non-terminal delivery right now, decided from a snapshot of the
 // delivery, its subscription, its Secret and its endpoint. Pure: the executor does the I/O and
 // commits the endpoint state an Attempt carries (probe granted, token taken).
-import { MAX_PAYLOAD_BYTES, PING_EVENT_TYPE, type DeadLetterReason, type DeliveryPhase, type DiscardReason } from "../../api/names.js";
+import { MAX_PAYLOAD_BYTES, OPERATOR_EVENT_PREFIX, PING_EVENT_TYPE, type DeadLetterReason, type DeliveryPhase, type DiscardReason } from "../../api/names.js";
 import * as breaker from "../endpoint/breaker.js";
 import * as health from "../endpoint/health.js";
 import { orderGate, type OrderView } from "../ordering.js";
@@ -103,7 +103,8 @@ export function plan({ now, delivery, subscription, secret, endpoint, order }: P
   // a dead letter (which would block the lane) ahead of the older ones.
   const hold = orderGate(order);
   if (hold) return { type: "Hold", ...hold };
-  if (delivery.eventType !== PING_EVENT_TYPE && !matchesEventType(policy.eventTypes, delivery.eventType)) {
+  // Hookline's own events (a ping, a notification) go whatever eventTypes says.
+  if (delivery.eventType !== PING_EVENT_TYPE && !delivery.eventType?.startsWith(OPERATOR_EVENT_PREFIX) && !matchesEventType(policy.eventTypes, delivery.eventType)) {
     // Dead-lettered, not discarded: the event may have been accepted while its type was listed
     // (eventTypes edited since). It is kept, and replayed once the type is listed again.
     return {

@@ -11,6 +11,9 @@ import type { Metrics } from "../../observability/metrics.js";
 import type { Caches } from "../caches.js";
 import type { Endpoint, EndpointObserver } from "./endpoints.js";
 import { subscriptionLabels, subscriptionRef } from "../objects.js";
+import type { Notifier } from "../notifier.js";
+
+const toIso = (ms: number | undefined) => (ms === undefined ? undefined : new Date(ms).toISOString());
 
 export interface EndpointTransitionsDeps {
   caches: Caches;
@@ -19,6 +22,8 @@ export interface EndpointTransitionsDeps {
   log: Logger;
   /** The subscription's status should be rolled up (`urgent`: now, else at the bounded rate). */
   rollUp: (subKey: string, urgent: boolean) => void;
+  /** spec.notify: the owner is told of a breaker opening, an unhealthy endpoint, a throttle. */
+  notifier?: Pick<Notifier, "notify">;
   now?: () => number;
 }
 
@@ -38,6 +43,10 @@ export class EndpointTransitions implements EndpointObserver {
       : "the probe succeeded: deliveries flow again";
     this.event(ep.key, t.to === "Closed" ? "Normal" : "Warning", `Breaker${t.to}`, `circuit breaker ${t.from} -> ${t.to}: ${detail}`);
     this.d.log.info({ subscription: ep.key, from: t.from, to: t.to }, "breaker transition");
+    if (t.to === "Open") {
+      const openedAt = ep.breaker.openedAt ?? this.now();
+      this.d.notifier?.notify(ep.key, "endpoint.breaker_opened", `breaker-opened@${openedAt}`, { from: t.from, to: t.to, consecutiveFailures: ep.breaker.consecutiveFailures, nextProbeAt: toIso(ep.breaker.nextProbeAt) });
+    }
   }
 
   healthMoved(ep: Endpoint, t: health.HealthTransition): void {
@@ -51,11 +60,16 @@ export class EndpointTransitions implements EndpointObserver {
       : t.to === "Degraded" ? `${ep.health.consecutiveFailures} consecutive failures`
       : "an attempt succeeded";
     this.event(ep.key, t.to === "Healthy" ? "Normal" : "Warning", `Endpoint${t.to}`, `endpoint ${t.from} -> ${t.to}: ${why}`);
+    if (t.to !== "Healthy") {
+      const at = ep.health.lastFailureAt ?? this.now();
+      this.d.notifier?.notify(ep.key, "endpoint.unhealthy", `health-${t.to}@${at}`, { from: t.from, to: t.to, reason: t.to === "Disabled" ? (ep.health.disabledReason ?? "Failures") : "Failures", consecutiveFailures: ep.health.consecutiveFailures, message: why });
+    }
   }
 
   throttled(ep: Endpoint, t: Throttle): void {
     this.event(ep.key, "Warning", "EndpointThrottled", `the endpoint answered ${t.status} with Retry-After: ${t.retryAfter}: no new attempt to it before ${new Date(t.until).toISOString()} (deliveries wait; nothing is lost)`);
     this.d.log.info({ subscription: ep.key, status: t.status, retryAfter: t.retryAfter, until: new Date(t.until).toISOString() }, "endpoint throttled");
+    this.d.notifier?.notify(ep.key, "endpoint.throttled", `throttled@${t.until}`, { status: t.status, retryAfter: t.retryAfter, until: new Date(t.until).toISOString() });
   }
 
   changed(subKey: string, urgent: boolean): void {
