@@ -1,4 +1,4 @@
-// The cost of spec.filter and spec.transform per event (npx tsx bench/cel.ts): the work each adds
+// The cost of spec.filter and spec.transform per event (npm run bench:cel): the work each adds
 // on the paths that run them, timed in this process with the typical expressions of
 // docs/publishing.md on a 1 KiB payload, then set against the operator's CPU per delivery of the
 // latest benchmark results (bench/results/latest.json, latest-stream.json): the fraction of a
