@@ -373,6 +373,9 @@ export const orderingSchema = z
 
 const celHeaderIn = (list: string, name: string) => `${list}.exists(k, k.lowerAscii() == ${name})`;
 
+/** A CEL expression the operator compiles (spec.filter, spec.transform: core/filter.ts), at most FILTER_MAX_LENGTH characters. */
+const celExpression = (description: string) => z.string().min(1).max(FILTER_MAX_LENGTH).optional().meta({ description });
+
 export const subscriptionSpecSchema = withRules(
   z.object({
     url: withRules(
@@ -425,15 +428,9 @@ export const subscriptionSpecSchema = withRules(
     retention: retentionSchema.default({ succeeded: "1h", deadLettered: "720h" }),
     paused: z.boolean().default(false).meta({ description: "Hold every delivery of this subscription until unpaused." }),
     ordering: orderingSchema.optional(),
-    filter: z
-      .string()
-      .min(1)
-      .max(FILTER_MAX_LENGTH)
-      .optional()
-      .meta({
-        description:
+    filter: celExpression(
           'A CEL expression over the event that must be true for this subscription to get it, e.g. data.amount.value > 1000 && data.currency == "EUR". It sees data (the payload) and event (event.id, event.type, event.namespace, event.data; type and namespace are reserved words in CEL). Evaluated when an event is published (a WebhookDelivery created directly is not filtered); false: the event is skipped for this subscription. An event the filter fails on (a missing field: use has(data.x)), or whose evaluation would cost more than the budget, is skipped too and counted (webhook_events_filtered_total{result="error"}). One that does not compile makes the subscription Ready=False (InvalidFilter, naming the position), and it gets no events until fixed.',
-      }),
+    ),
     notify: z
       .object({
         subscriptionRef: z.object({ name: objectName("A WebhookSubscription in the same namespace that receives the notifications (not this one, nor one with this url).") }),
@@ -448,15 +445,9 @@ export const subscriptionSpecSchema = withRules(
         description:
           "Tell the owner when this endpoint fails: each change of state (not each attempt) becomes one signed event (type hookline.endpoint.unhealthy, hookline.endpoint.breaker_opened, hookline.endpoint.throttled or hookline.delivery.dead_lettered) delivered through the subscription named here, with its own retries, breaker, signature and dead letters. Never sent to this subscription itself or to one with the same url; a notification's own failure never notifies.",
       }),
-    transform: z
-      .string()
-      .min(1)
-      .max(FILTER_MAX_LENGTH)
-      .optional()
-      .meta({
-        description:
+    transform: celExpression(
           'A CEL expression that builds the JSON body sent to this endpoint from the event, e.g. {"text": "Order " + string(data.order) + " paid"}. It sees data and event as spec.filter does; the result (a map, a list or a value) is serialized as JSON, at most 256 KiB, and signed like any body. Applied when each attempt is sent: the delivery keeps the original event, and a replay transforms again with the current expression. An event it fails on (a missing field, over the cost budget, a value JSON cannot hold) is dead-lettered at once (PermanentFailure, the error in lastAttempt), replayable once fixed. One that does not compile makes the subscription Ready=False (InvalidTransform) and its deliveries wait (InvalidSubscription).',
-      }),
+    ),
   }),
   { description: "Where and how to deliver webhooks for one endpoint." },
   [

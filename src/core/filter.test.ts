@@ -2,7 +2,7 @@
 // expression or hostile data to its own subscription and event.
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { applyFilter, compileFilter, dataShape, FILTER_COST_BUDGET, FILTER_MAX_LENGTH, type CompiledFilter, type FilterEvent } from "./filter.js";
+import { applyFilter, compileFilter, dataShape, FILTER_COST_BUDGET, FILTER_MAX_LENGTH, rememberedBySource, type CompiledFilter, type FilterEvent } from "./filter.js";
 
 const event = (data: unknown, over: Partial<FilterEvent> = {}): FilterEvent => ({ id: "evt-1", type: "order.paid", namespace: "shop", data, ...over });
 const compiled = (source: string): CompiledFilter => {
@@ -140,5 +140,17 @@ describe("applyFilter", () => {
   it("no filter matches; a filter that does not compile is invalid, with the field named", () => {
     expect(applyFilter(undefined, event({}))).toEqual({ kind: "matched" });
     expect(applyFilter("data.a >", event({}))).toMatchObject({ kind: "invalid", message: expect.stringMatching(/^spec\.filter does not parse/) });
+  });
+});
+
+describe("rememberedBySource", () => {
+  it("compiles a source once while it is among the most recently used, and forgets the least recently used past its bound", () => {
+    const calls: string[] = [];
+    const get = rememberedBySource((s: string) => (calls.push(s), s.length));
+    expect([get("a"), get("a"), get("bb")]).toEqual([1, 1, 2]);
+    expect(calls).toEqual(["a", "bb"]);
+    for (let i = 0; i < 1024; i++) get(`x${i}`);
+    get("a");
+    expect(calls.filter((c) => c === "a")).toHaveLength(2);
   });
 });

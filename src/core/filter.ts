@@ -263,23 +263,24 @@ function describe(v: unknown): string {
   return `a ${typeof v}`;
 }
 
-/** Compiled filters by source, the most recent FILTER_CACHE_SIZE (a spec's filter is compiled once, not per event). */
-const FILTER_CACHE_SIZE = 1024;
-const compiled = new Map<string, ReturnType<typeof compileFilter>>();
+/** Compiled expressions kept per kind (filter, transform): a spec's is compiled once, not per event. */
+const COMPILED_PER_KIND = 1024;
+
+/** `compile`, remembered by source: the most recently used COMPILED_PER_KIND sources. */
+export function rememberedBySource<T>(compile: (source: string) => T): (source: string) => T {
+  const kept = new Map<string, T>();
+  return (source) => {
+    let c = kept.get(source);
+    if (c !== undefined) kept.delete(source);
+    else c = compile(source);
+    kept.set(source, c);
+    if (kept.size > COMPILED_PER_KIND) kept.delete(kept.keys().next().value!);
+    return c;
+  };
+}
 
 /** compileFilter, remembered by source. */
-export function cachedFilter(source: string): ReturnType<typeof compileFilter> {
-  let c = compiled.get(source);
-  if (c) {
-    compiled.delete(source);
-    compiled.set(source, c);
-    return c;
-  }
-  c = compileFilter(source);
-  compiled.set(source, c);
-  if (compiled.size > FILTER_CACHE_SIZE) compiled.delete(compiled.keys().next().value!);
-  return c;
-}
+export const cachedFilter = rememberedBySource(compileFilter);
 
 /** A subscription's filter against one event: matched when it has none. */
 export function applyFilter(source: string | undefined, event: FilterEvent, shape?: () => DataShape): FilterResult | { kind: "invalid"; message: string } {

@@ -6,7 +6,7 @@
 // over the body actually sent.
 import { isCelList, isCelMap, isCelUint } from "@bufbuild/cel";
 import { MAX_PAYLOAD_BYTES } from "../api/names.js";
-import { compileCel, type CompiledCel, type FilterEvent } from "./filter.js";
+import { compileCel, rememberedBySource, type CompiledCel, type FilterEvent } from "./filter.js";
 
 /** The largest body a transform may build (serialized JSON, bytes): the payload limit. */
 export const TRANSFORM_MAX_BYTES = MAX_PAYLOAD_BYTES;
@@ -37,22 +37,8 @@ function runTransform(c: CompiledCel, event: FilterEvent): TransformResult {
   }
 }
 
-const transforms = new Map<string, ReturnType<typeof compileTransform>>();
-const TRANSFORM_CACHE_SIZE = 1024;
-
-/** compileTransform, remembered by source (the most recent TRANSFORM_CACHE_SIZE). */
-export function cachedTransform(source: string): ReturnType<typeof compileTransform> {
-  let c = transforms.get(source);
-  if (c) {
-    transforms.delete(source);
-    transforms.set(source, c);
-    return c;
-  }
-  c = compileTransform(source);
-  transforms.set(source, c);
-  if (transforms.size > TRANSFORM_CACHE_SIZE) transforms.delete(transforms.keys().next().value!);
-  return c;
-}
+/** compileTransform, remembered by source (core/filter.ts rememberedBySource). */
+export const cachedTransform = rememberedBySource(compileTransform);
 
 /**
  * A CEL value as JSON text: maps with string keys (int, uint and bool keys written as strings),

@@ -2,6 +2,7 @@
 // and rolls the endpoint's in-memory state up into status: breaker, health, EndpointHealthy,
 // delivery counts. Called at a bounded rate (see Manager.endpointChanged), at once on breaker
 // and health transitions. Writes only when something changed.
+import { secretRefMissing } from "../core/attempt/policy.js";
 import { cachedFilter } from "../core/filter.js";
 import { cachedTransform } from "../core/transform.js";
 import type { Logger } from "pino";
@@ -155,7 +156,7 @@ export class SubscriptionReconciler {
     if (filter && !filter.ok) return { type: "Ready", status: "False", reason: "InvalidFilter", message: `spec.filter ${filter.message}; this subscription gets no events until it is fixed` };
     const transform = parsed.spec.transform === undefined ? undefined : cachedTransform(parsed.spec.transform);
     if (transform && !transform.ok) return { type: "Ready", status: "False", reason: "InvalidTransform", message: `spec.transform ${transform.message}; deliveries wait until it is fixed` };
-    if (policy && !policy.secretRef && policy.scheme !== "None") return { type: "Ready", status: "False", reason: "SecretRequired", message: `${SECRET_REQUIRED_MESSAGE}; deliveries wait until it is fixed` };
+    if (policy && secretRefMissing(policy)) return { type: "Ready", status: "False", reason: "SecretRequired", message: `${SECRET_REQUIRED_MESSAGE}; deliveries wait until it is fixed` };
     const lookup = policy?.secretRef ? await this.d.secrets.keys(namespace, policy.secretRef) : undefined;
     if (lookup && lookup.kind !== "ok") return { type: "Ready", status: "False", reason: lookup.reason ?? "SecretNotFound", message: `${lookup.message}; deliveries wait until ${lookup.reason ? "it is fixed" : "it exists"}` };
     // The receiver's credentials (headersFrom, tls, oauth2): the message names the field and the Secret.

@@ -60,6 +60,11 @@ export interface OAuth2Policy {
   clientAuthentication: "ClientSecretBasic" | "ClientSecretPost";
 }
 
+/** Signed (any scheme but None) without a secretRef: nothing is sent until one is named or None chosen. */
+export function secretRefMissing(policy: Policy): boolean {
+  return !policy.secretRef && policy.scheme !== "None";
+}
+
 export function resolvePolicy(spec: SubscriptionSpec, defaults: PolicyDefaults): Policy {
   const cb = spec.circuitBreaker;
   return {

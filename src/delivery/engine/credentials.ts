@@ -8,7 +8,7 @@
 import { createHash, createPrivateKey, X509Certificate } from "node:crypto";
 import { MAX_HEADER_VALUE_LENGTH } from "../../api/subscription.js";
 import type { SecretView } from "../../core/attempt/plan.js";
-import type { Policy, SecretKeyRef } from "../../core/attempt/policy.js";
+import { secretRefMissing, type Policy, type SecretKeyRef } from "../../core/attempt/policy.js";
 import type { OAuth2Client, OAuth2Grant } from "./oauth2.js";
 import type { SecretCache } from "./secrets.js";
 import type { Sender, SendRequest, SendResult, TlsIdentity } from "./sender.js";
@@ -170,7 +170,7 @@ export async function secretsFor(
 ): Promise<{ secret: SecretView; keys: Buffer[]; creds: ResolvedCredentials | undefined }> {
   const creds = await d.credentials.resolveDue(namespace, due ? policy : undefined);
   // Unsigned only by choice (scheme None): without secretRef, another scheme waits like a missing Secret.
-  if (policy && !policy.secretRef && policy.scheme !== "None" && due && !policy.paused) return { secret: { kind: "missing", message: SECRET_REQUIRED_MESSAGE }, keys: [], creds };
+  if (policy && secretRefMissing(policy) && due && !policy.paused) return { secret: { kind: "missing", message: SECRET_REQUIRED_MESSAGE }, keys: [], creds };
   if (!policy?.secretRef || !due || policy.paused) return { secret: withCredentials({ kind: "none" }, creds), keys: [], creds };
   const lookup = await d.secrets.keys(namespace, policy.secretRef);
   const secret: SecretView = lookup.kind === "ok" ? { kind: "ok" } : lookup;
