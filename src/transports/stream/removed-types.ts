@@ -2,35 +2,60 @@
 // type was removed (it becomes a dead letter, as plan() decides) or after (never the
 // subscription's: acknowledged and nothing else), from the bounds the leader records on the
 // consumer (stream/type-removal.ts), or, once the leader is through with a removal, from the
-// consumer's narrowed filter. The consumer's cached info is used; it is read again, at most once
-// a second, when it cannot tell.
-import type { Consumer } from "@nats-io/jetstream";
-import type { ConsumerInfo } from "@nats-io/jetstream";
+// consumer's narrowed filter.
+//
+// The consumer's cached info decides when it can. When it cannot (no removal recorded there and
+// the filter still covers the subject), only a read of the info made after the message was asked
+// about may say "before": a cached read older than the message may predate the removal, and a
+// message published after the removal would then be dead-lettered instead of acknowledged. The
+// messages of one fetch are asked about together, so reads are shared: at most one is in flight,
+// and a message asked about while it is out waits for the next one, which starts when it ends.
+import type { Consumer, ConsumerInfo } from "@nats-io/jetstream";
 import { publishedAfterRemovalOrNarrowing, readDraining } from "../../jetstream/type-removal.js";
-
-/** The consumer's info is read again at most this often for a message no recorded removal matches. */
-const REFRESH_MS = 1_000;
 
 export type Removal = "before" | "after" | "unknown";
 
-export class RemovedTypes {
-  private readAt = 0;
+/** What RemovedTypes reads of a consumer. */
+export type ConsumerInfoSource = Pick<Consumer, "info">;
 
-  constructor(private readonly now: () => number) {}
+export class RemovedTypes {
+  /** The read in flight, and the one queued to start after it (shared by whoever asked meanwhile). */
+  private inFlight: Promise<ConsumerInfo> | undefined;
+  private queued: Promise<ConsumerInfo> | undefined;
 
   /** "unknown": the consumer's info could not be read (decide later). */
-  async when(consumer: Consumer, msg: { subject: string; seq: number }): Promise<Removal> {
+  async when(consumer: ConsumerInfoSource, msg: { subject: string; seq: number }): Promise<Removal> {
     try {
       let after = decide(await consumer.info(true), msg);
-      if (after === undefined && this.now() - this.readAt >= REFRESH_MS) {
-        this.readAt = this.now();
-        after = decide(await consumer.info(false), msg);
-      }
-      // No removal recorded for it: the leader has not seen the change yet, so it was published before.
+      if (after === undefined) after = decide(await this.readAfterNow(consumer), msg);
+      // No removal recorded for it in a read made after it arrived: the leader has not seen the
+      // change yet, so it was published before (its sequence is within the bound to come).
       return after ? "after" : "before";
     } catch {
       return "unknown";
     }
+  }
+
+  /** A read of the consumer's info that starts no earlier than this call. */
+  private readAfterNow(consumer: ConsumerInfoSource): Promise<ConsumerInfo> {
+    if (!this.inFlight) return this.start(consumer);
+    this.queued ??= this.inFlight
+      .catch(() => undefined)
+      .then(() => {
+        this.queued = undefined;
+        return this.start(consumer);
+      });
+    return this.queued;
+  }
+
+  private start(consumer: ConsumerInfoSource): Promise<ConsumerInfo> {
+    const read = consumer.info(false);
+    this.inFlight = read;
+    const clear = () => {
+      if (this.inFlight === read) this.inFlight = undefined;
+    };
+    read.then(clear, clear);
+    return read;
   }
 }
 

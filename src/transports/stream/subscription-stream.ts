@@ -201,7 +201,7 @@ export class SubscriptionStream {
     this.account = w.budget.account(sub.namespace, { wake: () => this.wake(), shed: (bytes) => this.shed(bytes) });
     this.now = w.step.now;
     this.log = w.log.child({ subscription: this.subKey, consumer: sub.consumer });
-    this.removed = new RemovedTypes(this.now);
+    this.removed = new RemovedTypes();
   }
 
   start(): void {
@@ -622,8 +622,9 @@ export class SubscriptionStream {
    * is acknowledged (true); published before, plan() dead-letters it (false).
    */
   private async answeredAsRemoved(h: Held, policy: Policy | undefined): Promise<boolean> {
-    if (!policy || !this.consumer || matchesEventType(policy.eventTypes, h.type)) return false;
-    const when = await this.removed.when(this.consumer, h.msg);
+    if (!policy || matchesEventType(policy.eventTypes, h.type)) return false;
+    // Not bound (a pull failed): nothing can tell before from after yet; it comes again.
+    const when = this.consumer ? await this.removed.when(this.consumer, h.msg) : "unknown";
     if (this.held.get(h.key) !== h) return true;
     if (when === "after") this.ack(h);
     else if (when === "unknown") this.handBack(h, RETRY_MS);
