@@ -127,7 +127,40 @@ async function externalCluster(kubeconfigPath: string): Promise<Cluster> {
   };
 }
 
+interface Started {
+  tools: Awaited<ReturnType<typeof buildTestTools>>;
+  cluster: Cluster;
+  stop: () => Promise<void>;
+}
+
+/**
+ * One control plane for every project that names this file as its global setup (`integration`
+ * and `alone`, vitest.config.ts): vitest sets up each project's global setup in the same
+ * process, so the first starts it, the others share it, and the last teardown stops it.
+ */
+const SHARED = Symbol.for("hookline.tests.control-plane");
+type Shared = { ready: Promise<Started>; users: number };
+const registry = globalThis as { [SHARED]?: Shared };
+
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
+  const shared = (registry[SHARED] ??= { ready: start(), users: 0 });
+  shared.users++;
+  const { tools, cluster } = await shared.ready;
+  project.provide("tools", tools);
+  project.provide("kubeconfig", cluster.kubeconfig);
+  project.provide("unprivilegedKubeconfig", cluster.unprivilegedKubeconfig);
+  project.provide("server", cluster.server);
+  project.provide("adminToken", cluster.adminToken);
+  project.provide("unprivilegedToken", cluster.unprivilegedToken);
+  project.provide("clusterDir", cluster.clusterDir);
+  return async () => {
+    if (--shared.users > 0) return;
+    delete registry[SHARED];
+    await (await shared.ready).stop();
+  };
+}
+
+async function start(): Promise<Started> {
   const started = Date.now();
   const external = process.env.HOOKLINE_TEST_KUBECONFIG;
   let cluster: Cluster;
@@ -135,7 +168,6 @@ export default async function setup(project: TestProject): Promise<() => Promise
   let ownedDir: string | undefined;
 
   const tools = await buildTestTools((line) => process.stderr.write(`${TAG} ${line}\n`));
-  project.provide("tools", tools);
   const toolsReady = Date.now();
 
   if (external) {
@@ -164,13 +196,6 @@ export default async function setup(project: TestProject): Promise<() => Promise
     }
   }
 
-  project.provide("kubeconfig", cluster.kubeconfig);
-  project.provide("unprivilegedKubeconfig", cluster.unprivilegedKubeconfig);
-  project.provide("server", cluster.server);
-  project.provide("adminToken", cluster.adminToken);
-  project.provide("unprivilegedToken", cluster.unprivilegedToken);
-  project.provide("clusterDir", cluster.clusterDir);
-
   const seconds = ((Date.now() - toolsReady) / 1000).toFixed(1);
   const toolSeconds = ((toolsReady - started) / 1000).toFixed(1);
   process.stdout.write(
@@ -178,11 +203,12 @@ export default async function setup(project: TestProject): Promise<() => Promise
       `${crdCount} CRDs, dir ${cluster.clusterDir}${external ? " (HOOKLINE_TEST_KUBECONFIG)" : ""}, ready in ${seconds}s\n`,
   );
 
-  return async () => {
+  const stop = async () => {
     // What test/helpers/release.ts built for this run's files.
     await rm(sharedReleaseDir(cluster.clusterDir), { recursive: true, force: true });
     if (!ownedDir) return;
     await stopControlPlane(ownedDir);
     await rm(ownedDir, { recursive: true, force: true });
   };
+  return { tools, cluster, stop };
 }
