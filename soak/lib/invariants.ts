@@ -215,8 +215,16 @@ function checkDuplicates(h: History, byId: Map<string, ReceivedRequest[]>): void
   }
 }
 
-/** 6: no request starts while the subscription is paused or its breaker Open (as the status said). */
+/** How far a replay's request may be from the time its delivery's status.lastReplay.at records. */
+const REPLAY_SLACK_MS = 10_000;
+
+/** 6: no request starts while the subscription is paused or its breaker Open (as the status said); a replay may pass the breaker. */
 function checkPausedAndOpen(h: History): void {
+  // A replay is sent past the breaker by design (docs/operations.md, "you asked for it"): its
+  // request, within REPLAY_SLACK_MS of a status.lastReplay.at of its delivery, is no breach.
+  const replays = new Map<string, number[]>();
+  for (const d of h.deliveries.values()) if (d.replayAts.size) replays.set(d.id, [...d.replayAts].map((at) => Date.parse(at)));
+  const replayed = (r: { t: number; wid?: string }) => (r.wid !== undefined && replays.get(r.wid)?.some((at) => Math.abs(at - r.t) <= REPLAY_SLACK_MS)) ?? false;
   for (const sub of h.subscriptions.values()) {
     const reqs = [...h.requests.values()].filter((r) => r.endpoint === sub.endpoint);
     for (let i = 0; i < sub.states.length; i++) {
@@ -239,7 +247,7 @@ function checkPausedAndOpen(h: History): void {
       // breaker's cooldown says (plan.ts), so only a Closed-health breaker window is checked.
       if (s.breaker === "Open" && s.breakerNextProbe !== undefined && !edited && s.health !== "Disabled") {
         const end = Math.min(until, s.breakerNextProbe - 1_000);
-        const bad = reqs.filter((r) => r.t > from && r.t < end);
+        const bad = reqs.filter((r) => r.t > from && r.t < end && !replayed(r));
         if (bad.length) h.violate(6, sub.key, `${bad.length} request(s) while the breaker was Open (until ${new Date(s.breakerNextProbe).toISOString()}; first at ${new Date(bad[0]!.t).toISOString()})`);
       }
     }
