@@ -18,6 +18,7 @@ import { StatusWriter } from "../kube/status-writer.js";
 import { objectKey } from "../kube/types.js";
 import type { Metrics } from "../observability/metrics.js";
 import { createAttemptTracer } from "../observability/tracing.js";
+import { fixedFieldsLogger } from "../observability/logger.js";
 import { Expectations } from "../runtime/expectations.js";
 import type { Manager } from "../runtime/manager.js";
 import { USER_AGENT, VERSION } from "../version.js";
@@ -161,7 +162,7 @@ export async function setupEngine(manager: Manager, o: EngineOptions): Promise<E
   });
   // Tracing off: the producer's trace context passes through and no OpenTelemetry module is loaded.
   const tracing = await createAttemptTracer(config.tracing, { log: log.child({ component: "tracing" }), version: VERSION });
-  const executor = new AttemptExecutor({ endpoints, credentials, metrics, userAgent: USER_AGENT, tracing, log: log.child({ component: "attempt" }), ...(sharedState ? { probes: sharedState } : {}) });
+  const executor = new AttemptExecutor({ endpoints, credentials, metrics, userAgent: USER_AGENT, tracing, log: fixedFieldsLogger(log, { component: "attempt" }), ...(sharedState ? { probes: sharedState } : {}) });
   const outcomes = new OutcomeWriter<OutcomeMeta>({ client, statusWriter, expectations: expectations.deliveries, events, log: log.child({ controller: "delivery" }) });
   const finals = new Finals({ endpoints, events, metrics, rollUp: (subKey) => rollUp(subKey, false), notifier });
   // The one delivery step of CR mode, stream mode and replay: Secrets, plan, attempt, outcome.

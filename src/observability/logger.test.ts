@@ -6,7 +6,7 @@ const logger = fileURLToPath(new URL("./logger.ts", import.meta.url));
 
 /** Runs `body` in a fresh Node process with `createLogger` imported; its stdout lines. */
 function run(body: string): string[] {
-  const script = `import { createLogger } from ${JSON.stringify(logger)};\n${body}`;
+  const script = `import { createLogger, fixedFieldsLogger } from ${JSON.stringify(logger)};\n${body}`;
   const r = spawnSync(process.execPath, ["--import", "tsx", "--input-type=module", "-e", script], { encoding: "utf8", timeout: 30_000, maxBuffer: 64 * 1024 * 1024 });
   expect(r.status, r.stderr).toBe(0);
   return r.stdout.split("\n").filter(Boolean);
@@ -26,5 +26,18 @@ describe("createLogger on standard output (asynchronous writes)", () => {
     expect(line).not.toContain("s3cr3t");
     expect(line).not.toContain("Bearer x");
     expect(JSON.parse(line!)).toMatchObject({ secret: "[redacted]", msg: "hi", level: "info" });
+  });
+
+  it("the attempt line's logger (no redaction, its fields are built by the engine) writes the same line shape, and the root and its other children still redact", () => {
+    const [attempt, root, other] = run(
+      `const log = createLogger();\nconst a = fixedFieldsLogger(log, { component: "attempt" });\n` +
+        `a.info({ eventId: "evt-1", endpoint: "https://example.com/[redacted]", status: 200 }, "webhook_attempt");\n` +
+        `log.info({ secret: "s3cr3t" }, "root");\nlog.child({ component: "x" }).info({ token: "t0k3n" }, "child");`,
+    );
+    expect(JSON.parse(attempt!)).toMatchObject({ level: "info", name: "hookline", component: "attempt", eventId: "evt-1", endpoint: "https://example.com/[redacted]", status: 200, msg: "webhook_attempt" });
+    expect(JSON.parse(attempt!)).toHaveProperty("pid");
+    expect(JSON.parse(attempt!)).toHaveProperty("time");
+    expect(root).not.toContain("s3cr3t");
+    expect(other).not.toContain("t0k3n");
   });
 });

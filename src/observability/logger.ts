@@ -35,6 +35,18 @@ function stdoutDestination(): NodeJS.WritableStream {
 export type { Logger };
 
 /**
+ * A child of `parent` without its redaction, for the one line written per attempt
+ * (webhook_attempt, ATTEMPT_LOG_LINE below), whose every field the engine builds from values
+ * that are never secret: ids, names, a result, numbers, and the endpoint with its path and query
+ * values already redacted. The redaction of the root's listed paths (`*.secret`, `*.payload`...)
+ * can never match those fields, and it cost about 10 µs a line, three times the line without
+ * it: about 4% of a stream-mode delivery's CPU. Never log an object from elsewhere through it.
+ */
+export function fixedFieldsLogger(parent: Logger, bindings: Record<string, string>): Logger {
+  return parent.child(bindings, { redact: { paths: [], censor: "[redacted]" } });
+}
+
+/**
  * The shutdown log lines users alert and grep on (`msg` of a JSON line), in the order they
  * appear. src/delivery/drain.ts writes them; docs/api.md lists them, and a unit test checks
  * drain.ts still does.
