@@ -13,7 +13,7 @@ import { subscriptionSpecSchema } from "../../api/subscription.js";
 import { RETRY_AFTER_CAP_MS, backoffDelay } from "./backoff.js";
 import { classify, classifyStatus } from "./classify.js";
 import { clipText } from "../../api/fit.js";
-import { historyLimit, applyAttempt, type AttemptResult } from "./outcome.js";
+import { historyLimit, applyAttempt, deliveredFinal, type AttemptResult } from "./outcome.js";
 import { resolvePolicy, type Policy } from "./policy.js";
 import { fromRfc3339, toRfc3339 } from "../rfc3339.js";
 
@@ -110,6 +110,12 @@ describe("applyAttempt (properties)", () => {
           const { status: next, final } = applyAttempt({ status, generation: 1, now, attempt, policy, random: () => step.random, interruptedAction });
           const c = attempt.classification;
           const counted = c === "interrupted" ? 0 : 1;
+          // Stream mode asks deliveredFinal alone for a delivered attempt (it keeps no status): exactly applyAttempt's final.
+          if (c !== "interrupted" && c.verdict === "delivered") expect(deliveredFinal(attempt)).toEqual(final);
+          else {
+            expect(deliveredFinal(attempt)).toBeUndefined();
+            expect(final?.phase).not.toBe("Succeeded");
+          }
 
           expect(next.attempts).toBe(prevAttempts + counted);
           expect(next.attempts).toBeLessThanOrEqual(policy.retry.maxAttempts);

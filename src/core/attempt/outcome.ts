@@ -179,6 +179,17 @@ function onInterrupted(input: OutcomeInput, base: DeliveryStatus): OutcomeResult
   };
 }
 
+/**
+ * The final outcome of an attempt that delivered, not as a replay: what applyAttempt records as
+ * `final` for it (onDelivered), without building the status. Stream mode acknowledges such a
+ * message and keeps no status, so it asks only this; undefined for any other attempt.
+ */
+export function deliveredFinal(attempt: AttemptResult): Final | undefined {
+  const c = attempt.classification;
+  if (c === "interrupted" || c.verdict !== "delivered") return undefined;
+  return { phase: "Succeeded", reason: "Delivered", message: `delivered (${describeAttempt(attempt)})` };
+}
+
 function onDelivered(input: OutcomeInput, base: DeliveryStatus): OutcomeResult {
   const { now, generation } = input;
   const desc = describeAttempt(input.attempt);
@@ -191,7 +202,7 @@ function onDelivered(input: OutcomeInput, base: DeliveryStatus): OutcomeResult {
     finishedAt: toRfc3339(now),
     conditions: setCondition(base.conditions, { type: SUCCEEDED, status: "True", reason: "Delivered", message: `delivered on attempt ${base.lastAttempt!.number} (${desc})${input.replay ? " by a replay" : ""}` }, now, generation),
   };
-  return { status, final: { phase: "Succeeded", reason: "Delivered", message: `delivered (${desc})` } };
+  return { status, final: deliveredFinal(input.attempt)! };
 }
 
 /** A replay that did not deliver: back to DeadLettered with one replay more, or Poison at maxReplays. */

@@ -20,7 +20,7 @@ import type { Consumer, JetStreamClient } from "@nats-io/jetstream";
 import type { NatsConnection } from "@nats-io/transport-node";
 import type { Logger } from "pino";
 import type { Policy } from "../../core/attempt/policy.js";
-import { deadLetter, discard, type AttemptResult, type OutcomeResult } from "../../core/attempt/outcome.js";
+import { deadLetter, deliveredFinal, discard, type AttemptResult, type Final, type OutcomeResult } from "../../core/attempt/outcome.js";
 import { admit, type Action } from "../../core/attempt/plan.js";
 import { matchesEventType } from "../../core/attempt/policy.js";
 import { applyFilter } from "../../core/filter.js";
@@ -702,6 +702,12 @@ export class SubscriptionStream {
 
   /** The attempt's outcome, computed as CR mode computes a status (core/attempt/outcome.ts), recorded the stream's way. */
   private async recordAttempt(h: Held, policy: Policy, result: AttemptResult): Promise<true> {
+    // Delivered: acknowledged, and no status is kept, so none is built (the most common case).
+    const delivered = deliveredFinal(result);
+    if (delivered) {
+      await this.delivered(h, delivered);
+      return true;
+    }
     const r = this.w.step.outcome(h.record?.status, GENERATION, result, policy);
     if (r.final) {
       await this.finish(h, r);
@@ -761,38 +767,45 @@ export class SubscriptionStream {
   /** A final outcome: acknowledged when delivered; otherwise a WebhookDelivery first. */
   private async finish(h: Held, r: OutcomeResult): Promise<void> {
     const final = r.final!;
-    if (final.phase === "Succeeded") {
-      this.ack(h);
-      this.counts.delivered++;
-      this.w.finals.delivered(final, this.subKey, h.timestamp);
-    } else {
-      let recorded;
-      const payload = h.event ? (JSON.parse(dataText(h.event)) as unknown) : undefined;
-      // An ordered subscription's dead letter blocks its key, as in CR mode (expired, or of a removed type).
-      const lane = final.phase === "DeadLettered" && h.event ? this.laneOf(h.type, payload) : undefined;
-      try {
-        recorded = await this.w.deadLetters.record({
-          namespace: this.sub.namespace,
-          subscription: this.sub.name,
-          eventId: h.id,
-          eventType: h.type,
-          timestamp: h.timestamp,
-          payload,
-          ...(h.event?.traceContext ? { traceContext: h.event.traceContext } : {}),
-          origin: `${this.stream}/${h.msg.seq}`,
-          result: stampLane(r, lane),
-        });
-      } catch (err) {
-        // Kept, so the message coming again records it and never sends the request again.
-        this.log.warn({ seq: h.msg.seq, phase: final.phase, reason: final.reason, err: (err as Error).message }, "stream message: its dead letter cannot be created now; kept and tried again");
-        h.record = { status: r.status, final };
-        await this.w.attempts.put(this.sub.consumer, h.msg.seq, h.record).catch(() => undefined);
-        return this.handBack(h, RECORD_RETRY_MS);
-      }
-      if (recorded.final) this.w.finals.record(recorded.obj, recorded.final, this.subKey, false);
-      this.counts.deadLettered++;
-      this.ack(h);
+    if (final.phase === "Succeeded") return this.delivered(h, final);
+    let recorded;
+    const payload = h.event ? (JSON.parse(dataText(h.event)) as unknown) : undefined;
+    // An ordered subscription's dead letter blocks its key, as in CR mode (expired, or of a removed type).
+    const lane = final.phase === "DeadLettered" && h.event ? this.laneOf(h.type, payload) : undefined;
+    try {
+      recorded = await this.w.deadLetters.record({
+        namespace: this.sub.namespace,
+        subscription: this.sub.name,
+        eventId: h.id,
+        eventType: h.type,
+        timestamp: h.timestamp,
+        payload,
+        ...(h.event?.traceContext ? { traceContext: h.event.traceContext } : {}),
+        origin: `${this.stream}/${h.msg.seq}`,
+        result: stampLane(r, lane),
+      });
+    } catch (err) {
+      // Kept, so the message coming again records it and never sends the request again.
+      this.log.warn({ seq: h.msg.seq, phase: final.phase, reason: final.reason, err: (err as Error).message }, "stream message: its dead letter cannot be created now; kept and tried again");
+      h.record = { status: r.status, final };
+      await this.w.attempts.put(this.sub.consumer, h.msg.seq, h.record).catch(() => undefined);
+      return this.handBack(h, RECORD_RETRY_MS);
     }
+    if (recorded.final) this.w.finals.record(recorded.obj, recorded.final, this.subKey, false);
+    this.counts.deadLettered++;
+    this.ack(h);
+    await this.forgetAttempts(h);
+  }
+
+  /** Delivered: acknowledged and counted; its attempts recorded in the bucket, if any, go. */
+  private async delivered(h: Held, final: Final): Promise<void> {
+    this.ack(h);
+    this.counts.delivered++;
+    this.w.finals.delivered(final, this.subKey, h.timestamp);
+    await this.forgetAttempts(h);
+  }
+
+  private async forgetAttempts(h: Held): Promise<void> {
     if (h.record || h.msg.deliveryCount > 1) {
       await this.w.attempts.delete(this.sub.consumer, h.msg.seq).catch((err: unknown) => this.log.debug({ seq: h.msg.seq, err: (err as Error).message }, "attempts of a finished message not deleted (they expire)"));
     }
