@@ -113,6 +113,11 @@ describe("encodeMessage / decodeMessage", () => {
     expect(variant(`${text} `)).toMatch(/^body: /);
     expect(variant("not json")).toMatch(/^body: /);
     expect(variant(text.replace('"evt-1"', '"evt\\u002d1"'))).toMatch(/^body: the message envelope is not in the form/);
+    // A byte-order mark before the envelope: the same text once decoded by a lax reader, other bytes.
+    expect(errorOf(() => decodeMessage(incoming(m, new Uint8Array([0xef, 0xbb, 0xbf, ...m.body]))))).toMatch(/^body: /);
+    // Non-ASCII (two-, three- and four-byte characters) in the envelope, in the encoder's form: the same event.
+    const wide = encodeMessage({ ...event, id: "évt-😀-漢" });
+    expect(decodeMessage({ subject: wide.subject, headers: { get: (n: string) => (n === MSG_ID_HEADER ? wide.msgId : undefined) }, data: wide.body }).id).toBe("évt-😀-漢");
     const badUtf8 = new Uint8Array([...m.body.subarray(0, m.body.length - 1), 0x22, 0xff, 0x22, 0x7d]);
     expect(errorOf(() => decodeMessage(incoming(m, new Uint8Array([...enc.encode(text.slice(0, text.indexOf(',"data":') + 8)), 0x22, 0xc3, 0x22, 0x7d]))))).toMatch(/^data: the message data is not valid UTF-8/);
     expect(errorOf(() => decodeMessage(incoming(m, badUtf8)))).toMatch(/^data: /);

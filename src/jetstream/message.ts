@@ -218,9 +218,10 @@ const NOT_AN_EVENT = 'the message body is not a Hookline event ({"id","type","na
 function readEnvelope(body: Uint8Array): { at: number; id: string; type: string; namespace: string; timestamp: string } {
   const at = indexOf(body, DATA_KEY);
   if (at < 0 || body[body.length - 1] !== CLOSE) throw new StreamMessageError("body", NOT_AN_EVENT);
+  const text = utf8(body.subarray(0, at), "body");
   let envelope: unknown;
   try {
-    envelope = JSON.parse(`${utf8(body.subarray(0, at), "body")}}`);
+    envelope = JSON.parse(`${text}}`);
   } catch (err) {
     if (err instanceof StreamMessageError) throw err;
     throw new StreamMessageError("body", `the message envelope is not valid JSON: ${(err as Error).message}`);
@@ -231,9 +232,11 @@ function readEnvelope(body: Uint8Array): { at: number; id: string; type: string;
   if (typeof e.type !== "string") throw new StreamMessageError("type", "type must be a string");
   if (typeof e.namespace !== "string") throw new StreamMessageError("namespace", "namespace must be a string");
   const out = { at, id: e.id as string, type: e.type, namespace: e.namespace, timestamp: e.timestamp as string };
-  // Only the encoder's exact form: then the data starts right after the key.
-  const prefix = ENCODER.encode(head(out.id, out.type, out.namespace, out.timestamp));
-  if (prefix.length !== at || indexOf(body.subarray(0, at), prefix) !== 0) throw new StreamMessageError("body", "the message envelope is not in the form Hookline writes");
+  // Only the encoder's exact form: then the data starts right after the key. The text is the
+  // envelope's bytes decoded strictly (invalid UTF-8 refused, a BOM kept), so the same text and
+  // byte length is the same bytes.
+  const expected = head(out.id, out.type, out.namespace, out.timestamp);
+  if (text !== expected || Buffer.byteLength(expected) !== at) throw new StreamMessageError("body", "the message envelope is not in the form Hookline writes");
   return out;
 }
 

@@ -24,6 +24,8 @@ interface Entry {
   data: Record<string, string> | undefined; // undefined: the Secret does not exist
   type?: string;
   error?: string;
+  /** The signing keys worked out from this read, by secretRef: asked for every attempt, decoded once. */
+  signing?: Map<string, SecretLookup>;
 }
 
 export interface SecretCacheOptions {
@@ -53,24 +55,15 @@ export class SecretCache {
 
   /** The signing keys for a secretRef: the current one first, then the previous one if present. */
   async keys(namespace: string, ref: { name: string; key: string; previousKey?: string; scheme?: SignatureScheme }): Promise<SecretLookup> {
-    const read = await this.read(namespace, ref.name, ref.previousKey ? [ref.key, ref.previousKey] : [ref.key]);
-    if (read.kind === "missing") return read;
-    const current = read.data[ref.key];
-    if (current === undefined || current === "") return { kind: "missing", message: `Secret ${ref.name} has no key "${ref.key}"` };
-    const keys: Buffer[] = [];
-    const scheme = ref.scheme ?? "StandardWebhooks";
-    let key = ref.key;
-    try {
-      keys.push(signingKey(current, scheme));
-      const previous = ref.previousKey ? read.data[ref.previousKey] : undefined;
-      key = ref.previousKey ?? key;
-      if (previous) keys.push(signingKey(previous, scheme));
-    } catch (err) {
-      // The message says what is wrong with the value, never the value.
-      const message = `Secret ${ref.name} key "${key}"${err instanceof SecretNotVerifiableError ? " " : ": "}${(err as Error).message}`;
-      return { kind: "missing", message, ...(err instanceof SecretNotVerifiableError ? { reason: "SecretNotVerifiable" as const } : {}) };
-    }
-    return { kind: "ok", keys };
+    const names = ref.previousKey ? [ref.key, ref.previousKey] : [ref.key];
+    const entry = await this.entry(namespace, ref.name, names);
+    // Key names are [-._a-zA-Z0-9]+: a newline cannot be part of one.
+    const memo = `${ref.key}\n${ref.previousKey ?? ""}\n${ref.scheme ?? "StandardWebhooks"}`;
+    const known = entry.signing?.get(memo);
+    if (known) return known;
+    const lookup = signingKeys(readOf(entry, namespace, ref.name, names), ref);
+    (entry.signing ??= new Map()).set(memo, lookup);
+    return lookup;
   }
 
   /**
@@ -78,12 +71,7 @@ export class SecretCache {
    * `data`). "missing" when the Secret does not exist or cannot be read.
    */
   async read(namespace: string, name: string, keys: string[]): Promise<SecretRead> {
-    const entry = await this.entry(namespace, name, keys);
-    if (entry.error) return { kind: "missing", message: `cannot read Secret ${name}: ${entry.error}` };
-    if (!entry.data) return { kind: "missing", message: `Secret ${name} not found in namespace ${namespace}` };
-    const data: Record<string, string> = {};
-    for (const k of keys) if (entry.data[k] !== undefined) data[k] = entry.data[k];
-    return { kind: "ok", type: entry.type, data };
+    return readOf(await this.entry(namespace, name, keys), namespace, name, keys);
   }
 
   /** Secrets held now, and their keys (for tests: only referenced keys are kept). */
@@ -144,4 +132,34 @@ export class SecretCache {
       throw err;
     }
   }
+}
+
+/** The signing keys of a secretRef from what a read of its Secret kept. */
+function signingKeys(read: SecretRead, ref: { name: string; key: string; previousKey?: string; scheme?: SignatureScheme }): SecretLookup {
+  if (read.kind === "missing") return read;
+  const current = read.data[ref.key];
+  if (current === undefined || current === "") return { kind: "missing", message: `Secret ${ref.name} has no key "${ref.key}"` };
+  const keys: Buffer[] = [];
+  const scheme = ref.scheme ?? "StandardWebhooks";
+  let key = ref.key;
+  try {
+    keys.push(signingKey(current, scheme));
+    const previous = ref.previousKey ? read.data[ref.previousKey] : undefined;
+    key = ref.previousKey ?? key;
+    if (previous) keys.push(signingKey(previous, scheme));
+  } catch (err) {
+    // The message says what is wrong with the value, never the value.
+    const message = `Secret ${ref.name} key "${key}"${err instanceof SecretNotVerifiableError ? " " : ": "}${(err as Error).message}`;
+    return { kind: "missing", message, ...(err instanceof SecretNotVerifiableError ? { reason: "SecretNotVerifiable" as const } : {}) };
+  }
+  return { kind: "ok", keys };
+}
+
+/** Some keys of one read Secret. */
+function readOf(entry: Entry, namespace: string, name: string, keys: string[]): SecretRead {
+  if (entry.error) return { kind: "missing", message: `cannot read Secret ${name}: ${entry.error}` };
+  if (!entry.data) return { kind: "missing", message: `Secret ${name} not found in namespace ${namespace}` };
+  const data: Record<string, string> = {};
+  for (const k of keys) if (entry.data[k] !== undefined) data[k] = entry.data[k];
+  return { kind: "ok", type: entry.type, data };
 }
