@@ -11,11 +11,11 @@ const b64 = (s: string) => Buffer.from(s).toString("base64");
 function fakeClient(data: () => Record<string, string> | undefined) {
   const calls = { gets: 0 };
   const client = {
-    request: async () => {
+    request: () => {
       calls.gets++;
       const d = data();
-      if (!d) throw new ApiError(404, "NotFound", "secrets not found");
-      return { type: "Opaque", data: Object.fromEntries(Object.entries(d).map(([k, v]) => [k, b64(v)])) };
+      if (!d) return Promise.reject(new ApiError(404, "NotFound", "secrets not found"));
+      return Promise.resolve({ type: "Opaque", data: Object.fromEntries(Object.entries(d).map(([k, v]) => [k, b64(v)])) });
     },
   } as unknown as KubeClient;
   return { client, calls };
