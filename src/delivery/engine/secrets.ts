@@ -57,8 +57,8 @@ export class SecretCache {
   async keys(namespace: string, ref: { name: string; key: string; previousKey?: string; scheme?: SignatureScheme }): Promise<SecretLookup> {
     const names = ref.previousKey ? [ref.key, ref.previousKey] : [ref.key];
     const entry = await this.entry(namespace, ref.name, names);
-    // Key names are [-._a-zA-Z0-9]+: a newline cannot be part of one.
-    const memo = `${ref.key}\n${ref.previousKey ?? ""}\n${ref.scheme ?? "StandardWebhooks"}`;
+    // spec.secretRef's key and previousKey are any text: joined unambiguously.
+    const memo = JSON.stringify([ref.key, ref.previousKey ?? null, ref.scheme ?? "StandardWebhooks"]);
     const known = entry.signing?.get(memo);
     if (known) return known;
     const lookup = signingKeys(readOf(entry, namespace, ref.name, names), ref);

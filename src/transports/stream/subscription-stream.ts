@@ -700,7 +700,10 @@ export class SubscriptionStream {
     }
   }
 
-  /** The attempt's outcome, computed as CR mode computes a status (core/attempt/outcome.ts), recorded the stream's way. */
+  /**
+   * The attempt's outcome, computed as CR mode computes a status (core/attempt/outcome.ts), recorded
+   * the stream's way; a delivered one needs only its final (the message is acknowledged, no status kept).
+   */
   private async recordAttempt(h: Held, policy: Policy, result: AttemptResult): Promise<true> {
     // Delivered: acknowledged, and no status is kept, so none is built (the most common case).
     const delivered = deliveredFinal(result);
