@@ -5,7 +5,7 @@
 import { Pool, errors as undiciErrors } from "undici";
 import type { KubeConfig } from "@kubernetes/client-node";
 import type { IncomingHttpHeaders } from "node:http";
-import { deadline } from "./deadline.js";
+import { deadline, type DeadlineSignal } from "./deadline.js";
 
 export type Verb = "get" | "list" | "watch" | "create" | "update" | "patch" | "delete" | "deletecollection";
 
@@ -178,7 +178,7 @@ export class KubeClient {
     return res;
   }
 
-  private async send(opts: RequestOptions, signal: AbortSignal | undefined) {
+  private async send(opts: RequestOptions, signal: AbortSignal | DeadlineSignal | undefined) {
     const started = performance.now();
     const { verb, resource } = classifyRequest(opts);
     const headers: Record<string, string> = {

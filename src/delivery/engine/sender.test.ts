@@ -55,3 +55,63 @@ describe("Sender: a request that cannot be built", () => {
     expect(sent).toMatchObject({ kind: "response", status: 200 });
   });
 });
+
+describe("Sender: the request's deadline and the operator's abort", () => {
+  let hanging: Server;
+  let hangUrl: string;
+  let slowBody: string;
+  let hangs = 0;
+  beforeAll(async () => {
+    hanging = createServer((req, res) => {
+      req.resume();
+      if (req.url === "/hang") hangs++;
+      // /slow-body answers its headers at once and then drips the body, never ending it.
+      if (req.url === "/slow-body") {
+        res.writeHead(200, { "content-type": "text/plain" });
+        const t = setInterval(() => res.write("."), 20);
+        res.on("close", () => clearInterval(t));
+      }
+      // Anything else never answers.
+    });
+    await new Promise<void>((resolve) => hanging.listen(0, "127.0.0.1", resolve));
+    const port = (hanging.address() as { port: number }).port;
+    hangUrl = `http://127.0.0.1:${port}/hang`;
+    slowBody = `http://127.0.0.1:${port}/slow-body`;
+  });
+  afterAll(async () => {
+    hanging.closeAllConnections();
+    await new Promise((resolve) => hanging.close(resolve));
+  });
+
+  it("a receiver that never answers ends in a TimeoutError at the deadline", async () => {
+    const sent = await sender.send({ url: hangUrl, headers: { "content-type": "application/json" }, body: "{}", timeoutMs: 300 });
+    expect(sent).toMatchObject({ kind: "error", code: "TimeoutError", message: "no response within 300ms" });
+    expect(sent.durationMs).toBeGreaterThanOrEqual(250);
+  });
+
+  it("a response whose body keeps dripping, each chunk inside undici's body timeout, still ends at the deadline", async () => {
+    const reading = new Sender({ allowedNetworks: parseCidrList("127.0.0.0/8"), maxResponseBytes: 1 << 20 });
+    try {
+      const sent = await reading.send({ url: slowBody, headers: { "content-type": "application/json" }, body: "{}", timeoutMs: 400, responseBodyLimit: 1 << 20 });
+      expect(sent).toMatchObject({ kind: "error", code: "TimeoutError" });
+    } finally {
+      await reading.destroy();
+    }
+  });
+
+  it("the operator's abort interrupts every request in flight under it, and none that already ended", async () => {
+    const drain = new AbortController();
+    const done = await sender.send({ url, headers: { "content-type": "application/json" }, body: "{}", timeoutMs: 5_000, signal: drain.signal });
+    expect(done).toMatchObject({ kind: "response", status: 200 });
+    const before = hangs;
+    const inFlight = Array.from({ length: 5 }, () => sender.send({ url: hangUrl, headers: { "content-type": "application/json" }, body: "{}", timeoutMs: 30_000, signal: drain.signal }));
+    // Abort once the server has all five (the requests are on their way, not queued).
+    await expect.poll(() => hangs - before, { timeout: 5_000, interval: 10 }).toBe(5);
+    drain.abort(new Error("drain"));
+    const results = await Promise.all(inFlight);
+    for (const r of results) expect(r).toMatchObject({ kind: "error", code: "HOOKLINE_INTERRUPTED", interrupted: true });
+    // Under an aborted signal a new request is interrupted at once.
+    const late = await sender.send({ url, headers: { "content-type": "application/json" }, body: "{}", timeoutMs: 5_000, signal: drain.signal });
+    expect(late).toMatchObject({ kind: "error", code: "HOOKLINE_INTERRUPTED" });
+  });
+});

@@ -19,7 +19,7 @@ import { isIP, type Socket } from "node:net";
 import { INVALID_REQUEST_CODE, INVALID_URL_CODE } from "../../core/attempt/classify.js";
 import { checkAddress, type Cidr } from "../../core/request/netguard.js";
 import { proxyFor, parseProxyUrl, type ProxyEnv } from "../../core/request/proxy-env.js";
-import { deadline } from "../../kube/deadline.js";
+import { deadline, type DeadlineSignal } from "../../kube/deadline.js";
 
 /** A client certificate and/or private CA for one endpoint (PEM). */
 export interface TlsIdentity {
@@ -296,7 +296,7 @@ export class Sender {
    * was sent): it becomes an error with a code classified as invalid_request, never a network one.
    * undici reports most such errors (a refused header) as a rejection with UND_ERR_INVALID_ARG.
    */
-  private dispatch(agent: Agent, url: URL, req: SendRequest, signal: AbortSignal): Promise<Dispatcher.ResponseData> {
+  private dispatch(agent: Agent, url: URL, req: SendRequest, signal: AbortSignal | DeadlineSignal): Promise<Dispatcher.ResponseData> {
     try {
       return agent.request({
         origin: url.origin,
