@@ -296,6 +296,24 @@ async function deliveryNamespace(env: Env, ns: string, subs: SubSetup[]): Promis
   return watch;
 }
 
+/**
+ * Sets spec.paused on the named subscriptions and waits until the operator has reconciled that
+ * generation (each one's Ready condition names it in observedGeneration).
+ */
+async function setSubscriptionsPaused(admin: KubeClient, ns: string, names: string[], paused: boolean, timeoutMs = 60_000): Promise<void> {
+  const generations = new Map<string, number>();
+  for (const name of names) {
+    const obj = await admin.request<{ metadata: { generation: number } }>({ method: "PATCH", path: `${collectionPath(SUBSCRIPTIONS, ns)}/${name}`, contentType: CONTENT_TYPE.merge, body: { spec: { paused } } });
+    generations.set(name, obj.metadata.generation);
+  }
+  for (const deadline = Date.now() + timeoutMs; ; await sleep(100)) {
+    const list = await admin.request<{ items: Array<{ metadata: { name: string }; status?: { conditions?: Array<{ type: string; observedGeneration?: number }> } }> }>({ method: "GET", path: collectionPath(SUBSCRIPTIONS, ns) });
+    const seen = list.items.filter((o) => (o.status?.conditions?.find((c) => c.type === "Ready")?.observedGeneration ?? 0) >= (generations.get(o.metadata.name) ?? Infinity));
+    if (seen.length === names.length) return;
+    if (Date.now() > deadline) throw new Error(`subscriptions in ${ns}: paused=${paused} not reconciled within ${timeoutMs} ms`);
+  }
+}
+
 const apiPort = (env: Env) => Number(new URL(env.cp.server).port);
 
 /** CPU seconds used so far by the API server and etcd processes. */
@@ -923,6 +941,7 @@ async function streamMode(env: Env): Promise<Record<string, unknown>> {
     receiverStats: () => env.receiver.stats(),
     setup: (ns, subs) => setupNamespace(env, ns, subs),
     ready: (ns, names) => waitSubscriptionsReady(env.admin, ns, names),
+    setPaused: (ns, names, paused) => setSubscriptionsPaused(env.admin, ns, names, paused),
     startOperator: (name, extra) => startOperator(env, name, extra, name === "stream-a" ? profDir : undefined),
     stopOperator: async (o) => {
       const r = await o.stop(60_000);

@@ -39,4 +39,13 @@ describe("stream bench computations", () => {
     expect(goalTable(streamGoals(measured()))).toMatch(/^\| Measure \| Value \| Goal \| Result \|/);
     expect(goalTable(streamGoals(measured({ halfRateP99Ms: 30 })))).toContain("**FAIL**");
   });
+
+  it("the stored backlog's rate is held against half the HTTP ceiling, when it was measured", () => {
+    const backlogVerdict = (m: StreamMeasured) => streamGoals(m).find((r) => r.goal === "≥ 0.5")?.pass;
+    expect(backlogVerdict(measured())).toBeUndefined();
+    const ceiling = measured().httpCeilingPerSecond;
+    expect(backlogVerdict(measured({ backlog: { deliveriesPerSecond: ceiling / 2, cpuSecondsPer1000: 0.16 } }))).toBe(true);
+    expect(backlogVerdict(measured({ backlog: { deliveriesPerSecond: ceiling / 2 - 1, cpuSecondsPer1000: 0.16 } }))).toBe(false);
+    expect(backlogVerdict(measured({ backlog: { deliveriesPerSecond: NaN, cpuSecondsPer1000: NaN } }))).toBe(false);
+  });
 });

@@ -6,7 +6,11 @@
 //      filters its own event type, so one event = one delivery, as in CR mode's phase), to one
 //      operator replica: deliveries/s from the first publish to the last arrival, operator CPU
 //      (/proc/<pid>/stat) per 1,000;
-//   2. half rate: events paced at half that rate; publish (sent) → receiver percentiles;
+//   1b. a stored backlog: the subscriptions paused, `count` events published and stored, then
+//      resumed: the same replica's rate from the first arrival to the last, with no publisher
+//      beside it on the machine (while events are published, this process and nats-server take
+//      part of the two cores; the HTTP ceiling is measured with no publisher either), CPU per 1,000;
+//   2. half rate: events paced at half the max rate; publish (sent) → receiver percentiles;
 //   3. two replicas: a second operator process joins, the same load again; each replica's share
 //      (its webhook_delivery_attempts_total{status="success"}), duplicates at the receiver, CPU of
 //      both per 1,000;
@@ -49,6 +53,8 @@ export interface StreamBenchContext {
   setup: (ns: string, subs: Array<{ name: string; spec: Record<string, unknown> & { url: string } }>) => Promise<void>;
   /** Until the subscriptions are Ready (an operator must run). */
   ready: (ns: string, names: string[]) => Promise<void>;
+  /** Sets spec.paused on the subscriptions; resolves once the operator has reconciled it. */
+  setPaused: (ns: string, names: string[], paused: boolean) => Promise<void>;
   startOperator: (name: string, env: Record<string, string>) => Promise<OperatorProcess>;
   stopOperator: (op: OperatorProcess) => Promise<void>;
   /** Kept for nats-server's cleanup. */
@@ -118,6 +124,9 @@ export async function streamBench(ctx: StreamBenchContext): Promise<Record<strin
   await drained();
   const loadMax = loadAverage();
 
+  const backlog = await backlogPhase(ctx, a, subs.map((s) => s.name), publish);
+  await drained();
+
   const halfRate = Math.max(1, max.deliveriesPerSecond / 2);
   const pacedCount = Math.max(20, Math.round(halfRate * ctx.pacedSeconds));
   say(`stream: half rate, ${pacedCount} events at ${round(halfRate, 0)}/s for ${ctx.pacedSeconds} s`);
@@ -163,6 +172,7 @@ export async function streamBench(ctx: StreamBenchContext): Promise<Record<strin
     streamDeliveriesPerSecond: round(max.deliveriesPerSecond, 1),
     halfRateP99Ms: paced.publishToReceiverMs.p99,
     cpuSecondsPer1000: round(((cpu1 - cpu0) / ctx.count) * 1000, 3),
+    backlog: { deliveriesPerSecond: backlog.deliveriesPerSecond, cpuSecondsPer1000: backlog.cpuSecondsPer1000 },
     twoReplicas: { deliveriesPerSecond: round(two.deliveriesPerSecond, 1), cpuSecondsPer1000: round((twoCpu / ctx.count) * 1000, 3), shares: share, duplicates: two.duplicates },
   };
   return {
@@ -170,6 +180,7 @@ export async function streamBench(ctx: StreamBenchContext): Promise<Record<strin
     namespace: NS,
     events: ctx.count,
     maxRate: { ...max, loadAverage: loadMax },
+    backlog,
     halfRate: { targetRate: round(halfRate, 1), ...paced, operatorEventLoopMs, receiverEventLoopMs, loadAverage: loadPaced },
     twoReplicas: { ...two, perReplica, shares: share, cpuSeconds: round(twoCpu, 3), loadAverage: loadTwo },
     ordered,
@@ -213,6 +224,58 @@ async function orderedPhase(ctx: StreamBenchContext, jsm: Jsm, conn: StreamConne
     loadAverage: loadAverage(),
   };
   ctx.say(`stream: ordered ${round(r.deliveriesPerSecond, 0)} deliveries/s (x${out.ofCrMode} CR mode); operator CPU ${out.cpuSecondsPer1000} s per 1,000; publish → receiver p50 ${r.publishToReceiverMs.p50} ms p99 ${r.publishToReceiverMs.p99} ms`);
+  return out;
+}
+
+/**
+ * One replica draining a stored backlog: the subscriptions paused (reconciled by the operator),
+ * `count` events published and acknowledged by JetStream, then resumed. Deliveries/s from the
+ * first arrival to the last: the replica's own rate, with nothing published meanwhile. Messages
+ * a pull already waiting took while the subscriptions were paused are handed back at once
+ * (nothing is delivered while paused: checked).
+ */
+async function backlogPhase(ctx: StreamBenchContext, op: OperatorProcess, names: string[], publish: (id: string, i: number) => Promise<void>): Promise<{ count: number; deliveriesPerSecond: number; cpuSecondsPer1000: number; resumeToFirstArrivalMs: number; publishPerSecond: number; duplicates: number; loadAverage: number[] }> {
+  const prefix = "sb";
+  await ctx.setPaused(NS, names, true);
+  ctx.say(`stream: stored backlog, ${ctx.count} events published to the paused subscriptions, then resumed, one replica`);
+  const t0 = now();
+  let errors = 0;
+  await pool(ctx.count, ctx.concurrency * 2, async (i) => {
+    try {
+      await publish(`${prefix}-${i}`, i);
+    } catch (err) {
+      if (++errors <= 3) ctx.say(`stream: publish of ${prefix}-${i} failed: ${(err as Error).message}`);
+    }
+  });
+  const publishPerSecond = round(ctx.count / ((now() - t0) / 1000), 1);
+  ctx.check(errors === 0, `stream ${prefix}: ${errors} of ${ctx.count} publishes failed`);
+  ctx.check((await ctx.arrivalCount(`${prefix}-`)) === 0, `stream ${prefix}: events arrived while their subscriptions were paused`);
+  const cpu0 = procCpuSeconds(op.pid);
+  const resumedAt = now();
+  await ctx.setPaused(NS, names, false);
+  for (const deadline = Date.now() + 60_000 + ctx.count * 20; (await ctx.arrivalCount(`${prefix}-`)) < ctx.count && Date.now() < deadline; ) await sleep(100);
+  const cpu = procCpuSeconds(op.pid) - cpu0;
+  await sleep(500);
+  const arrivals = await ctx.arrivals(`${prefix}-`);
+  ctx.check(arrivals.size === ctx.count, `stream ${prefix}: the receiver got ${arrivals.size} distinct webhook ids, expected ${ctx.count}`);
+  const dups = duplicateIds(arrivals);
+  ctx.check(dups.length === 0, `stream ${prefix}: ${dups.length} webhook ids arrived more than once`);
+  let first = Infinity;
+  let last = 0;
+  for (const a of arrivals.values()) {
+    first = Math.min(first, a.at);
+    last = Math.max(last, a.at);
+  }
+  const out = {
+    count: ctx.count,
+    deliveriesPerSecond: round(ratePerSecond(arrivals.size - 1, first, last), 1),
+    cpuSecondsPer1000: round((cpu / ctx.count) * 1000, 3),
+    resumeToFirstArrivalMs: round(first - resumedAt, 1),
+    publishPerSecond,
+    duplicates: dups.length,
+    loadAverage: loadAverage(),
+  };
+  ctx.say(`stream: stored backlog drained at ${round(out.deliveriesPerSecond, 0)} deliveries/s (${round(out.deliveriesPerSecond / ctx.httpCeilingPerSecond, 3)} of the HTTP ceiling); operator CPU ${out.cpuSecondsPer1000} s per 1,000; first arrival ${out.resumeToFirstArrivalMs} ms after the resume was sent`);
   return out;
 }
 
