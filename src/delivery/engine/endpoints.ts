@@ -236,6 +236,15 @@ export class EndpointRegistry {
     else ep.parked.set(deliveryKey, wake);
   }
 
+  /** Calls `listener` once when the next global request slot is released (GlobalSlots.onFree). */
+  onGlobalSlotFree(listener: () => void): void {
+    this.slots.onFree(listener);
+  }
+
+  offGlobalSlotFree(listener: () => void): void {
+    this.slots.offFree(listener);
+  }
+
   /** Takes the slots an admitted attempt needs and commits the state plan() admitted it with. */
   acquire(ep: Endpoint, commit: EndpointCommit, deliveryKey?: string): void {
     ep.commit(commit);

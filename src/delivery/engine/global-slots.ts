@@ -23,6 +23,8 @@ export class GlobalSlots {
   private claims = 0;
   /** The namespace woken last, for round-robin among namespaces equally far below their share. */
   private lastWoken: string | undefined;
+  /** Called once at the next release (onFree): stream consumers with nothing in flight, waiting for a slot to pull again. */
+  private readonly freeListeners = new Set<() => void>();
 
   constructor(
     private readonly globalMax: number,
@@ -74,6 +76,26 @@ export class GlobalSlots {
     }
     this.inFlightNow = Math.max(0, this.inFlightNow - 1);
     this.onInFlight?.(this.inFlightNow);
+    if (this.freeListeners.size > 0) {
+      const listeners = [...this.freeListeners];
+      this.freeListeners.clear();
+      for (const l of listeners) l();
+    }
+  }
+
+  /**
+   * Calls `listener` once, at the next release of a slot. For what waits for a slot without a
+   * delivery to park: a stream consumer with nothing in flight, held or on its way, whose pull
+   * was refused for want of a global slot (nothing else would wake it). Adding the same
+   * function twice registers it once.
+   */
+  onFree(listener: () => void): void {
+    this.freeListeners.add(listener);
+  }
+
+  /** Forgets a listener added with onFree (its consumer stopped). */
+  offFree(listener: () => void): void {
+    this.freeListeners.delete(listener);
   }
 
   /** A delivery's reconcile ended: a slot held for it and not taken goes to the next waiter. */
