@@ -95,3 +95,28 @@ describe("Metrics: the provider label (the specification's dashboards group by p
     expect(await series(m, "webhook_breaker_state")).toEqual([]);
   });
 });
+
+describe("Metrics: webhook_delivery_attempts_total, counted between reads", () => {
+  it("every attempt counted before a read is in it, once, under the provider its subscription had when it was made", async () => {
+    const m = new Metrics({ defaultMetrics: false });
+    const labels = new Map<string, string>([["shop/acme", "stripe"]]);
+    m.setProviders(["stripe", "github", "generic"], (ns, sub) => labels.get(`${ns}/${sub}`));
+    m.initSubscription("shop", "acme");
+    for (let i = 0; i < 1_000; i++) m.countAttempt({ namespace: "shop", subscription: "acme" }, "success", "http_2xx");
+    m.countAttempt({ namespace: "shop", subscription: "acme" }, "failure", "timeout");
+    const read = async () => (await series(m, "webhook_delivery_attempts_total")).map((s) => ({ ...(s.labels as Record<string, string>), value: s.value }));
+    expect(await read()).toEqual([
+      { namespace: "shop", subscription: "acme", provider: "stripe", status: "success", reason: "http_2xx", value: 1_000 },
+      { namespace: "shop", subscription: "acme", provider: "stripe", status: "failure", reason: "timeout", value: 1 },
+    ]);
+    // A second read adds nothing; what comes after it is added to what was there.
+    expect((await read())[0]!.value).toBe(1_000);
+    labels.set("shop/acme", "github");
+    for (let i = 0; i < 5; i++) m.countAttempt({ namespace: "shop", subscription: "acme" }, "success", "http_2xx");
+    m.countAttempt({ namespace: "shop", subscription: "acme-2" }, "success", "http_2xx");
+    const text = await m.registry.metrics();
+    expect(text).toContain('webhook_delivery_attempts_total{namespace="shop",subscription="acme",provider="stripe",status="success",reason="http_2xx"} 1000');
+    expect(text).toContain('webhook_delivery_attempts_total{namespace="shop",subscription="acme",provider="github",status="success",reason="http_2xx"} 5');
+    expect(text).toContain('webhook_delivery_attempts_total{namespace="shop",subscription="acme-2",provider="generic",status="success",reason="http_2xx"} 1');
+  });
+});
