@@ -134,6 +134,13 @@ const FINISHED = Number(argv.finished ?? (QUICK ? 5_000 : 20_000));
 const SUBS = Number(argv.subscriptions);
 const C = Number(argv.concurrency);
 const PAYLOAD = Number(argv["payload-bytes"]);
+// The HTTP ceiling's client is measured warm, as the operator is (its phases follow a warm-up
+// and run 20,000 events): 2,000 POSTs not counted, then 20,000 (at least N) counted. Measured
+// the old way, 128 not counted and 5,000 counted (under a second, much of it before V8 had
+// optimised the client), it came out at 0.42-0.46 of this against the same receiver (docs/performance.md,
+// "The HTTP ceiling, measured warm").
+const CEILING_WARMUP = QUICK ? C * 4 : 2_000;
+const CEILING_COUNT = QUICK ? N : Math.max(N, 20_000);
 const PACED_SECONDS = QUICK ? 3 : 10;
 const HANG_WINDOW_SECONDS = QUICK ? 3 : 10;
 const HANG_PENDING = 50;
@@ -398,8 +405,8 @@ async function ceilings(env: Env, tag: string): Promise<Ceilings> {
 }
 
 async function httpCeilingPhase(env: Env, tag: string): Promise<Record<string, unknown>> {
-  say(`HTTP ceiling (${tag}): ${N} signed POSTs of the same size, ${C} in flight, from a separate process`);
-  const child = spawnTs("http-ceiling.ts", [JSON.stringify({ url: env.receiver.url("/ceiling"), count: N, concurrency: C, payloadBytes: PAYLOAD, warmup: C * 4 }), env.tmp]);
+  say(`HTTP ceiling (${tag}): ${CEILING_COUNT} signed POSTs of the same size after ${CEILING_WARMUP} not counted, ${C} in flight, from a separate process`);
+  const child = spawnTs("http-ceiling.ts", [JSON.stringify({ url: env.receiver.url("/ceiling"), count: CEILING_COUNT, concurrency: C, payloadBytes: PAYLOAD, warmup: CEILING_WARMUP }), env.tmp]);
   env.watchdog.add(child.pid);
   let out = "";
   let err = "";
@@ -412,9 +419,9 @@ async function httpCeilingPhase(env: Env, tag: string): Promise<Record<string, u
   const r = JSON.parse(out.trim().split("\n").pop()!) as { count: number; seconds: number; perSecond: number; latencyMs: Percentiles; errors: number };
   const received = (await env.receiver.stats()).ceiling - before;
   check(r.errors === 0, `HTTP ceiling: ${r.errors} POSTs failed`);
-  check(received === r.count + C * 4 || received === r.count, `HTTP ceiling: receiver counted ${received} POSTs, expected ${r.count + C * 4} (with warm-up)`);
+  check(received === r.count + CEILING_WARMUP || received === r.count, `HTTP ceiling: receiver counted ${received} POSTs, expected ${r.count + CEILING_WARMUP} (with warm-up)`);
   say(`HTTP ceiling: ${round(r.perSecond, 0)} POSTs/s (p50 ${r.latencyMs.p50} ms, p99 ${r.latencyMs.p99} ms)`);
-  return { ...r, perSecond: round(r.perSecond, 1), seconds: round(r.seconds, 3), concurrency: C };
+  return { ...r, perSecond: round(r.perSecond, 1), seconds: round(r.seconds, 3), concurrency: C, warmup: CEILING_WARMUP };
 }
 
 async function apiCeilingPhase(env: Env, tag: string): Promise<Ceilings["api"]> {
