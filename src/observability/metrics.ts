@@ -272,9 +272,9 @@ export class Metrics implements RequestObserver {
 
   /**
    * One attempt (or one attempt not made: circuit_open) in webhook_delivery_attempts_total: counted
-   * here, added to the counter when it is read (its collect). At thousands of attempts a second
-   * prom-client's inc, which sorts and joins the five labels on every call, was about 4% of a
-   * stream-mode replica's CPU. The provider is the subscription's at the time of the attempt.
+   * here, added to the counter when it is read (its collect). prom-client's inc joins the five
+   * labels and checks each on every call: 2.65 µs a call against 0.26 µs here, about 1% of a
+   * core at 4,000 attempts a second. The provider is the subscription's at the time of the attempt.
    */
   countAttempt(labels: { namespace: string; subscription: string }, status: "success" | "failure", reason: string): void {
     const provider = this.providerOf(labels.namespace, labels.subscription);
