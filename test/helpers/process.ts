@@ -19,6 +19,22 @@ export interface OperatorProcess {
   metricsPort: number;
 }
 
+/** The operator exited before the line waited for; `lines` are every log line it wrote. */
+export class OperatorExitedError extends Error {
+  override readonly name = "OperatorExitedError";
+  constructor(
+    message: string,
+    readonly lines: Array<Record<string, unknown>>,
+  ) {
+    super(message);
+  }
+
+  /** It could not listen on a port it was given: another process took it after freePorts chose it. */
+  get portTaken(): boolean {
+    return this.lines.some((l) => /EADDRINUSE|address already in use/i.test(JSON.stringify(l)));
+  }
+}
+
 export async function spawnOperator(opts: { name: string; namespaces: string[]; env?: Record<string, string>; kubeconfig?: string; metricsPort: number; healthPort: number; nodeArgs?: string[] }): Promise<OperatorProcess> {
   const child = spawn(process.execPath, [...(opts.nodeArgs ?? []), BIN, "operator", "--kubeconfig", opts.kubeconfig ?? inject("kubeconfig")], {
     env: {
@@ -53,20 +69,24 @@ export async function spawnOperator(opts: { name: string; namespaces: string[]; 
   });
   let stderr = "";
   child.stderr.setEncoding("utf8").on("data", (c: string) => (stderr += c));
+  // Set before the waiters wake (not in a then() of `exited`, which runs after them): a waiter
+  // woken by the exit must see it, or it sleeps out its whole timeout (30 s by default).
+  let done: { code: number | null; signal: NodeJS.Signals | null } | undefined;
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null; at: number }>((resolve) =>
     child.once("exit", (code, signal) => {
+      done = { code, signal };
       for (const w of waiters.splice(0)) w();
       resolve({ code, signal, at: Date.now() });
     }),
   );
-  let done = false;
-  void exited.then(() => (done = true));
   const waitForLog = async (pred: (l: Record<string, unknown>) => boolean, timeoutMs = 30_000, what = "a log line") => {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
       const found = lines.find(pred);
       if (found) return found;
-      if (done) throw new Error(`${opts.name} exited before ${what}; stderr: ${stderr.slice(-2000)}`);
+      // Its exit and last lines: "operator failed to start" (a port taken, the API server
+      // unreachable...) is a log line on stdout, not stderr.
+      if (done) throw new OperatorExitedError(`${opts.name} exited (code ${done.code}, signal ${done.signal}) before ${what}; last lines: ${JSON.stringify(lines.slice(-5))} stderr: ${stderr.slice(-2000)}`, lines);
       const left = deadline - Date.now();
       if (left <= 0) throw new Error(`${opts.name}: no ${what} within ${timeoutMs} ms; last lines: ${JSON.stringify(lines.slice(-5))} stderr: ${stderr.slice(-1000)}`);
       await new Promise<void>((r) => {
