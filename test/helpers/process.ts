@@ -3,6 +3,7 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { inject } from "vitest";
+import { freePorts } from "../../src/cluster/ports.js";
 import { LOOPBACK } from "./operator.js";
 
 const BIN = fileURLToPath(new URL("../../bin/hookline.js", import.meta.url));
@@ -17,6 +18,7 @@ export interface OperatorProcess {
   kill(signal: NodeJS.Signals): void;
   metrics(): Promise<string>;
   metricsPort: number;
+  healthPort: number;
 }
 
 /** The operator exited before the line waited for; `lines` are every log line it wrote. */
@@ -35,7 +37,33 @@ export class OperatorExitedError extends Error {
   }
 }
 
-export async function spawnOperator(opts: { name: string; namespaces: string[]; env?: Record<string, string>; kubeconfig?: string; metricsPort: number; healthPort: number; nodeArgs?: string[] }): Promise<OperatorProcess> {
+export interface SpawnOptions {
+  name: string;
+  namespaces: string[];
+  env?: Record<string, string>;
+  kubeconfig?: string;
+  /** Both or neither: without them the helper picks free ones, and new ones if another process takes one first. */
+  metricsPort?: number;
+  healthPort?: number;
+  nodeArgs?: string[];
+}
+
+/** Starts an operator and waits for "caches synced". */
+export async function spawnOperator(opts: SpawnOptions): Promise<OperatorProcess> {
+  if (opts.metricsPort !== undefined && opts.healthPort !== undefined) return spawnOnce({ ...opts, metricsPort: opts.metricsPort, healthPort: opts.healthPort });
+  for (let attempt = 1; ; attempt++) {
+    const [metricsPort, healthPort] = await freePorts(2);
+    try {
+      return await spawnOnce({ ...opts, metricsPort: metricsPort!, healthPort: healthPort! });
+    } catch (err) {
+      // freePorts leaves a moment between choosing a port and the operator binding it: on a busy
+      // machine another process may take it. That alone is tried again, with new ports.
+      if (!(err instanceof OperatorExitedError && err.portTaken) || attempt >= 3) throw err;
+    }
+  }
+}
+
+async function spawnOnce(opts: SpawnOptions & { metricsPort: number; healthPort: number }): Promise<OperatorProcess> {
   const child = spawn(process.execPath, [...(opts.nodeArgs ?? []), BIN, "operator", "--kubeconfig", opts.kubeconfig ?? inject("kubeconfig")], {
     env: {
       PATH: process.env.PATH,
@@ -106,6 +134,7 @@ export async function spawnOperator(opts: { name: string; namespaces: string[]; 
     waitForLog,
     kill: (signal) => child.kill(signal),
     metricsPort: opts.metricsPort,
+    healthPort: opts.healthPort,
     metrics: async () => (await fetch(`http://127.0.0.1:${opts.metricsPort}/metrics`)).text(),
   };
   await waitForLog((l) => l.msg === "caches synced", 30_000, "caches synced");

@@ -7,7 +7,6 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, describe, expect, it } from "vitest";
 import { startControlPlane, stopControlPlane, type ControlPlaneInfo } from "../../src/cluster/control-plane.js";
-import { freePorts } from "../../src/cluster/ports.js";
 import { kubectl, kubectlOk, waitFor } from "../helpers/cluster.js";
 import { delivery, subscription } from "../helpers/kube.js";
 import { spawnOperator, type OperatorProcess } from "../helpers/process.js";
@@ -37,8 +36,7 @@ describe("API server outage", () => {
     await k(["create", "namespace", ns]);
     const r = await Receiver.start(() => ({ status: 200, delayMs: 50 }));
     cleanups.push(() => r.close());
-    const [metricsPort, healthPort] = await freePorts(2);
-    const op: OperatorProcess = await spawnOperator({ name: "outage-op", namespaces: [ns], kubeconfig: kc, metricsPort: metricsPort!, healthPort: healthPort!, env: { LEADER_ELECT: "true", LEADER_ELECTION_NAMESPACE: ns } });
+    const op: OperatorProcess = await spawnOperator({ name: "outage-op", namespaces: [ns], kubeconfig: kc, env: { LEADER_ELECT: "true", LEADER_ELECTION_NAMESPACE: ns } });
     cleanups.push(async () => {
       if (op.child.exitCode === null) op.kill("SIGKILL");
       await op.exited;
@@ -53,7 +51,7 @@ describe("API server outage", () => {
 
     const down = Date.now();
     await stopControlPlane(dir);
-    const ready = async () => (await fetch(`http://127.0.0.1:${healthPort}/readyz`)).status;
+    const ready = async () => (await fetch(`http://127.0.0.1:${op.healthPort}/readyz`)).status;
     await waitFor(async () => (await ready()) === 503, { description: "not ready while the API server is gone", timeoutMs: 8_000 });
     // The outage lasts 10 s: this wait is the scenario, not a synchronization.
     await new Promise((resolve) => setTimeout(resolve, Math.max(0, 10_000 - (Date.now() - down))));
@@ -68,7 +66,7 @@ describe("API server outage", () => {
     expect(op.child.exitCode).toBeNull();
     await waitFor(
       async () => {
-        const res = await fetch(`http://127.0.0.1:${healthPort}/readyz`);
+        const res = await fetch(`http://127.0.0.1:${op.healthPort}/readyz`);
         if (res.status !== 200) throw new Error(`${res.status} ${(await res.text()).trim()}`);
         return true;
       },

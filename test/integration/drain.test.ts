@@ -1,7 +1,6 @@
 // Shutdown: SIGTERM drains in-flight deliveries inside WEBHOOK_DRAIN_TIMEOUT_MS, interrupts and
 // records the rest, and exits 0. Real processes, real signals.
 import { afterEach, describe, expect, it } from "vitest";
-import { freePorts } from "../../src/cluster/ports.js";
 import { createNamespace, deleteNamespace, waitFor } from "../helpers/cluster.js";
 import { apply, delivery, getObj, listObjs, subscription } from "../helpers/kube.js";
 import { startOperator } from "../helpers/operator.js";
@@ -20,8 +19,7 @@ async function setup(prefix: string) {
 }
 
 async function operatorProcess(ns: string, env: Record<string, string>): Promise<OperatorProcess> {
-  const [metricsPort, healthPort] = await freePorts(2);
-  const p = await spawnOperator({ name: `op-${ns}`, namespaces: [ns], metricsPort: metricsPort!, healthPort: healthPort!, env: { LEADER_ELECT: "false", ...env } });
+  const p = await spawnOperator({ name: `op-${ns}`, namespaces: [ns], env: { LEADER_ELECT: "false", ...env } });
   cleanups.push(async () => {
     if (p.child.exitCode === null) p.kill("SIGKILL");
     await p.exited;

@@ -2,10 +2,9 @@
 // work, takes over within 2 s of a SIGTERMed leader (which releases its Lease) and within the
 // lease duration of a SIGKILLed one; every delivery ends Succeeded, with its original webhook-id.
 import { afterEach, describe, expect, it } from "vitest";
-import { freePorts } from "../../src/cluster/ports.js";
 import { createNamespace, deleteNamespace, waitFor } from "../helpers/cluster.js";
 import { apply, create, delivery, listObjs, subscription } from "../helpers/kube.js";
-import { OperatorExitedError, sample, spawnOperator, type OperatorProcess } from "../helpers/process.js";
+import { sample, spawnOperator, type OperatorProcess } from "../helpers/process.js";
 import { Receiver } from "../helpers/receiver.js";
 
 const cleanups: Array<() => Promise<void>> = [];
@@ -15,13 +14,10 @@ afterEach(async () => {
 
 const LEASE_MS = 4_000;
 
-async function candidate(ns: string, name: string, attempt = 1): Promise<OperatorProcess> {
-  const [metricsPort, healthPort] = await freePorts(2);
+async function candidate(ns: string, name: string): Promise<OperatorProcess> {
   const p = await spawnOperator({
     name,
     namespaces: [ns],
-    metricsPort: metricsPort!,
-    healthPort: healthPort!,
     env: {
       LEADER_ELECT: "true",
       LEADER_ELECTION_NAMESPACE: ns,
@@ -31,11 +27,6 @@ async function candidate(ns: string, name: string, attempt = 1): Promise<Operato
       LEADER_ELECTION_RETRY_PERIOD_MS: "500",
       WEBHOOK_DRAIN_TIMEOUT_MS: "5000",
     },
-  }).catch((err: unknown) => {
-    // freePorts leaves a moment between choosing the ports and the operator binding them: on a
-    // busy machine another process may take one. That alone is tried again, with new ports.
-    if (err instanceof OperatorExitedError && err.portTaken && attempt < 3) return candidate(ns, name, attempt + 1);
-    throw err;
   });
   cleanups.push(async () => {
     if (p.child.exitCode === null) p.kill("SIGKILL");

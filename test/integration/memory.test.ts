@@ -8,7 +8,6 @@
 import { readFileSync } from "node:fs";
 import { KubeConfig } from "@kubernetes/client-node";
 import { afterEach, describe, expect, inject, it } from "vitest";
-import { freePorts } from "../../src/cluster/ports.js";
 import { KEPT_PAYLOAD_OVERHEAD_BYTES } from "../../src/delivery/kept-payloads.js";
 import { MESSAGE_ROOM_BYTES } from "../../src/transports/stream/held-bytes.js";
 import { KubeClient } from "../../src/kube/client.js";
@@ -149,8 +148,7 @@ describe("memory: stream mode holds at most its byte budget", () => {
     const slow = (paused: boolean) => ["slow-a", "slow-b"].map((name) => subscription(ns, name, { url: r.url(`/${name}`), maxInFlight: 1000, timeout: "120s", paused }));
     await apply(slow(true));
 
-    const [metricsPort, healthPort] = await freePorts(2);
-    const p = await spawnOperator({ name: `mem-stream-${ns}`, namespaces: [ns], metricsPort: metricsPort!, healthPort: healthPort!, env: { LEADER_ELECT: "false", HOOKLINE_NATS_URL: nats.url } });
+    const p = await spawnOperator({ name: `mem-stream-${ns}`, namespaces: [ns], env: { LEADER_ELECT: "false", HOOKLINE_NATS_URL: nats.url } });
     cleanups.push(async () => {
       p.kill("SIGKILL");
       await p.exited;
@@ -205,8 +203,7 @@ function memory(p: OperatorProcess): { rss: number; hwm: number } {
 
 /** Starts the operator as a process on `ns`, waits until it has handled `pending` deliveries, reads VmRSS and VmHWM (KiB), stops it. */
 async function measure(ns: string, name: string, pending = 0): Promise<{ rss: number; hwm: number; keptBytes: number }> {
-  const [metricsPort, healthPort] = await freePorts(2);
-  const p: OperatorProcess = await spawnOperator({ name: `mem-${name}-${ns}`, namespaces: [ns], metricsPort: metricsPort!, healthPort: healthPort!, env: { LEADER_ELECT: "false" } });
+  const p: OperatorProcess = await spawnOperator({ name: `mem-${name}-${ns}`, namespaces: [ns], env: { LEADER_ELECT: "false" } });
   try {
     const synced = await p.waitForLog((l) => l.msg === "caches synced", 60_000);
     expect(synced.activeDeliveries).toBe(pending);

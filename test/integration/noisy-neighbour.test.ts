@@ -15,7 +15,6 @@
 import { readFileSync } from "node:fs";
 import { KubeConfig } from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
-import { freePorts } from "../../src/cluster/ports.js";
 import { KubeClient } from "../../src/kube/client.js";
 import { collectionPath } from "../../src/kube/types.js";
 import { DELIVERIES } from "../../src/delivery/objects.js";
@@ -122,12 +121,9 @@ describe("noisy neighbour, CR mode", () => {
       // after five, and the other five wait out its 60 s cooldown (CI saw that).
       subscription(nsB, "b-dead", { url: refuse.url(), circuitBreaker: { failureThreshold: 100 } }),
     ]);
-    const [metrics, health] = await freePorts(2);
     op = await spawnOperator({
       name: "noisy-cr",
       namespaces: [nsA, nsB],
-      metricsPort: metrics!,
-      healthPort: health!,
       env: { LEADER_ELECT: "false", WEBHOOK_MAX_FINISHED_DELIVERIES: String(BUDGET), WEBHOOK_DLQ_MAX_ENTRIES: String(DLQ_CAP), NODE_OPTIONS: "--max-old-space-size=384" },
     });
     // B's own dead letters, then A's 5,000: past both cluster-wide limits, so the operator
@@ -262,12 +258,9 @@ describe("noisy neighbour, stream mode", () => {
       subscription(nsB, "b-ok", { url: bOk.url("/b"), maxInFlight: 50 }),
     ]);
     for (const ns of [nsA, nsB]) publishers[ns] = await createPublisher({ nats: await nats.publisherUrl(ns) });
-    const [metrics, health] = await freePorts(2);
     op = await spawnOperator({
       name: "noisy-stream",
       namespaces: [nsA, nsB],
-      metricsPort: metrics!,
-      healthPort: health!,
       env: { LEADER_ELECT: "false", HOOKLINE_NATS_URL: nats.url, HOOKLINE_STREAM_NAMESPACE_MAX_MESSAGES: String(A_QUOTA), NODE_OPTIONS: "--max-old-space-size=384" },
     });
     // One event of B through, end to end: B's consumer is made and pulling before B is measured.

@@ -260,12 +260,10 @@ describe("isolation", () => {
 
 describe("an idle operator", () => {
   it("uses (almost) no CPU while every breaker is open and deliveries wait", async () => {
-    const { freePorts } = await import("../../src/cluster/ports.js");
     const { spawnOperator, sample } = await import("../helpers/process.js");
     const ns = await createNamespace("idle");
     const r = await Receiver.start(() => 500);
-    const [metricsPort, healthPort] = await freePorts(2);
-    const op = await spawnOperator({ name: "idle-op", namespaces: [ns], metricsPort: metricsPort!, healthPort: healthPort!, env: { LEADER_ELECT: "false" } });
+    const op = await spawnOperator({ name: "idle-op", namespaces: [ns], env: { LEADER_ELECT: "false" } });
     try {
       const subs = Array.from({ length: 10 }, (_, i) => `ep-${i}`);
       await apply([

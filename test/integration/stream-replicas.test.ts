@@ -3,7 +3,6 @@
 // probe goes per cooldown across them; SIGTERM drains one while the other delivers the rest.
 import type { JetStreamManager } from "@nats-io/jetstream";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { freePorts } from "../../src/cluster/ports.js";
 import type { StreamConnection } from "../../src/jetstream/jetstream.js";
 import { createNamespace, deleteNamespace, waitFor } from "../helpers/cluster.js";
 import { apply, listObjs, subscription } from "../helpers/kube.js";
@@ -31,12 +30,9 @@ afterAll(async () => {
 });
 
 async function replica(ns: string, name: string, env: Record<string, string> = {}): Promise<OperatorProcess> {
-  const [metricsPort, healthPort] = await freePorts(2);
   const p = await spawnOperator({
     name,
     namespaces: [ns],
-    metricsPort: metricsPort!,
-    healthPort: healthPort!,
     env: {
       HOOKLINE_NATS_URL: nats.url,
       // One installation across the tests, whose Leases differ (the default is the Lease's namespace/name).
