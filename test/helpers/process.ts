@@ -37,20 +37,21 @@ export class OperatorExitedError extends Error {
   }
 }
 
-export interface SpawnOptions {
+interface BaseOptions {
   name: string;
   namespaces: string[];
   env?: Record<string, string>;
   kubeconfig?: string;
-  /** Both or neither: without them the helper picks free ones, and new ones if another process takes one first. */
-  metricsPort?: number;
-  healthPort?: number;
   nodeArgs?: string[];
 }
+type Ports = { metricsPort: number; healthPort: number };
+
+/** Both ports or neither: without them the helper picks free ones, and new ones if another process takes one first. */
+export type SpawnOptions = BaseOptions & (Ports | { metricsPort?: undefined; healthPort?: undefined });
 
 /** Starts an operator and waits for "caches synced". */
 export async function spawnOperator(opts: SpawnOptions): Promise<OperatorProcess> {
-  if (opts.metricsPort !== undefined && opts.healthPort !== undefined) return spawnOnce({ ...opts, metricsPort: opts.metricsPort, healthPort: opts.healthPort });
+  if (opts.metricsPort !== undefined) return spawnOnce(opts);
   for (let attempt = 1; ; attempt++) {
     const [metricsPort, healthPort] = await freePorts(2);
     try {
@@ -63,7 +64,7 @@ export async function spawnOperator(opts: SpawnOptions): Promise<OperatorProcess
   }
 }
 
-async function spawnOnce(opts: SpawnOptions & { metricsPort: number; healthPort: number }): Promise<OperatorProcess> {
+async function spawnOnce(opts: BaseOptions & Ports): Promise<OperatorProcess> {
   const child = spawn(process.execPath, [...(opts.nodeArgs ?? []), BIN, "operator", "--kubeconfig", opts.kubeconfig ?? inject("kubeconfig")], {
     env: {
       PATH: process.env.PATH,
