@@ -57,3 +57,25 @@ describe("signature", () => {
     expect(r.error!.issues[0]!.message).toContain(message);
   });
 });
+
+describe("secretRef keys", () => {
+  const parse = (secretRef: unknown) => subscriptionSpecSchema.safeParse({ url: "https://hooks.example.com/", secretRef });
+
+  it.each([
+    [{ name: "acme-signing", key: "signing/current" }, "secretRef.key"],
+    [{ name: "acme-signing", key: "" }, "secretRef.key"],
+    [{ name: "acme-signing", key: "k".repeat(254) }, "secretRef.key"],
+    [{ name: "acme-signing", previousKey: "clé" }, "secretRef.previousKey"],
+    [{ name: "acme-signing", previousKey: "a b" }, "secretRef.previousKey"],
+  ])("refuses %j (it can never be a Secret's key), naming %s: an object an older CRD let through", (secretRef, field) => {
+    const r = parse(secretRef);
+    expect(r.success).toBe(false);
+    expect(new Set(r.error!.issues.map((i) => i.path.join(".")))).toEqual(new Set([field]));
+  });
+
+  it("accepts the longest key and every character a Secret key may have; the key defaults to secret", () => {
+    const longest = "k".repeat(253);
+    expect(parse({ name: "s", key: longest, previousKey: "a-b_c.D9" }).data!.secretRef).toEqual({ name: "s", key: longest, previousKey: "a-b_c.D9" });
+    expect(parse({ name: "s" }).data!.secretRef).toEqual({ name: "s", key: "secret" });
+  });
+});

@@ -32,19 +32,19 @@ export const CONNECTION_HEADER_PREFIX = "proxy-";
 /** A subscription's eventTypes entry: "*", an exact type, or a prefix with a trailing ".*". */
 export const EVENT_TYPE_PATTERN = "^(\\*|[A-Za-z0-9][A-Za-z0-9_.:/-]*?(\\.\\*)?)$";
 
+/** A key of a Secret's data (what `kubectl create secret` accepts). */
+const SECRET_KEY_PATTERN = "^[-._a-zA-Z0-9]+$";
+function secretKey(description: string) {
+  return z.string().min(1).max(253).regex(new RegExp(SECRET_KEY_PATTERN), { message: "must be a Secret key (letters, digits, -, _ and .)" }).meta({ description });
+}
+
 export const secretRefSchema = z
   .object({
     name: objectName("Name of a Secret in the subscription's namespace."),
-    key: z.string().min(1).max(253).default("secret").meta({ description: "Key of the current signing secret in the Secret." }),
-    previousKey: z
-      .string()
-      .min(1)
-      .max(253)
-      .optional()
-      .meta({
-        description:
-          "Key of the previous signing secret. While it exists in the Secret, requests carry both signatures, so receivers can rotate without downtime.",
-      }),
+    key: secretKey("Key of the current signing secret in the Secret.").default("secret"),
+    previousKey: secretKey(
+      "Key of the previous signing secret. While it exists in the Secret, requests carry both signatures, so receivers can rotate without downtime.",
+    ).optional(),
   })
   .meta({
     description:
@@ -198,12 +198,6 @@ export const headersSchema = withRules(
 // credentials, each read from a Secret in the subscription's namespace (never written in the
 // spec), and an egress proxy. Whoever creates a subscription must be allowed to read every
 // Secret it names: the chart's ValidatingAdmissionPolicy checks it (see src/api/admission.ts).
-
-/** A key of a Secret's data (what `kubectl create secret` accepts). */
-const SECRET_KEY_PATTERN = "^[-._a-zA-Z0-9]+$";
-function secretKey(description: string) {
-  return z.string().min(1).max(253).regex(new RegExp(SECRET_KEY_PATTERN), { message: "must be a Secret key (letters, digits, -, _ and .)" }).meta({ description });
-}
 
 export const secretKeyRefSchema = z
   .object({

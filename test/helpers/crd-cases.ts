@@ -548,6 +548,24 @@ export const INVALID_SPEC_CASES: InvalidSpecCase[] = [
     enforcedBy: { path: at("spec.secretRef.name"), keyword: "pattern" },
   },
   {
+    // Text no Secret can hold as a key: before the pattern, the API server took it and the
+    // subscription waited for a key that could never exist.
+    name: 'secretRef.key "signing/current"',
+    kind: "subscription",
+    spec: sub({ secretRef: { name: "acme-signing", key: "signing/current" } }),
+    field: "spec.secretRef.key",
+    message: "should match '^[-._a-zA-Z0-9]+$'",
+    enforcedBy: { path: at("spec.secretRef.key"), keyword: "pattern" },
+  },
+  {
+    name: 'secretRef.previousKey "clé" (non-ASCII)',
+    kind: "subscription",
+    spec: sub({ secretRef: { name: "acme-signing", previousKey: "clé" } }),
+    field: "spec.secretRef.previousKey",
+    message: "should match '^[-._a-zA-Z0-9]+$'",
+    enforcedBy: { path: at("spec.secretRef.previousKey"), keyword: "pattern" },
+  },
+  {
     name: "delivery subscriptionRef missing",
     kind: "delivery",
     spec: { eventType: "order.paid", payload: { order: 1001 } },
