@@ -5,7 +5,6 @@
 import type { JetStreamManager } from "@nats-io/jetstream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ANNOTATIONS } from "../../src/api/names.js";
-import { freePorts } from "../../src/cluster/ports.js";
 import type { StreamConnection } from "../../src/jetstream/jetstream.js";
 import { deliveryName } from "../../src/publish/naming.js";
 import { createNamespace, deleteNamespace, kubectlOk, waitFor } from "../helpers/cluster.js";
@@ -57,18 +56,16 @@ describe("stream mode: spec.ordering", () => {
   let jsm: JetStreamManager;
   let ns: string;
   let op: OperatorProcess;
-  let ports: number[];
   const receivers: Receiver[] = [];
 
   const start = async (name: string): Promise<OperatorProcess> =>
-    spawnOperator({ name, namespaces: [ns], metricsPort: ports.shift()!, healthPort: ports.shift()!, env: { LEADER_ELECT: "false", HOOKLINE_NATS_URL: nats.url } });
+    spawnOperator({ name, namespaces: [ns], env: { LEADER_ELECT: "false", HOOKLINE_NATS_URL: nats.url } });
 
   beforeAll(async () => {
     nats = await startNats("ordering");
     conn = await connectStream(nats.url);
     jsm = await conn.jetstreamManager();
     ns = await createNamespace("stream-ordering");
-    ports = await freePorts(4);
     op = await start("ordering-1");
   });
   afterAll(async () => {
