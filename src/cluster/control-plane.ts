@@ -25,7 +25,7 @@ import { setTimeout as delay } from "node:timers/promises";
 import { addNatsPublisher, ensureNatsAuth, urlWithCredentials, type NatsAuthPolicy, type NatsPublisher } from "./nats-auth.js";
 import { launchNatsServer, reloadNatsServer, stopNatsGroup, type NatsPorts } from "./nats.js";
 import { launchNatsCluster, launchNatsNode, natsClusterUrl, otherLayoutStore, storedNatsNodes, streamReplicasFor, waitForNatsCluster, type NatsNodePorts } from "./nats-cluster.js";
-import { freePorts, isPortFree } from "./ports.js";
+import { freePorts, isPortFree, saysPortTaken } from "./ports.js";
 import { groupMembers, isOurGroup, signalGroup } from "./procs.js";
 import { spawnReaper, stopReaper } from "./reaper.js";
 
@@ -473,7 +473,7 @@ async function startOnce(
       for (const c of children) {
         if (c.exit !== undefined) {
           const log = tail(c.log);
-          const conflict = /address already in use|bind: address/i.test(log);
+          const conflict = saysPortTaken(log);
           throw new StartupError(`${c.name} ${c.exit} while waiting for ${what}; last lines of ${c.log}:\n${log}`, conflict);
         }
       }

@@ -19,7 +19,7 @@ import { join, relative, resolve } from "node:path";
 import { setTimeout as delay } from "node:timers/promises";
 import { addNatsPublisher, ensureNatsAuth, natsAuthPaths, urlWithCredentials, type NatsAuthPolicy, type NatsPublisher, type NatsUser } from "./nats-auth.js";
 import { httpGet, launchNatsServer, natsUrl, reloadNatsServer, stopNatsGroup, type LaunchedNats, type NatsPorts } from "./nats.js";
-import { freePorts, isPortFree } from "./ports.js";
+import { freePorts, isPortFree, saysPortTaken } from "./ports.js";
 import { groupMembers, isOurGroup, signalGroup } from "./procs.js";
 import { spawnReaper, stopReaper } from "./reaper.js";
 
@@ -272,7 +272,7 @@ export async function launchNatsCluster(o: LaunchNatsClusterOptions): Promise<La
       return started.map((s) => (s as PromiseFulfilledResult<LaunchedNatsNode>).value);
     } catch (err) {
       await Promise.all(pgids.map((g) => stopNatsGroup(g, dir, 3_000).catch(() => undefined)));
-      const conflict = failed.some((e) => /already in use|address already in use/i.test(e.message));
+      const conflict = failed.some((e) => saysPortTaken(e.message));
       if (conflict && !o.ports && attempt < 3) continue;
       const logs = ports.map((_, i) => `--- ${natsNodePaths(dir, i + 1).log}\n${tail(natsNodePaths(dir, i + 1).log)}`).join("\n");
       throw new Error(`${(err as Error).message}\n${failed.length ? "" : logs}`.trimEnd(), { cause: err });

@@ -15,7 +15,7 @@ import { request } from "node:http";
 import { dirname, join, resolve } from "node:path";
 import { setTimeout as delay } from "node:timers/promises";
 import { addNatsPublisher, ensureNatsAuth, LOCAL_SERVER_NAME, natsAuthPaths as natsAuthFiles, urlWithCredentials, type NatsAuthPolicy, type NatsPublisher, type NatsUser } from "./nats-auth.js";
-import { freePorts, isPortFree } from "./ports.js";
+import { freePorts, isPortFree, saysPortTaken } from "./ports.js";
 import { groupMembers, isAlive, isOurGroup, signalGroup } from "./procs.js";
 import { spawnReaper, stopReaper } from "./reaper.js";
 
@@ -181,7 +181,7 @@ async function launchOnce(opts: LaunchNatsOptions & { dir: string }, ports: Nats
     for (;;) {
       if (exit !== undefined) {
         const log = tail(p.log);
-        throw new NatsStartupError(`nats-server ${exit} while starting; last lines of ${p.log}:\n${log}`, /address already in use/i.test(log));
+        throw new NatsStartupError(`nats-server ${exit} while starting; last lines of ${p.log}:\n${log}`, saysPortTaken(log));
       }
       try {
         const health = await httpGet(`${monitor}/healthz`);

@@ -46,3 +46,12 @@ export async function freePorts(count: number): Promise<number[]> {
     await Promise.all(servers.map(close));
   }
 }
+
+/**
+ * Whether a startup failure's text says a port was taken: Node's EADDRINUSE, the Go servers'
+ * "bind: address already in use" (nats-server, etcd, kube-apiserver), or this module's callers'
+ * own "port N is already in use". One test for every launcher that retries with other ports.
+ */
+export function saysPortTaken(text: string): boolean {
+  return /EADDRINUSE|already in use/i.test(text);
+}

@@ -3,7 +3,7 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { inject } from "vitest";
-import { freePorts } from "../../src/cluster/ports.js";
+import { freePorts, saysPortTaken } from "../../src/cluster/ports.js";
 import { LOOPBACK } from "./operator.js";
 
 const BIN = fileURLToPath(new URL("../../bin/hookline.js", import.meta.url));
@@ -33,7 +33,7 @@ export class OperatorExitedError extends Error {
 
   /** It could not listen on a port it was given: another process took it after freePorts chose it. */
   get portTaken(): boolean {
-    return this.lines.some((l) => /EADDRINUSE|address already in use/i.test(JSON.stringify(l)));
+    return this.lines.some((l) => saysPortTaken(JSON.stringify(l)));
   }
 }
 
