@@ -12,6 +12,18 @@ import { configDefaults, defineConfig } from "vitest/config";
  */
 const ALONE = ["test/integration/noisy-neighbour.test.ts"];
 
+/**
+ * What the two projects on the control plane share: the global setup that starts it once (the
+ * `alone` project reuses it, it is not started twice) and timeouts for tests that wait on real
+ * servers.
+ */
+const ON_THE_CONTROL_PLANE = {
+  environment: "node",
+  globalSetup: ["test/helpers/global-setup.ts"],
+  testTimeout: 120_000,
+  hookTimeout: 300_000,
+};
+
 export default defineConfig({
   test: {
     projects: [
@@ -32,10 +44,7 @@ export default defineConfig({
           name: "integration",
           include: ["test/**/*.test.ts"],
           exclude: [...configDefaults.exclude, ...ALONE],
-          environment: "node",
-          globalSetup: ["test/helpers/global-setup.ts"],
-          testTimeout: 120_000,
-          hookTimeout: 300_000,
+          ...ON_THE_CONTROL_PLANE,
           fileParallelism: true,
           // Three. Many of these tests wait on receivers, timers and the API server, so two left a
           // core idle a fifth of the time: a warm npm test took 9 min 35 s-10 min with two, about
@@ -56,11 +65,7 @@ export default defineConfig({
         test: {
           name: "alone",
           include: [...ALONE],
-          environment: "node",
-          // The same control plane as `integration` (the global setup is shared, not started twice).
-          globalSetup: ["test/helpers/global-setup.ts"],
-          testTimeout: 120_000,
-          hookTimeout: 300_000,
+          ...ON_THE_CONTROL_PLANE,
           fileParallelism: false,
           maxWorkers: 1,
           sequence: { groupOrder: 2 },
