@@ -31,6 +31,8 @@ declare module "vitest" {
     unprivilegedToken: string;
     /** The control plane directory (logs in clusterDir/logs). */
     clusterDir: string;
+    /** Where this run's files share what test/helpers/release.ts builds (new for each run). */
+    releaseDir: string;
   }
 }
 
@@ -130,6 +132,7 @@ async function externalCluster(kubeconfigPath: string): Promise<Cluster> {
 interface Started {
   tools: Awaited<ReturnType<typeof buildTestTools>>;
   cluster: Cluster;
+  releaseDir: string;
   stop: () => Promise<void>;
 }
 
@@ -145,7 +148,7 @@ const registry = globalThis as { [SHARED]?: Shared };
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
   const shared = (registry[SHARED] ??= { ready: start(), users: 0 });
   shared.users++;
-  const { tools, cluster } = await shared.ready;
+  const { tools, cluster, releaseDir } = await shared.ready;
   project.provide("tools", tools);
   project.provide("kubeconfig", cluster.kubeconfig);
   project.provide("unprivilegedKubeconfig", cluster.unprivilegedKubeconfig);
@@ -153,6 +156,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
   project.provide("adminToken", cluster.adminToken);
   project.provide("unprivilegedToken", cluster.unprivilegedToken);
   project.provide("clusterDir", cluster.clusterDir);
+  project.provide("releaseDir", releaseDir);
   return async () => {
     if (--shared.users > 0) return;
     delete registry[SHARED];
@@ -203,12 +207,16 @@ async function start(): Promise<Started> {
       `${crdCount} CRDs, dir ${cluster.clusterDir}${external ? " (HOOKLINE_TEST_KUBECONFIG)" : ""}, ready in ${seconds}s\n`,
   );
 
+  // Named for this run, not for the control plane alone: an external cluster's directory is the
+  // same from run to run, and a run that crashed before its teardown would leave its release for
+  // the next run to take as built.
+  const releaseDir = sharedReleaseDir(`${cluster.clusterDir}\0${process.pid}\0${started}`);
   const stop = async () => {
     // What test/helpers/release.ts built for this run's files.
-    await rm(sharedReleaseDir(cluster.clusterDir), { recursive: true, force: true });
+    await rm(releaseDir, { recursive: true, force: true });
     if (!ownedDir) return;
     await stopControlPlane(ownedDir);
     await rm(ownedDir, { recursive: true, force: true });
   };
-  return { tools, cluster, stop };
+  return { tools, cluster, releaseDir, stop };
 }

@@ -11,7 +11,6 @@ import { fileURLToPath } from "node:url";
 import { inject } from "vitest";
 import { waitFor } from "./cluster.js";
 import { exec } from "./exec.js";
-import { sharedReleaseDir } from "./release-dir.js";
 
 const ROOT = fileURLToPath(new URL("../..", import.meta.url));
 const { version } = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")) as { version: string };
@@ -26,7 +25,7 @@ export interface Release {
 }
 
 export async function releaseOnce(): Promise<Release> {
-  const dir = sharedReleaseDir(inject("clusterDir"));
+  const dir = inject("releaseDir");
   const done = join(dir, "done.json");
   const release: Release = { out: join(dir, "out"), manifest: join(dir, "hookline.yaml"), tarball: join(dir, "out", `hookline-${version}.tgz`) };
   try {
