@@ -120,4 +120,22 @@ describe("spec.filter in stream mode", () => {
     // Nothing of big-eur's is left waiting or dead-lettered.
     expect((await listObjs("whdel", ns)).filter((d) => (d.spec as { subscriptionRef?: { name?: string } } | undefined)?.subscriptionRef?.name === "big-eur")).toEqual([]);
   });
+
+  it("filter and ordering together: only what matches becomes an ordered delivery, its payload as published, sent as published", async () => {
+    const jsm = await conn.jetstreamManager();
+    await apply(subscription(ns, "big-eur-ordered", { url: rcv.url("/big-eur-ordered"), secretRef: { name: "signing" }, eventTypes: ["invoice.*"], filter: BIG_EUR, ordering: { key: "$.customer.id" } }));
+    await waitForConsumer(jsm, ns, "big-eur-ordered");
+    const matching = { amount: { value: 9000 }, currency: "EUR", customer: { id: "c-1" }, note: "Zoë é€😀", nested: [[{ a: [1, 2.5, null, true] }]] };
+    await publishEvent(conn, ns, "invoice.paid", "o-big", matching);
+    await publishEvent(conn, ns, "invoice.paid", "o-small", { amount: { value: 5 }, currency: "EUR", customer: { id: "c-1" } });
+    const got = () => rcv.requests.filter((r) => r.path === "/big-eur-ordered");
+    await waitFor(() => got().length === 1, { description: "the matching event delivered" });
+    await waitFor(async () => (await op.metric("webhook_events_filtered_total", { subscription: "big-eur-ordered" })) === 2, { description: "both results counted" });
+    expect((JSON.parse(got()[0]!.body) as { data: unknown }).data).toEqual(matching);
+    // It went through a WebhookDelivery (ordering), made only for the matching event.
+    const made = (await listObjs("whdel", ns)).filter((d) => (d.spec as { subscriptionRef?: { name?: string } } | undefined)?.subscriptionRef?.name === "big-eur-ordered");
+    expect(made.length).toBeLessThanOrEqual(1);
+    expect(made.map((d) => (d.spec as { eventId?: string }).eventId)).not.toContain("o-small");
+    expect(await op.metric("webhook_events_filtered_total", { subscription: "big-eur-ordered", result: "filtered" })).toBe(1);
+  });
 });

@@ -578,10 +578,13 @@ export class SubscriptionStream {
     const subscription = this.w.caches.subscriptionView(own);
     const policy = subscription.kind === "ok" ? subscription.policy : undefined;
     if (await this.answeredAsRemoved(h, policy)) return;
-    if (policy?.filter !== undefined && h.event && !h.record && this.filteredOut(h, h.event, policy.filter)) return;
+    // The event's data, parsed once for the filter and the hand-off both.
+    let parsed: { data: unknown } | undefined;
+    const data = (event: StreamMessage): unknown => (parsed ??= { data: JSON.parse(dataText(event)) as unknown }).data;
+    if (policy?.filter !== undefined && h.event && !h.record && this.filteredOut(h, h.event, data, policy.filter)) return;
     // Ordered: it becomes a delivery, which CR mode's ordering lanes take through this same step.
     // (One with attempts from the stream, made before spec.ordering was set, finishes here.)
-    if (policy?.ordering && h.event && !h.record) return this.handOff(h, h.event);
+    if (policy?.ordering && h.event && !h.record) return this.handOff(h, h.event, data);
     const status = h.record?.status;
     const nextAttemptAt = fromRfc3339(status?.nextAttemptAt);
     const { secret, keys, creds } = await this.w.step.gather(this.sub.namespace, policy, nextAttemptAt === undefined || nextAttemptAt <= this.now());
@@ -609,10 +612,10 @@ export class SubscriptionStream {
    * and counted (true); the event stays in the stream for the others.
    */
   private filterWarnedAt = -Infinity;
-  private filteredOut(h: Held, event: StreamMessage, filter: string): boolean {
+  private filteredOut(h: Held, event: StreamMessage, dataOf: (event: StreamMessage) => unknown, filter: string): boolean {
     let data: unknown;
     try {
-      data = JSON.parse(dataText(event)) as unknown;
+      data = dataOf(event);
     } catch {
       return false; // not JSON: plan() discards it as InvalidPayload
     }
@@ -743,7 +746,7 @@ export class SubscriptionStream {
    * An ordered subscription's event, made a WebhookDelivery and then acknowledged; the consumer
    * lets the next message out only after that. Kept and tried again when it cannot be made now.
    */
-  private async handOff(h: Held, event: StreamMessage): Promise<void> {
+  private async handOff(h: Held, event: StreamMessage, dataOf: (event: StreamMessage) => unknown): Promise<void> {
     try {
       const made = await this.w.handOff.make({
         namespace: this.sub.namespace,
@@ -751,7 +754,7 @@ export class SubscriptionStream {
         eventId: h.id,
         eventType: h.type,
         timestamp: h.timestamp,
-        payload: JSON.parse(dataText(event)) as unknown,
+        payload: dataOf(event),
         ...(event.traceContext ? { traceContext: event.traceContext } : {}),
         origin: `${this.stream}/${h.msg.seq}`,
       });
