@@ -32,6 +32,12 @@ export interface OperatorOptions {
   metrics?: Metrics;
   /** Rollup interval of subscription status (bounded write rate); default 5 s. */
   statusIntervalMs?: number;
+  /**
+   * The address the metrics, health and publish servers listen on; default every interface (a
+   * pod's, for Prometheus, the kubelet and publishers). `hookline dev` gives 127.0.0.1: on a
+   * developer's machine nothing else needs them, and /metrics and the probes do not authenticate.
+   */
+  listenHost?: string;
 }
 
 /** The last rollups of a drain get this long, while the Lease is still held. */
@@ -95,8 +101,8 @@ export class Operator {
       ...(le.enabled ? { elector: (callbacks) => (this.elector = new LeaderElector({ ...le, client, namespace: le.leaseNamespace, name: le.leaseName, log: log.child({ component: "leader-election" }), ...callbacks })) } : {}),
     }));
     // Probes answer from the first moment (not ready until synced).
-    manager.add(serverRunnable("metrics", metricsServer(metrics.registry), config.metricsPort, (p) => (this.metricsPort = p)), { group: "server" });
-    manager.add(serverRunnable("health", healthServer({ live: () => true, ready: () => this.ready }), config.healthPort, (p) => (this.healthPort = p)), { group: "server" });
+    manager.add(serverRunnable("metrics", metricsServer(metrics.registry), config.metricsPort, (p) => (this.metricsPort = p), this.opts.listenHost), { group: "server" });
+    manager.add(serverRunnable("health", healthServer({ live: () => true, ready: () => this.ready }), config.healthPort, (p) => (this.healthPort = p), this.opts.listenHost), { group: "server" });
     manager.add(crdCheck(api, GROUP, API_GROUP_VERSION, log), { group: "server" });
 
     // The engine, then the features, each with its own setup.
@@ -115,13 +121,13 @@ export class Operator {
       bulkReplay: (sub, signal) => replayer.bulk(sub, signal),
       streamPending: (key) => stream?.mode?.consumers.pendingOf(key) ?? 0,
     });
-    setupPublishDoor(manager, shared, { log: publishLog, ready: () => this.ready, tls, link: stream?.link, onListening: (p) => (this.publishPort = p) });
+    setupPublishDoor(manager, shared, { log: publishLog, ready: () => this.ready, tls, link: stream?.link, onListening: (p) => (this.publishPort = p), host: this.opts.listenHost });
     const term = setupCrTransport(manager, engine, { terminal, replayer, replays, subscriptions, streamInFlight: () => stream?.mode?.delivery.inFlight ?? 0 });
     const streamMode = stream?.setup(manager, shared);
     const flushes = [() => subscriptions.flushDirty(FINAL_ROLLUP_BUDGET_MS), () => shared.events.flush()];
     manager.add(drainReportPart(drainLog, () => [term.lastDrain, ...(streamMode ? [streamMode.delivery.lastDrain] : [])], flushes), { group: "after-drain" });
     await manager.start();
-    log.info({ metricsPort: this.metricsPort, healthPort: this.healthPort, ...(this.publishPort !== undefined ? { publishPort: this.publishPort } : {}) }, "serving /metrics, /healthz and /readyz");
+    log.info({ host: this.opts.listenHost ?? "0.0.0.0", metricsPort: this.metricsPort, healthPort: this.healthPort, ...(this.publishPort !== undefined ? { publishPort: this.publishPort } : {}) }, "serving /metrics, /healthz and /readyz");
   }
 
   /**

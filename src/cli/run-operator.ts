@@ -95,6 +95,8 @@ export async function operatorCommand(args: string[]): Promise<number> {
 
 /** The publish door's port under `hookline dev` unless PUBLISH_PORT says otherwise (empty: off). */
 export const DEV_PUBLISH_PORT = "8090";
+/** What `hookline dev`'s metrics, health and publish servers listen on: this machine alone. */
+export const DEV_LISTEN_HOST = "127.0.0.1";
 
 const DEV_USAGE = `usage: hookline dev [--dir DIR] [--keep-cluster] [--nats [--nats-nodes N]]
 
@@ -102,6 +104,7 @@ A first run with no cluster at all: starts a local etcd + kube-apiserver (built 
 modules), installs the CRDs and runs the operator against it, with loopback addresses allowed
 (WEBHOOK_ALLOWED_NETWORKS=127.0.0.0/8,::1/128) so receivers on this machine can be used, and
 the HTTP publish door on port ${DEV_PUBLISH_PORT} (PUBLISH_PORT; set it empty to turn the door off).
+The metrics, health and publish servers listen on ${DEV_LISTEN_HOST} only.
 Ctrl-C stops the operator and the control plane (--keep-cluster leaves the control plane up).
 A control plane already running in DIR (hookline cluster up --dir DIR) is used as it is.
 
@@ -195,7 +198,8 @@ export async function devCommand(args: string[]): Promise<number> {
   }
   say(`in another shell:  export KUBECONFIG=${info.kubeconfig}`);
   say(`then:              kubectl apply -f examples/ && kubectl get whdel -n shop -w`);
-  const op = new Operator({ config, kubeconfig: info.kubeconfig });
+  // Loopback only: a developer's machine is on a network, and /metrics and the probes answer anyone.
+  const op = new Operator({ config, kubeconfig: info.kubeconfig, listenHost: DEV_LISTEN_HOST });
   const cleanup = async () => {
     if (values["keep-cluster"]) return;
     if (startedHere) {

@@ -64,10 +64,11 @@ export function closeServer(server: Server): Promise<void> {
 }
 
 /** An HTTP server as a manager runnable: listens on `port` (0 picks one) and reports the port. */
-export function serverRunnable(name: string, server: Server, port: number, onListening: (port: number) => void): { name: string; start(): Promise<void>; stop(): Promise<void> } {
+/** `host`: the address to listen on; every interface (0.0.0.0) unless given. */
+export function serverRunnable(name: string, server: Server, port: number, onListening: (port: number) => void, host?: string): { name: string; start(): Promise<void>; stop(): Promise<void> } {
   return {
     name,
-    start: async () => onListening(await listen(server, port)),
+    start: async () => onListening(await listen(server, port, host)),
     stop: () => closeServer(server),
   };
 }

@@ -19,6 +19,8 @@ export interface PublishDoorOptions {
   link?: StreamLink | undefined;
   /** The port the door listens on (PUBLISH_PORT 0 picks one). */
   onListening: (port: number) => void;
+  /** The address it listens on (OperatorOptions.listenHost); every interface unless given. */
+  host?: string | undefined;
 }
 
 export function setupPublishDoor(manager: Manager, s: Shared, o: PublishDoorOptions): void {
@@ -38,5 +40,5 @@ export function setupPublishDoor(manager: Manager, s: Shared, o: PublishDoorOpti
     ...(o.tls ? { tls: o.tls } : {}),
     ...(o.link ? { stream: o.link, streamQuota: { messages: config.streamNamespaceMaxMessages, bytes: config.streamNamespaceMaxBytes, refused: (namespace, quota) => metrics.streamLimits.refused.inc({ namespace, quota }) } } : {}),
   });
-  manager.add(serverRunnable("publish", door, config.publishPort, o.onListening), { group: "after-sync" });
+  manager.add(serverRunnable("publish", door, config.publishPort, o.onListening, o.host), { group: "after-sync" });
 }

@@ -12,7 +12,8 @@
 // operator's metrics and health servers that cannot collide with a developer's own `npm start`.
 import { spawn, type ChildProcess } from "node:child_process";
 import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { connect } from "node:net";
+import { networkInterfaces, tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { spawnReaper } from "../../src/cluster/reaper.js";
@@ -178,6 +179,22 @@ describe("README.md, as written: walkthrough, console, publishing", () => {
     }
   }, 300_000);
 
+  it("npm start's metrics, health and publish servers listen on loopback only (/metrics and the probes do not authenticate)", async () => {
+    const line = startLog.split("\n").find((l) => l.includes('"msg":"serving /metrics, /healthz and /readyz"'));
+    expect(line, `the operator's serving line in:\n${startLog.slice(-3000)}`).toBeDefined();
+    const served = JSON.parse(line!) as { host: string; metricsPort: number; healthPort: number; publishPort?: number };
+    expect(served.host).toBe("127.0.0.1");
+    const ports = [served.metricsPort, served.healthPort, served.publishPort];
+    expect(ports.every((p) => typeof p === "number" && p > 0), JSON.stringify(served)).toBe(true);
+    for (const port of ports) expect(await connects("127.0.0.1", port!), `127.0.0.1:${port}`).toBe(true);
+    // This machine's other addresses refuse them (the machine CI runs on has one: eth0).
+    const others = Object.values(networkInterfaces())
+      .flat()
+      .filter((a) => a !== undefined && !a.internal && a.family === "IPv4")
+      .map((a) => a!.address);
+    for (const address of others) for (const port of ports) expect(await connects(address, port!), `${address}:${port}`).toBe(false);
+  });
+
   it("Ctrl-C stops npm start: the operator drains, the control plane stops, nothing is left running", async () => {
     const state = JSON.parse(readFileSync(join(work, ".hookline/dev/state.json"), "utf8")) as { pgids: Record<string, number> };
     process.kill(-npmStart!.pid!, "SIGINT");
@@ -194,3 +211,17 @@ describe("README.md, as written: walkthrough, console, publishing", () => {
     }
   }, 120_000);
 });
+
+/** Whether a TCP connection to address:port is accepted (refused, unreachable or no answer in 5 s: false). */
+function connects(address: string, port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = connect({ host: address, port, timeout: 5_000 });
+    const done = (ok: boolean) => {
+      socket.destroy();
+      resolve(ok);
+    };
+    socket.once("connect", () => done(true));
+    socket.once("error", () => done(false));
+    socket.once("timeout", () => done(false));
+  });
+}
