@@ -15,7 +15,8 @@ import { healthServer, metricsServer, serverRunnable } from "../observability/ht
 import { createLogger } from "../observability/logger.js";
 import { Metrics } from "../observability/metrics.js";
 import { setupPublishDoor } from "../publish/setup.js";
-import { ReloadingTls } from "../publish/tls.js";
+import { kubernetesMetricsGuard } from "../access/metrics-guard.js";
+import { METRICS_TLS, ReloadingTls } from "../access/tls.js";
 import { setupReplay } from "../replay/setup.js";
 import { Manager } from "../runtime/manager.js";
 import { setupSubscriptions } from "../subscriptions/setup.js";
@@ -82,8 +83,12 @@ export class Operator {
     const publishLog = log.child({ component: "publish" });
     // A publish door certificate that cannot be used stops the start before anything runs, naming PUBLISH_TLS_CERT_FILE or _KEY_FILE.
     const tls = config.publishPort !== undefined && config.publish.tls ? await ReloadingTls.load(config.publish.tls, publishLog) : undefined;
+    // So does the metrics server's (METRICS_TLS_CERT_FILE or _KEY_FILE).
+    const metricsTls = config.metrics.tls ? await ReloadingTls.load(config.metrics.tls, log.child({ component: "metrics" }), { owner: METRICS_TLS }) : undefined;
     const api = await connectApi({ kubeconfig: this.opts.kubeconfig, userAgent: USER_AGENT, observer: metrics });
     const { client } = api;
+    // METRICS_AUTH=kubernetes: /metrics asks the API server who is scraping (access/metrics-guard.ts).
+    const metricsGuard = config.metrics.auth === "kubernetes" ? kubernetesMetricsGuard(client) : undefined;
     log.info(
       { server: client.server, namespaces: config.watchNamespaces.length ? config.watchNamespaces : "all", allowedNetworks: config.allowedNetworksText || "public only", mode: config.natsUrl ? `CR + stream (${config.natsUrlRedacted})` : "CR" },
       "hookline operator starting",
@@ -101,7 +106,7 @@ export class Operator {
       ...(le.enabled ? { elector: (callbacks) => (this.elector = new LeaderElector({ ...le, client, namespace: le.leaseNamespace, name: le.leaseName, log: log.child({ component: "leader-election" }), ...callbacks })) } : {}),
     }));
     // Probes answer from the first moment (not ready until synced).
-    manager.add(serverRunnable("metrics", metricsServer(metrics.registry), config.metricsPort, (p) => (this.metricsPort = p), this.opts.listenHost), { group: "server" });
+    manager.add(serverRunnable("metrics", metricsServer(metrics.registry, { guard: metricsGuard, tls: metricsTls }), config.metricsPort, (p) => (this.metricsPort = p), this.opts.listenHost), { group: "server" });
     manager.add(serverRunnable("health", healthServer({ live: () => true, ready: () => this.ready }), config.healthPort, (p) => (this.healthPort = p), this.opts.listenHost), { group: "server" });
     manager.add(crdCheck(api, GROUP, API_GROUP_VERSION, log), { group: "server" });
 
@@ -127,7 +132,7 @@ export class Operator {
     const flushes = [() => subscriptions.flushDirty(FINAL_ROLLUP_BUDGET_MS), () => shared.events.flush()];
     manager.add(drainReportPart(drainLog, () => [term.lastDrain, ...(streamMode ? [streamMode.delivery.lastDrain] : [])], flushes), { group: "after-drain" });
     await manager.start();
-    log.info({ host: this.opts.listenHost ?? "0.0.0.0", metricsPort: this.metricsPort, healthPort: this.healthPort, ...(this.publishPort !== undefined ? { publishPort: this.publishPort } : {}) }, "serving /metrics, /healthz and /readyz");
+    log.info({ host: this.opts.listenHost ?? "0.0.0.0", metricsPort: this.metricsPort, metricsAuth: config.metrics.auth, metricsTls: config.metrics.tls !== undefined, healthPort: this.healthPort, ...(this.publishPort !== undefined ? { publishPort: this.publishPort } : {}) }, "serving /metrics, /healthz and /readyz");
   }
 
   /**

@@ -18,6 +18,7 @@ describe("reference catalogues", () => {
       text.slice(0, text.indexOf("export const ENV_DOCS")) +
       text.slice(text.indexOf("const LOG_LEVELS")) +
       read("../config/publish-door.ts") +
+      read("../config/metrics-server.ts") +
       tracing.slice(0, tracing.indexOf("export const TRACING_ENV_DOCS"));
     const names = new Set<string>();
     for (const m of src.matchAll(/name: "([A-Z][A-Z0-9_]+)"/g)) names.add(m[1]!);

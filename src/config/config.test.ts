@@ -254,3 +254,27 @@ describe("configWarnings: advice the operator logs at start", () => {
     ]);
   });
 });
+
+describe("the metrics server's variables", () => {
+  it("defaults to plain HTTP without authentication (the chart sets METRICS_AUTH=kubernetes and the certificate)", () => {
+    expect(loadConfig({}).metrics).toEqual({ auth: "none", tls: undefined });
+  });
+
+  it("kubernetes with a certificate and key", () => {
+    expect(loadConfig({ METRICS_AUTH: "kubernetes", METRICS_TLS_CERT_FILE: "/tls/tls.crt", METRICS_TLS_KEY_FILE: "/tls/tls.key" }).metrics).toEqual({
+      auth: "kubernetes",
+      tls: { certFile: "/tls/tls.crt", keyFile: "/tls/tls.key" },
+    });
+  });
+
+  it.each([
+    [{ METRICS_AUTH: "kubernetes" }, "METRICS_AUTH=kubernetes needs METRICS_TLS_CERT_FILE and METRICS_TLS_KEY_FILE: scrapers send a bearer token, which must not cross the network in clear"],
+    [{ METRICS_AUTH: "token" }, 'METRICS_AUTH="token" is invalid: must be one of none, kubernetes'],
+    [{ METRICS_TLS_CERT_FILE: "/tls/tls.crt" }, "METRICS_TLS_KEY_FILE is missing: METRICS_TLS_CERT_FILE and METRICS_TLS_KEY_FILE go together"],
+    [{ METRICS_AUTH: "kubernetes", METRICS_TLS_KEY_FILE: "/tls/tls.key" }, "METRICS_TLS_CERT_FILE is missing: METRICS_TLS_CERT_FILE and METRICS_TLS_KEY_FILE go together"],
+  ])("refuses %j, naming the variable", (env, problem) => {
+    const problems = problemsOf(env);
+    expect(problems).toHaveLength(1);
+    expect(problems[0]).toContain(problem);
+  });
+});

@@ -11,6 +11,7 @@ import { parseCidrList, type Cidr } from "../core/request/netguard.js";
 import { NO_PROXY_NONE, parseNoProxy, parseProxyUrl, redactProxyUrl, type ProxyEnv } from "../core/request/proxy-env.js";
 import { NatsUrlError, parseNatsUrl, redactNatsUrl } from "../jetstream/url.js";
 import { DEFAULT_AUDIENCE, loadPublishDoor, PUBLISH_VARS, type PublishDoorConfig } from "./publish-door.js";
+import { loadMetricsServer, METRICS_AUTH_MODES, type MetricsServerConfig } from "./metrics-server.js";
 import { loadTracing, TRACING_ENV_DOCS, type TracingConfig, type TracingWarning } from "./tracing.js";
 
 export type { PublishDoorConfig } from "./publish-door.js";
@@ -50,6 +51,8 @@ export interface Config {
   /** Namespaces to watch; empty means all. */
   watchNamespaces: string[];
   metricsPort: number;
+  /** METRICS_AUTH and the certificate /metrics is served with (METRICS_TLS_CERT_FILE, METRICS_TLS_KEY_FILE). */
+  metrics: MetricsServerConfig;
   healthPort: number;
   /** Port of the publish HTTP door; undefined when it is off. */
   publishPort: number | undefined;
@@ -195,6 +198,9 @@ export const ENV_DOCS: Array<{ name: string; default: string; range: string; wha
       [INT_VARS.dlqMaxEntries, "dead letters kept across the watched namespaces, shared fairly between them, beside each subscription's deadLetter.maxEntries; at the cap the oldest dead letter of a namespace over its share is deleted (Event DeadLetterDropped, drop_overflow) before a new one is stored"],
     ] as const
   ).map(([v, what]) => ({ name: v.name, default: String(v.default), range: `${v.min}..${v.max}`, what })),
+  { name: "METRICS_AUTH", default: "none", range: METRICS_AUTH_MODES.join(", "), what: "kubernetes: `/metrics` answers only a bearer token (TokenReview) of a user allowed `get` on the non-resource URL `/metrics` (SubjectAccessReview; the chart's `<release>-metrics-reader` ClusterRole), over HTTPS (needs METRICS_TLS_CERT_FILE); 401 without a valid token, 403 without the right. The chart sets it" },
+  { name: "METRICS_TLS_CERT_FILE", default: "empty: plain HTTP", range: "file path (with METRICS_TLS_KEY_FILE)", what: "`/metrics` is served over HTTPS with this certificate (tls.crt of a mounted kubernetes.io/tls Secret); a renewed certificate is picked up without a restart" },
+  { name: "METRICS_TLS_KEY_FILE", default: "empty: plain HTTP", range: "file path (with METRICS_TLS_CERT_FILE)", what: "its private key (tls.key)" },
   { name: "PUBLISH_PORT", default: "empty: off", range: "0..65535", what: "the HTTP publish endpoint" },
   { name: "PUBLISH_TOKEN_AUDIENCES", default: DEFAULT_AUDIENCE, range: "comma-separated audiences", what: "the publish door accepts only bearer tokens issued for one of these (TokenReview audiences): callers send a token projected for Hookline (`kubectl create token SA --audience hookline`), not their API credential" },
   { name: "PUBLISH_TLS_CERT_FILE", default: "empty: plain HTTP", range: "file path (with PUBLISH_TLS_KEY_FILE)", what: "the publish door serves HTTPS with this certificate (tls.crt of a mounted kubernetes.io/tls Secret); a renewed certificate is picked up without a restart" },
@@ -344,6 +350,7 @@ export function loadConfig(env: Env, overrides: { leaderElect?: boolean } = {}):
   }
 
   const { port: publishPort, ...publish } = loadPublishDoor(env, problems, int);
+  const metrics = loadMetricsServer(env, problems);
   const tracingWarnings: TracingWarning[] = [];
   const tracing = loadTracing(env, problems, tracingWarnings);
 
@@ -377,6 +384,7 @@ export function loadConfig(env: Env, overrides: { leaderElect?: boolean } = {}):
     proxyText,
     watchNamespaces,
     metricsPort,
+    metrics,
     healthPort,
     publishPort,
     publish,

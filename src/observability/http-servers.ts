@@ -1,9 +1,33 @@
 // The metrics (/metrics) and health (/healthz, /readyz) HTTP servers. Readiness is a function
 // the manager owns: not ready before caches sync, while the API server cannot be written, and
 // from the first moment of shutdown.
-import { createServer, type Server } from "node:http";
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import { createServer as createHttpsServer } from "node:https";
 import type { AddressInfo } from "node:net";
+import type { Server as TlsServer } from "node:tls";
 import type { Registry } from "prom-client";
+
+export const METRICS_PATH = "/metrics";
+
+/** What a request that may not read /metrics is answered. */
+export interface Refusal {
+  status: 401 | 403 | 429 | 503;
+  message: string;
+  headers?: Record<string, string>;
+}
+
+/** Who may read /metrics (access/metrics-guard.ts: METRICS_AUTH=kubernetes). */
+export interface MetricsGuard {
+  /** undefined: the request may read /metrics. */
+  check(req: IncomingMessage): Promise<Refusal | undefined>;
+}
+
+/** A certificate kept current (access/tls.ts ReloadingTls): served, and swapped on the server when renewed. */
+export interface TlsSource {
+  readonly current: { cert: Buffer; key: Buffer };
+  serve(server: TlsServer): void;
+  close(): void;
+}
 
 export interface Probes {
   live(): boolean;
@@ -21,22 +45,42 @@ export async function listen(server: Server, port: number, host = "0.0.0.0"): Pr
   return (server.address() as AddressInfo).port;
 }
 
-export function metricsServer(registry: Registry): Server {
-  return createServer((req, res) => {
-    if (req.method === "GET" && req.url?.split("?")[0] === "/metrics") {
-      registry
-        .metrics()
-        .then((text) => {
-          res.writeHead(200, { "content-type": registry.contentType });
-          res.end(text);
-        })
-        .catch((err: Error) => {
-          res.writeHead(500).end(err.message);
-        });
+/**
+ * GET /metrics. With `tls`, over HTTPS (the certificate reloaded when its files change); with
+ * `guard` (METRICS_AUTH=kubernetes), only for the callers it lets through.
+ */
+export function metricsServer(registry: Registry, opts: { guard?: MetricsGuard | undefined; tls?: TlsSource | undefined } = {}): Server {
+  const serve = (res: ServerResponse) => {
+    registry
+      .metrics()
+      .then((text) => {
+        res.writeHead(200, { "content-type": registry.contentType });
+        res.end(text);
+      })
+      .catch((err: Error) => {
+        res.writeHead(500).end(err.message);
+      });
+  };
+  const onRequest = (req: IncomingMessage, res: ServerResponse) => {
+    if (req.method !== "GET" || req.url?.split("?")[0] !== METRICS_PATH) {
+      res.writeHead(404, { "content-type": "text/plain" }).end("not found\n");
       return;
     }
-    res.writeHead(404, { "content-type": "text/plain" }).end("not found\n");
-  });
+    if (!opts.guard) return serve(res);
+    opts.guard.check(req).then(
+      (refusal) => {
+        if (!refusal) return serve(res);
+        res.writeHead(refusal.status, { "content-type": "text/plain", ...refusal.headers }).end(`${refusal.message}\n`);
+      },
+      (err: Error) => res.writeHead(500).end(err.message),
+    );
+  };
+  if (!opts.tls) return createServer(onRequest);
+  const { cert, key } = opts.tls.current;
+  const https = createHttpsServer({ cert, key }, onRequest);
+  opts.tls.serve(https);
+  https.on("close", () => opts.tls?.close());
+  return https;
 }
 
 export function healthServer(probes: Probes): Server {

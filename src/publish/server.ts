@@ -24,13 +24,13 @@ import { StreamQuotaExceededError, StreamUnavailableError } from "../jetstream/j
 import type { TraceContext } from "../jetstream/message.js";
 import type { PublishDoorMetrics } from "../observability/metrics.js";
 import { objectPath, CORE } from "../kube/types.js";
-import { DEFAULT_AUDIENCE, identityKey, Reviewer, TtlCache, type AuthFailure, type Authorization, type Caller, type ReviewerOptions } from "./auth.js";
-import { AuthFailureLimiter, clientKey, type AuthFailureLimit } from "./auth-failures.js";
+import { bearerToken, DEFAULT_AUDIENCE, identityKey, Reviewer, TtlCache, type AuthFailure, type Authorization, type Caller, type ReviewerOptions } from "../access/auth.js";
+import { AuthFailureLimiter, clientKey, type AuthFailureLimit } from "../access/auth-failures.js";
 import { BacklogFullError, IdempotencyConflictError, PayloadTooLargeError, PublishFailedError, PublishInputError } from "./errors.js";
 import { publish, type SubscriptionLike } from "./fanout.js";
 import { validateTraceContext } from "./input.js";
 import { publishToStream, type StreamPublisher } from "./stream.js";
-import type { ReloadingTls } from "./tls.js";
+import type { ReloadingTls } from "../access/tls.js";
 
 export interface PublishServerOptions {
   /** The operator's client: it runs the reviews and creates the deliveries. */
@@ -142,13 +142,6 @@ function readBody(req: IncomingMessage, limit: number): Promise<Body> {
     req.once("end", () => resolve({ ok: true, body: Buffer.concat(chunks) }));
     req.once("error", reject);
   });
-}
-
-function bearerToken(req: IncomingMessage): string | undefined {
-  const header = req.headers.authorization;
-  if (!header) return undefined;
-  const m = /^Bearer\s+(\S+)\s*$/i.exec(header);
-  return m?.[1];
 }
 
 /** 413: `declared` is the Content-Length; without one, the body was cut off past the limit. */

@@ -7,7 +7,7 @@ import { serverRunnable } from "../observability/http-servers.js";
 import type { Manager } from "../runtime/manager.js";
 import type { StreamLink } from "../transports/stream/link.js";
 import { publishServer } from "./server.js";
-import type { ReloadingTls } from "./tls.js";
+import type { ReloadingTls } from "../access/tls.js";
 
 export interface PublishDoorOptions {
   log: Logger;

@@ -46,6 +46,17 @@ export const MONITORING_CRDS = [
             interval: { type: "string", pattern: "^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$" },
             scrapeTimeout: { type: "string", pattern: "^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$" },
             honorLabels: { type: "boolean" },
+            // As prometheus-operator's CRD has them (SafeTLSConfig's ca: a Secret or ConfigMap key).
+            bearerTokenFile: str,
+            tlsConfig: {
+              type: "object",
+              properties: {
+                serverName: str,
+                insecureSkipVerify: { type: "boolean" },
+                ca: { type: "object", properties: { secret: { type: "object", required: ["key"], properties: { name: str, key: str, optional: { type: "boolean" } } }, configMap: { type: "object", required: ["key"], properties: { name: str, key: str, optional: { type: "boolean" } } } } },
+                caFile: str,
+              },
+            },
           },
         },
       },

@@ -40,15 +40,22 @@ export class Prometheus {
 
   /**
    * Starts Prometheus scraping `targets` (host:port) every `scrapeInterval` with static labels,
-   * evaluating `rules` (rule files' text) every `evaluationInterval`.
+   * evaluating `rules` (rule files' text) every `evaluationInterval`. `https`: scrape over HTTPS,
+   * trusting `ca` (PEM), sending `token` as a bearer token (METRICS_AUTH=kubernetes).
    */
-  static async start(o: { targets: string[]; labels?: Record<string, string>; honorLabels?: boolean; rules?: string[]; scrapeInterval?: string; evaluationInterval?: string }): Promise<Prometheus> {
+  static async start(o: { targets: string[]; labels?: Record<string, string>; honorLabels?: boolean; rules?: string[]; scrapeInterval?: string; evaluationInterval?: string; https?: { ca: string; token: string } }): Promise<Prometheus> {
     const dir = await mkdtemp(join(tmpdir(), "hookline-prom-"));
     const ruleFiles: string[] = [];
     for (const [i, text] of (o.rules ?? []).entries()) {
       const f = join(dir, `rules-${i}.yaml`);
       await writeFile(f, text);
       ruleFiles.push(f);
+    }
+    let secure = {};
+    if (o.https) {
+      await writeFile(join(dir, "ca.crt"), o.https.ca);
+      await writeFile(join(dir, "token"), o.https.token);
+      secure = { scheme: "https", tls_config: { ca_file: join(dir, "ca.crt") }, authorization: { type: "Bearer", credentials_file: join(dir, "token") } };
     }
     const config = {
       global: { scrape_interval: o.scrapeInterval ?? "1s", scrape_timeout: "1s", evaluation_interval: o.evaluationInterval ?? "1s" },
@@ -57,6 +64,7 @@ export class Prometheus {
         {
           job_name: o.labels?.job ?? "hookline",
           honor_labels: o.honorLabels ?? true,
+          ...secure,
           static_configs: [{ targets: o.targets, labels: Object.fromEntries(Object.entries(o.labels ?? {}).filter(([k]) => k !== "job")) }],
         },
       ],
@@ -111,6 +119,11 @@ export class Prometheus {
 
   async alerts(): Promise<PromAlert[]> {
     return (await this.api<{ alerts: PromAlert[] }>("alerts")).alerts;
+  }
+
+  /** Each active target's health and last scrape error. */
+  async targets(): Promise<Array<{ health: string; lastError: string }>> {
+    return (await this.api<{ activeTargets: Array<{ health: string; lastError: string }> }>("targets")).activeTargets;
   }
 
   async targetsUp(): Promise<boolean> {

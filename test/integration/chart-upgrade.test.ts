@@ -19,7 +19,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { parse, parseDocument, stringify } from "yaml";
 import { chartDefaults } from "../../scripts/chart-defaults.js";
-import { createNamespace, deleteNamespace } from "../helpers/cluster.js";
+import { createNamespace, deleteNamespace, kubectl } from "../helpers/cluster.js";
 import { CHART, helm, parseManifests } from "../helpers/helm.js";
 
 // Its own release name: the chart's cluster-scoped objects (ClusterRoles, the admission policy)
@@ -60,8 +60,20 @@ interface Release {
 }
 
 /** What a release renders: its manifest, its hooks and its notes. */
+/**
+ * The manifest with the metrics certificate the chart makes (templates/metrics-tls.yaml) replaced by
+ * a placeholder: each render of a release that has none yet makes a new one, by design. That an
+ * upgrade keeps the one made at install has its own test below.
+ */
+function withoutGeneratedCertificate(manifest: string): string {
+  return manifest
+    .split("\n---\n")
+    .map((doc) => (doc.includes("# Source: hookline/templates/metrics-tls.yaml") ? doc.replace(/^( {2}(?:tls\.crt|tls\.key|ca\.crt): )\S+$/gm, "$1<generated>") : doc))
+    .join("\n---\n");
+}
+
 function rendered(r: Release) {
-  return { manifest: r.manifest, hooks: (r.hooks ?? []).map((h) => `# Source: ${h.path}\n${h.manifest}`).sort(), notes: r.info.notes };
+  return { manifest: withoutGeneratedCertificate(r.manifest), hooks: (r.hooks ?? []).map((h) => `# Source: ${h.path}\n${h.manifest}`).sort(), notes: r.info.notes };
 }
 type Rendered = ReturnType<typeof rendered>;
 
@@ -162,7 +174,7 @@ describe("helm upgrade from an older chart", () => {
     expect(container).not.toHaveProperty("startupProbe");
     expect(container.livenessProbe.httpGet.path).toBe("/healthz");
     expect(objects.map((o) => o.kind)).toEqual(expect.arrayContaining(["NetworkPolicy", "ValidatingAdmissionPolicy", "PodDisruptionBudget", "Role"]));
-    expect(objects.filter((o) => o.kind === "ClusterRole").map((o) => o.metadata.name)).toEqual([`${RELEASE}-hookline-publish`]);
+    expect(objects.filter((o) => o.kind === "ClusterRole").map((o) => o.metadata.name).sort()).toEqual([`${RELEASE}-hookline-metrics-auth`, `${RELEASE}-hookline-metrics-reader`, `${RELEASE}-hookline-publish`]);
     const binding = objects.find((o) => o.kind === "ValidatingAdmissionPolicyBinding")!;
     expect(binding.spec.matchResources.namespaceSelector.matchExpressions[0].values).toEqual([ns]);
     const testPod = parseManifests(fresh.hooks.join("\n---\n")).find((o) => o.kind === "Pod")!;
@@ -182,13 +194,32 @@ describe("helm upgrade from an older chart", () => {
       const results = await Promise.all(pair.map((p) => template(p)));
       pair.forEach((p, j) => {
         expect(results[j]!.code, `${p}: ${results[j]!.stderr}`).toBe(0);
-        if (results[j]!.stdout !== plain.stdout) differs.push(p);
+        if (withoutGeneratedCertificate(results[j]!.stdout) !== withoutGeneratedCertificate(plain.stdout)) differs.push(p);
       });
     }
     // Only keepAbsent keys render differently without their value: removals that mean something
     // (no startup probe, no pod security context, no memory limit, no sidecar label), kept.
     expect(differs.filter((p) => !DEFAULTS.keepAbsent.includes(p))).toEqual([]);
     expect(differs).toEqual(expect.arrayContaining(["startupProbe", "podSecurityContext", "resources.limits", "grafanaDashboard.labels"]));
+  });
+
+  it("the metrics certificate the chart made at install is kept by upgrades (lookup)", async () => {
+    const secret = async () => {
+      const r = await kubectl(["get", "secret", `${RELEASE}-hookline-metrics-tls`, "-n", ns, "-o", "json"]);
+      expect(r.code, r.stderr).toBe(0);
+      return (JSON.parse(r.stdout) as { data: Record<string, string> }).data;
+    };
+    expect((await release(["install", RELEASE, CHART, "--values", userValues])).info.status).toBe("deployed");
+    try {
+      const made = await secret();
+      expect(Object.keys(made).sort()).toEqual(["ca.crt", "tls.crt", "tls.key"]);
+      for (const flag of ["--reuse-values", "--reset-then-reuse-values"]) {
+        expect((await release(["upgrade", RELEASE, CHART, flag])).info.status).toBe("deployed");
+        expect(await secret(), flag).toEqual(made);
+      }
+    } finally {
+      await helmOk(["uninstall", RELEASE]);
+    }
   });
 
   it("--reset-then-reuse-values and --reuse-values from a chart whose values.yaml is empty give what a fresh install gives", async () => {

@@ -4,7 +4,12 @@
 // say (replicas, leader election, drain derived from the grace period, probes, restricted
 // security context, every operator variable, least-privilege rules), and the schema refusing
 // bad values at `helm template` time.
-import { readFileSync, readdirSync } from "node:fs";
+import { X509Certificate } from "node:crypto";
+import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { createServer as createHttpsServer } from "node:https";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { connect as tlsConnect } from "node:tls";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { INT_VARS } from "../../src/config/config.js";
 import { createNamespace, deleteNamespace, kubectl, kubectlOk, waitFor } from "../helpers/cluster.js";
@@ -94,8 +99,10 @@ describe("helm chart", () => {
   it("default values: 2 replicas, leader election, drain derived from the grace period, probes, restricted pods", async () => {
     const { objects } = await render({ release: "hl", namespace: ns });
     const kinds = objects.map((o) => o.kind).sort();
-    // The operator's ClusterRole, the three user roles (view, edit, admin) and the replayer role.
-    expect(kinds).toEqual(["ClusterRole", "ClusterRole", "ClusterRole", "ClusterRole", "ClusterRole", "ClusterRoleBinding", "ConfigMap", "Deployment", "FlowSchema", "PodDisruptionBudget", "PriorityLevelConfiguration", "Role", "RoleBinding", "Service", "ServiceAccount", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"]);
+    // The operator's ClusterRole, the three user roles (view, edit, admin), the replayer role, the
+    // metrics server's reviews (bound to the operator) and the metrics-reader role; the metrics
+    // server's certificate.
+    expect(kinds).toEqual(["ClusterRole", "ClusterRole", "ClusterRole", "ClusterRole", "ClusterRole", "ClusterRole", "ClusterRole", "ClusterRoleBinding", "ClusterRoleBinding", "ConfigMap", "Deployment", "FlowSchema", "PodDisruptionBudget", "PriorityLevelConfiguration", "Role", "RoleBinding", "Secret", "Service", "ServiceAccount", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"]);
     const deploy = find(objects, "Deployment");
     const pod = deploy.spec.template.spec;
     expect(deploy.spec.replicas).toBe(2);
@@ -208,12 +215,13 @@ describe("helm chart", () => {
     expect(roles.map((r) => r.metadata.namespace).sort()).toEqual([...teams].sort());
     for (const r of roles) expect(JSON.stringify(r.rules)).toContain('"create"'); // publish door creates deliveries
     expect(objects.filter((o) => o.kind === "RoleBinding" && o.metadata.name === "hl-hookline").map((b) => b.metadata.namespace).sort()).toEqual([...teams].sort());
-    // The only ClusterRole bound to the operator is the publish door's: TokenReviews,
-    // SubjectAccessReviews, namespaces get. (The user roles, the replayer role among them, grant
-    // through namespace bindings.)
-    const clusterRoles = objects.filter((o) => o.kind === "ClusterRole" && !/-(view|edit|admin|replayer)$/.test(o.metadata.name));
-    expect(clusterRoles.map((o) => o.metadata.name)).toEqual(["hl-hookline-publish"]);
-    expect(JSON.stringify(clusterRoles[0]!.rules)).not.toMatch(/secrets|hookline\.dev/);
+    // The only ClusterRoles bound to the operator are the publish door's (TokenReviews,
+    // SubjectAccessReviews, namespaces get) and the metrics server's (TokenReviews,
+    // SubjectAccessReviews). (The user roles, the replayer role among them, grant through namespace
+    // bindings; the metrics-reader role is for scrapers.)
+    const clusterRoles = objects.filter((o) => o.kind === "ClusterRole" && !/-(view|edit|admin|replayer|metrics-reader)$/.test(o.metadata.name));
+    expect(clusterRoles.map((o) => o.metadata.name).sort()).toEqual(["hl-hookline-metrics-auth", "hl-hookline-publish"]);
+    for (const r of clusterRoles) expect(JSON.stringify(r.rules)).not.toMatch(/secrets|hookline\.dev/);
     expect(find(objects, "Role", "hl-hookline-leader-election").rules[1].resourceNames).toEqual(["hookline-team-leader"]);
   });
 
@@ -403,6 +411,83 @@ describe("helm chart", () => {
     expect(notes).toContain('hookline.dev/replay="endpoint fixed, INC-42"');
     // Heredocs a user can paste: the terminator alone at the start of a line.
     expect(notes.match(/^YAML$/gm)).toHaveLength(2);
+    expect(notes).toContain("Over HTTPS, for users allowed to get /metrics: bind ClusterRole hl-hookline-metrics-reader to your Prometheus' ServiceAccount (metrics.auth.readers).");
+    const bound = await helm(["install", "hl", CHART, "--kubeconfig", inject("kubeconfig"), "--namespace", ns, "--dry-run=server", "--set-json", 'metrics.auth.readers=[{"kind":"ServiceAccount","name":"prometheus","namespace":"monitoring"},{"kind":"Group","name":"sre"}]']);
+    expect(bound.code, bound.stderr).toBe(0);
+    expect(bound.stdout).toContain("(bound: ServiceAccount monitoring/prometheus, Group sre).");
+  });
+
+  it("metrics: METRICS_AUTH=kubernetes over HTTPS with a certificate the chart makes for the Service's name; the reader role and its bindings; a ServiceMonitor that sends Prometheus' token and checks the name; off: plain HTTP", async () => {
+    const readers = [{ kind: "ServiceAccount", name: "prometheus", namespace: "monitoring" }, { kind: "Group", name: "sre" }];
+    const { objects } = await render({ release: "hl", namespace: ns, setJson: { serviceMonitor: { enabled: true }, metrics: { auth: { readers } } } });
+    const deploy = find(objects, "Deployment");
+    const e = env(deploy);
+    expect(e.METRICS_AUTH!.value).toBe("kubernetes");
+    expect(e.METRICS_TLS_CERT_FILE!.value).toBe("/etc/hookline/metrics-tls/tls.crt");
+    expect(e.METRICS_TLS_KEY_FILE!.value).toBe("/etc/hookline/metrics-tls/tls.key");
+    const pod = deploy.spec.template.spec;
+    expect(pod.containers[0].volumeMounts).toContainEqual({ name: "metrics-tls", mountPath: "/etc/hookline/metrics-tls", readOnly: true });
+    expect(pod.volumes).toContainEqual({ name: "metrics-tls", secret: { secretName: "hl-hookline-metrics-tls", items: [{ key: "tls.crt", path: "tls.crt" }, { key: "tls.key", path: "tls.key" }] } });
+
+    // The certificate: for the metrics Service's names, signed by ca.crt, its key the one given.
+    const secret = find(objects, "Secret", "hl-hookline-metrics-tls");
+    expect(secret.type).toBe("kubernetes.io/tls");
+    const [crt, key, ca] = ["tls.crt", "tls.key", "ca.crt"].map((k) => Buffer.from(secret.data[k], "base64").toString("utf8")) as [string, string, string];
+    const host = `hl-hookline-metrics.${ns}.svc`;
+    const x509 = new X509Certificate(crt);
+    expect(x509.subjectAltName).toContain(`DNS:${host}`);
+    expect(x509.verify(new X509Certificate(ca).publicKey)).toBe(true);
+    // The operator loads it (METRICS_TLS), and a client that trusts ca.crt alone verifies the Service's name.
+    const dir = mkdtempSync(join(tmpdir(), "hookline-chart-metrics-"));
+    try {
+      writeFileSync(join(dir, "tls.crt"), crt);
+      writeFileSync(join(dir, "tls.key"), key);
+      const { readTlsPair, METRICS_TLS } = await import("../../src/access/tls.js");
+      await readTlsPair({ certFile: join(dir, "tls.crt"), keyFile: join(dir, "tls.key") }, METRICS_TLS);
+      const { loadConfig } = await import("../../src/config/config.js");
+      const values = Object.fromEntries(Object.entries(e).flatMap(([k, v]) => (v.value !== undefined ? [[k, v.value]] : [])));
+      expect(loadConfig(values).metrics).toEqual({ auth: "kubernetes", tls: { certFile: "/etc/hookline/metrics-tls/tls.crt", keyFile: "/etc/hookline/metrics-tls/tls.key" } });
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+    const server = createHttpsServer({ cert: crt, key }, (_req, res) => res.end("ok"));
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    try {
+      const port = (server.address() as { port: number }).port;
+      const handshake = (servername: string) =>
+        new Promise<string>((resolve) => {
+          const s = tlsConnect({ host: "127.0.0.1", port, ca, servername }, () => (s.end(), resolve("ok")));
+          s.on("error", (err) => resolve((err as NodeJS.ErrnoException).code ?? err.message));
+        });
+      expect(await handshake(host)).toBe("ok");
+      expect(await handshake("elsewhere.example")).toBe("ERR_TLS_CERT_ALTNAME_INVALID");
+    } finally {
+      server.close();
+    }
+
+    const endpoint = find(objects, "ServiceMonitor").spec.endpoints[0];
+    expect(endpoint).toMatchObject({ port: "metrics", scheme: "https", bearerTokenFile: "/var/run/secrets/kubernetes.io/serviceaccount/token", tlsConfig: { serverName: host, ca: { secret: { name: "hl-hookline-metrics-tls", key: "ca.crt" } } } });
+    expect(find(objects, "ClusterRole", "hl-hookline-metrics-reader").rules).toEqual([{ nonResourceURLs: ["/metrics"], verbs: ["get"] }]);
+    expect(find(objects, "ClusterRoleBinding", "hl-hookline-metrics-reader").subjects).toEqual([
+      { kind: "ServiceAccount", name: "prometheus", namespace: "monitoring" },
+      { kind: "Group", name: "sre", apiGroup: "rbac.authorization.k8s.io" },
+    ]);
+    expect(find(objects, "ClusterRoleBinding", "hl-hookline-metrics-auth").subjects).toEqual([{ kind: "ServiceAccount", name: "hl-hookline", namespace: ns }]);
+
+    // A certificate of the user's (cert-manager): mounted, none made.
+    const own = await render({ release: "hl", namespace: ns, setJson: { serviceMonitor: { enabled: true }, metrics: { tls: { secretName: "hookline-metrics-cert" } } } });
+    expect(own.objects.filter((o) => o.kind === "Secret")).toEqual([]);
+    expect(find(own.objects, "Deployment").spec.template.spec.volumes).toContainEqual(expect.objectContaining({ name: "metrics-tls", secret: expect.objectContaining({ secretName: "hookline-metrics-cert" }) }));
+    expect(find(own.objects, "ServiceMonitor").spec.endpoints[0].tlsConfig.ca.secret.name).toBe("hookline-metrics-cert");
+
+    // Off: plain HTTP, no reviews, no certificate.
+    const off = await render({ release: "hl", namespace: ns, setJson: { serviceMonitor: { enabled: true }, metrics: { auth: { enabled: false } } } });
+    const offEnv = env(find(off.objects, "Deployment"));
+    for (const name of ["METRICS_AUTH", "METRICS_TLS_CERT_FILE", "METRICS_TLS_KEY_FILE"]) expect(offEnv, name).not.toHaveProperty(name);
+    expect(off.objects.filter((o) => o.kind === "Secret" || /metrics-(auth|reader)$/.test(o.metadata.name))).toEqual([]);
+    const offEndpoint = find(off.objects, "ServiceMonitor").spec.endpoints[0];
+    expect(offEndpoint).not.toHaveProperty("scheme");
+    expect(offEndpoint).not.toHaveProperty("bearerTokenFile");
   });
 
   it("the publish door's audiences, TLS Secret and failed-authentication limit, and tracing, reach the pod; nothing of them by default", async () => {

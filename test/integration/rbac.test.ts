@@ -8,6 +8,7 @@
 // the operator creates from JetStream messages (a real nats-server).
 import { randomBytes } from "node:crypto";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { request as httpsRequest } from "node:https";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
@@ -18,6 +19,7 @@ import type { StreamConnection } from "../../src/jetstream/jetstream.js";
 import { apply, delivery, events, getObj, secret, subscription, waitForPhase } from "../helpers/kube.js";
 import { connectStream, startNats, type TestNats } from "../helpers/nats.js";
 import { startOperator, type TestOperator } from "../helpers/operator.js";
+import { TestCa } from "../helpers/pki.js";
 import { Receiver } from "../helpers/receiver.js";
 import { publishEvent, waitForConsumer } from "../helpers/stream.js";
 
@@ -40,6 +42,13 @@ async function forbidden(op: TestOperator, resource?: string): Promise<number> {
 }
 
 /** The rules without `verb` on `resource` (a rule left with no verb disappears). */
+/** Deletes the cluster-scoped objects of a rendered chart (its ClusterRoles and their bindings outlive the namespace). */
+async function deleteClusterScoped(objects: K8sObject[] | undefined): Promise<void> {
+  for (const o of objects ?? []) {
+    if (o.kind === "ClusterRole" || o.kind === "ClusterRoleBinding") await kubectlOk(["delete", o.kind.toLowerCase(), o.metadata.name, "--ignore-not-found"]);
+  }
+}
+
 function without(rules: Rule[], resource: string, verb: string): Rule[] {
   let removed = false;
   const out = rules
@@ -113,7 +122,7 @@ describe("RBAC of the chart, exercised by the operator", () => {
   afterAll(async () => {
     await op?.stop();
     await Promise.all(receivers.map((r) => r.close()));
-    if (clusterRole) await kubectlOk(["delete", "clusterrole,clusterrolebinding", clusterRole.metadata.name, "--ignore-not-found"]);
+    await deleteClusterScoped(objects);
     if (ns) await deleteNamespace(ns);
     if (dir) await rm(dir, { recursive: true, force: true });
   });
@@ -289,6 +298,7 @@ describe("RBAC of the chart, exercised by the operator", () => {
 describe("RBAC of the chart in stream mode without the publish door", () => {
   let ns: string;
   let clusterRole: K8sObject;
+  let objects: K8sObject[] | undefined;
   let dir: string;
   let kubeconfig: string;
   let nats: TestNats;
@@ -301,7 +311,7 @@ describe("RBAC of the chart in stream mode without the publish door", () => {
     nats = await startNats("rbac");
     conn = await connectStream(nats.url);
     // The chart as a stream-mode install renders it: a NATS URL, publish.enabled left false.
-    const { objects } = await render({ release: `rbacs-${randomBytes(3).toString("hex")}`, namespace: ns, setJson: { "stream.natsUrl": nats.url }, showOnly: ["templates/serviceaccount.yaml", "templates/rbac.yaml"] });
+    ({ objects } = await render({ release: `rbacs-${randomBytes(3).toString("hex")}`, namespace: ns, setJson: { "stream.natsUrl": nats.url }, showOnly: ["templates/serviceaccount.yaml", "templates/rbac.yaml"] }));
     clusterRole = find(objects, "ClusterRole");
     await apply(objects);
     dir = await mkdtemp(join(tmpdir(), "hookline-rbac-stream-"));
@@ -316,7 +326,7 @@ describe("RBAC of the chart in stream mode without the publish door", () => {
     await failing?.close();
     await conn?.close();
     await nats?.close();
-    if (clusterRole) await kubectlOk(["delete", "clusterrole,clusterrolebinding", clusterRole.metadata.name, "--ignore-not-found"]);
+    await deleteClusterScoped(objects);
     if (ns) await deleteNamespace(ns);
     if (dir) await rm(dir, { recursive: true, force: true });
   });
@@ -348,5 +358,61 @@ describe("RBAC of the chart in stream mode without the publish door", () => {
     // Nothing lost: the message was kept, and becomes its dead letter.
     await waitForPhase(ns, deliveryName("evt-rbac-2", "failing"), "DeadLettered", 30_000);
     expect(failing.requests.filter((r) => JSON.parse(r.body).id === "evt-rbac-2")).toHaveLength(1);
+  });
+});
+
+describe("RBAC of the chart: the metrics server's reviews (metrics.auth.enabled, the default)", () => {
+  let ns: string;
+  let objects: K8sObject[];
+  let dir: string;
+  let ca: TestCa;
+  let op: TestOperator | undefined;
+
+  const scrape = (token: string): Promise<number> =>
+    new Promise((resolve, reject) => {
+      const req = httpsRequest({ host: "127.0.0.1", port: op!.op.metricsPort, path: "/metrics", ca: ca.cert, headers: { authorization: `Bearer ${token}` } }, (res) => {
+        res.resume();
+        res.on("end", () => resolve(res.statusCode!));
+      });
+      req.on("error", reject);
+      req.end();
+    });
+
+  beforeAll(async () => {
+    ns = await createNamespace("rbac-metrics", { waitForServiceAccount: true });
+    // The chart's reader binding, for a ServiceAccount standing in for Prometheus.
+    ({ objects } = await render({ release: `rbacm-${randomBytes(3).toString("hex")}`, namespace: ns, setJson: { metrics: { auth: { readers: [{ kind: "ServiceAccount", name: "prometheus", namespace: ns }] } } }, showOnly: ["templates/serviceaccount.yaml", "templates/rbac.yaml"] }));
+    await apply([...objects, { apiVersion: "v1", kind: "ServiceAccount", metadata: { name: "prometheus", namespace: ns } }, { apiVersion: "v1", kind: "ServiceAccount", metadata: { name: "stranger", namespace: ns } }]);
+    dir = await mkdtemp(join(tmpdir(), "hookline-rbac-metrics-"));
+    const kubeconfig = await serviceAccountKubeconfig(objects, ns, dir);
+    ca = await TestCa.create();
+    const pem = await ca.issue("hookline-metrics", "server");
+    await writeFile(join(dir, "tls.crt"), pem.cert);
+    await writeFile(join(dir, "tls.key"), pem.key);
+    op = await startOperator({ namespaces: [ns], kubeconfig, env: { METRICS_AUTH: "kubernetes", METRICS_TLS_CERT_FILE: join(dir, "tls.crt"), METRICS_TLS_KEY_FILE: join(dir, "tls.key") } });
+  });
+  afterAll(async () => {
+    await op?.stop();
+    await ca?.close();
+    await deleteClusterScoped(objects);
+    if (ns) await deleteNamespace(ns);
+    if (dir) await rm(dir, { recursive: true, force: true });
+  });
+
+  it("is sufficient: the bound reader gets 200, a stranger 403, with no 401/403 on the operator's reviews; without the reviews' role, a scrape cannot be checked (503)", async () => {
+    const token = async (sa: string) => (await kubectlOk(["create", "token", sa, "-n", ns, "--duration=10m"])).trim();
+    expect(await scrape(await token("prometheus"))).toBe(200);
+    expect(await scrape(await token("stranger"))).toBe(403);
+    const denied = (await requestsByCode(op!)).filter((r) => r.code === "401" || r.code === "403");
+    expect(denied, JSON.stringify(denied)).toEqual([]);
+    const reviews = find(objects, "ClusterRole", objects.find((o) => o.kind === "ClusterRole" && o.metadata.name.endsWith("-metrics-auth"))!.metadata.name);
+    await apply({ ...reviews, rules: [] });
+    try {
+      // A token not reviewed yet (answers are kept 10 s): its TokenReview is refused.
+      await waitFor(async () => (await scrape(await token("prometheus"))) === 503, { description: "a scrape answered 503 without the reviews' role", timeoutMs: 15_000 });
+      expect((await requestsByCode(op!)).some((r) => r.resource === "tokenreviews" && r.code === "403")).toBe(true);
+    } finally {
+      await apply(reviews);
+    }
   });
 });

@@ -144,6 +144,13 @@ to null), unless their whole block is missing.
         "sendgrid",
         "generic"
       ],
+      "auth": {
+        "enabled": true,
+        "readers": []
+      },
+      "tls": {
+        "secretName": ""
+      },
       "service": {
         "type": "ClusterIP",
         "port": 8080,
@@ -228,7 +235,8 @@ to null), unless their whole block is missing.
       "namespace": "",
       "labels": {},
       "interval": "30s",
-      "scrapeTimeout": "10s"
+      "scrapeTimeout": "10s",
+      "tlsConfig": {}
     },
     "prometheusRule": {
       "enabled": false,
@@ -387,6 +395,7 @@ to null), unless their whole block is missing.
     "nodeSelector",
     "affinity",
     "serviceMonitor.labels",
+    "serviceMonitor.tlsConfig",
     "prometheusRule.labels",
     "grafanaDashboard.labels",
     "grafanaDashboard.annotations",

@@ -109,6 +109,16 @@ app.kubernetes.io/part-of: hookline
 {{- printf "%s-metrics" (include "hookline.fullname" . | trunc 55 | trimSuffix "-") }}
 {{- end }}
 
+{{/* The kubernetes.io/tls Secret /metrics is served with: metrics.tls.secretName, or the one the chart makes. */}}
+{{- define "hookline.metricsTlsSecret" -}}
+{{- default (printf "%s-metrics-tls" (include "hookline.fullname" . | trunc 51 | trimSuffix "-")) .Values.metrics.tls.secretName }}
+{{- end }}
+
+{{/* Whether /metrics is served over HTTPS: with authentication, or with a certificate given. */}}
+{{- define "hookline.metricsTls" -}}
+{{- if or .Values.metrics.auth.enabled .Values.metrics.tls.secretName }}true{{ end }}
+{{- end }}
+
 {{/*
 WEBHOOK_DRAIN_TIMEOUT_MS: explicit, or the grace period minus the margin. Refuses a drain timeout
 that leaves less than the margin before SIGKILL.

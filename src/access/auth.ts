@@ -1,4 +1,5 @@
-// Who is calling the publish endpoint, and may they create deliveries in this namespace? The
+// Who is calling a server of ours (the publish door; the metrics server: metrics-guard.ts)?
+// For the publish door: who is calling, and may they create deliveries in this namespace? The
 // caller's bearer token is checked with a TokenReview for the door's audiences (`hookline` by
 // default: a ServiceAccount token projected for Hookline, not the caller's API credential) and
 // the caller with a SubjectAccessReview for `create webhookdeliveries.hookline.dev` (and, when a
@@ -9,6 +10,7 @@
 // (user, uid, groups, extra), namespace and verb: every token of one ServiceAccount shares them.
 // Tokens are kept only as SHA-256 digests and never logged.
 import { createHash } from "node:crypto";
+import type { IncomingMessage } from "node:http";
 import { DELIVERY, GROUP } from "../api/names.js";
 import type { KubeClient } from "../kube/client.js";
 import { collectionPath, CORE } from "../kube/types.js";
@@ -74,9 +76,11 @@ export class TtlCache<V> {
 export interface ReviewerOptions {
   /**
    * Audiences a token must be issued for (TokenReview spec.audiences); default ["hookline"].
-   * A token for another audience (the API server's own, say) is not accepted.
+   * A token for another audience (the API server's own, say) is not accepted. "api-server": the
+   * API server's own audiences (no spec.audiences), for the metrics server, whose scrapers
+   * (Prometheus) send their ServiceAccount's token as it is.
    */
-  audiences?: readonly string[];
+  audiences?: readonly string[] | "api-server";
   /** How long an answer is reused; default 10 s. */
   ttlMs?: number;
   /** Answers kept at most (per kind); default 10 000. */
@@ -97,6 +101,14 @@ interface SubjectAccessReviewStatus {
   reason?: string;
 }
 
+/** The token of an `Authorization: Bearer <token>` header. */
+export function bearerToken(req: IncomingMessage): string | undefined {
+  const header = req.headers.authorization;
+  if (!header) return undefined;
+  const m = /^Bearer\s+(\S+)\s*$/i.exec(header);
+  return m?.[1];
+}
+
 export function tokenDigest(token: string): string {
   return createHash("sha256").update(token).digest("hex");
 }
@@ -112,7 +124,7 @@ export type AccessVerb = "create" | "get";
 export class Reviewer {
   private readonly tokens: TtlCache<Authentication>;
   private readonly access: TtlCache<Authorization>;
-  private readonly audiences: readonly string[];
+  private readonly audiences: readonly string[] | undefined;
 
   constructor(
     private readonly client: KubeClient,
@@ -122,7 +134,7 @@ export class Reviewer {
     const max = opts.maxEntries ?? 10_000;
     this.tokens = new TtlCache(ttl, max, opts.now);
     this.access = new TtlCache(ttl, max, opts.now);
-    this.audiences = opts.audiences?.length ? [...opts.audiences] : [DEFAULT_AUDIENCE];
+    this.audiences = opts.audiences === "api-server" ? undefined : opts.audiences?.length ? [...opts.audiences] : [DEFAULT_AUDIENCE];
   }
 
   /** Whether this token's review is held (pending or answered): asking again costs no API call. */
@@ -139,7 +151,7 @@ export class Reviewer {
       const review = await this.client.request<{ status?: TokenReviewStatus }>({
         method: "POST",
         path: collectionPath(CORE.tokenReviews),
-        body: { apiVersion: "authentication.k8s.io/v1", kind: "TokenReview", spec: { token, audiences: [...this.audiences] } },
+        body: { apiVersion: "authentication.k8s.io/v1", kind: "TokenReview", spec: { token, ...(this.audiences ? { audiences: [...this.audiences] } : {}) } },
       });
       const s = review.status ?? {};
       if (!s.authenticated || !s.user?.username) {
@@ -149,8 +161,9 @@ export class Reviewer {
       }
       // An authenticator that ignores audiences answers without status.audiences: such a token is
       // valid for the API server, not for this door (the TokenReview API asks clients to check).
-      if (!(s.audiences ?? []).some((a) => this.audiences.includes(a))) {
-        return { ok: false, failure: "wrong_audience", reason: `authenticated for audiences ${JSON.stringify(s.audiences ?? [])}, none of ${JSON.stringify(this.audiences)}` };
+      const audiences = this.audiences;
+      if (audiences && !(s.audiences ?? []).some((a) => audiences.includes(a))) {
+        return { ok: false, failure: "wrong_audience", reason: `authenticated for audiences ${JSON.stringify(s.audiences ?? [])}, none of ${JSON.stringify(audiences)}` };
       }
       return { ok: true, caller: { username: s.user.username, ...(s.user.uid ? { uid: s.user.uid } : {}), groups: s.user.groups ?? [], ...(s.user.extra ? { extra: s.user.extra } : {}) } };
     });
@@ -182,6 +195,30 @@ export class Reviewer {
       const s = review.status ?? {};
       if (s.allowed && !s.denied) return { allowed: true };
       return { allowed: false, reason: `${caller.username} may not ${verb} ${DELIVERY.plural}.${GROUP} in namespace "${namespace}"${s.reason ? ` (${s.reason})` : ""}` };
+    });
+  }
+
+  /** SubjectAccessReview: may `caller` `get` the non-resource URL `path` (e.g. /metrics)? */
+  mayGetUrl(caller: Caller, path: string): Promise<Authorization> {
+    return this.access.get(`${identityKey(caller)}/url/${path}`, async () => {
+      const review = await this.client.request<{ status?: SubjectAccessReviewStatus }>({
+        method: "POST",
+        path: collectionPath(CORE.subjectAccessReviews),
+        body: {
+          apiVersion: "authorization.k8s.io/v1",
+          kind: "SubjectAccessReview",
+          spec: {
+            user: caller.username,
+            ...(caller.uid ? { uid: caller.uid } : {}),
+            groups: caller.groups,
+            ...(caller.extra ? { extra: caller.extra } : {}),
+            nonResourceAttributes: { path, verb: "get" },
+          },
+        },
+      });
+      const s = review.status ?? {};
+      if (s.allowed && !s.denied) return { allowed: true };
+      return { allowed: false, reason: `${caller.username} may not get ${path}${s.reason ? ` (${s.reason})` : ""}` };
     });
   }
 }

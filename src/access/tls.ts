@@ -1,5 +1,6 @@
-// The publish door's TLS certificate: tls.crt and tls.key of a kubernetes.io/tls Secret mounted as
-// files (PUBLISH_TLS_CERT_FILE, PUBLISH_TLS_KEY_FILE), read at start and again whenever they
+// A server's TLS certificate (the publish door's, the metrics server's): tls.crt and tls.key of a
+// kubernetes.io/tls Secret mounted as files (PUBLISH_TLS_CERT_FILE and PUBLISH_TLS_KEY_FILE, or
+// METRICS_TLS_CERT_FILE and METRICS_TLS_KEY_FILE), read at start and again whenever they
 // change (the kubelet swaps a Secret volume's files atomically; cert-manager renews them), so a
 // renewed certificate is served without a restart. A pair that does not read (half written, a
 // key that does not match the certificate) is not used: the previous one stays, and the next
@@ -16,6 +17,17 @@ export interface TlsFiles {
   keyFile: string;
 }
 
+/** Which server the files are for: the variables that name them, and the server in log lines. */
+export interface TlsOwner {
+  certVariable: string;
+  keyVariable: string;
+  /** "publish door", "metrics server". */
+  server: string;
+}
+
+export const PUBLISH_TLS: TlsOwner = { certVariable: "PUBLISH_TLS_CERT_FILE", keyVariable: "PUBLISH_TLS_KEY_FILE", server: "publish door" };
+export const METRICS_TLS: TlsOwner = { certVariable: "METRICS_TLS_CERT_FILE", keyVariable: "METRICS_TLS_KEY_FILE", server: "metrics server" };
+
 export interface TlsPair {
   cert: Buffer;
   key: Buffer;
@@ -28,7 +40,7 @@ export interface TlsPair {
 /** The files cannot be used; `variable` names the setting at fault. */
 export class TlsFilesError extends Error {
   constructor(
-    readonly variable: "PUBLISH_TLS_CERT_FILE" | "PUBLISH_TLS_KEY_FILE",
+    readonly variable: string,
     message: string,
   ) {
     super(`${variable}: ${message}`);
@@ -45,22 +57,22 @@ async function read(path: string, variable: TlsFilesError["variable"]): Promise<
 }
 
 /** Reads and checks a certificate and its key (PEM): both parse, and the key is the certificate's. */
-export async function readTlsPair(files: TlsFiles): Promise<TlsPair> {
-  const [cert, key] = await Promise.all([read(files.certFile, "PUBLISH_TLS_CERT_FILE"), read(files.keyFile, "PUBLISH_TLS_KEY_FILE")]);
+export async function readTlsPair(files: TlsFiles, owner: TlsOwner = PUBLISH_TLS): Promise<TlsPair> {
+  const [cert, key] = await Promise.all([read(files.certFile, owner.certVariable), read(files.keyFile, owner.keyVariable)]);
   let x509: X509Certificate;
   try {
     x509 = new X509Certificate(cert);
   } catch {
-    throw new TlsFilesError("PUBLISH_TLS_CERT_FILE", `${files.certFile} is not a PEM certificate`);
+    throw new TlsFilesError(owner.certVariable, `${files.certFile} is not a PEM certificate`);
   }
   let privateKey;
   try {
     privateKey = createPrivateKey(key);
   } catch {
     // Not the parser's message: it could quote the key's bytes.
-    throw new TlsFilesError("PUBLISH_TLS_KEY_FILE", `${files.keyFile} is not a PEM private key`);
+    throw new TlsFilesError(owner.keyVariable, `${files.keyFile} is not a PEM private key`);
   }
-  if (!x509.checkPrivateKey(privateKey)) throw new TlsFilesError("PUBLISH_TLS_KEY_FILE", `${files.keyFile} is not the key of the certificate in ${files.certFile}`);
+  if (!x509.checkPrivateKey(privateKey)) throw new TlsFilesError(owner.keyVariable, `${files.keyFile} is not the key of the certificate in ${files.certFile}`);
   return { cert, key, fingerprint: x509.fingerprint256, subject: x509.subject.replace(/\n/g, ", "), notAfter: new Date(x509.validTo).toISOString() };
 }
 
@@ -69,7 +81,7 @@ export interface TlsLog {
   warn(fields: Record<string, unknown>, msg: string): void;
 }
 
-/** The door's certificate, kept current: load(), then serve() a TLS server with it. */
+/** A server's certificate, kept current: load(), then serve() a TLS server with it. */
 export class ReloadingTls {
   private watchers: FSWatcher[] = [];
   private poll: NodeJS.Timeout | undefined;
@@ -85,13 +97,15 @@ export class ReloadingTls {
     private pair: TlsPair,
     private readonly log: TlsLog,
     private readonly pollMs: number,
+    private readonly owner: TlsOwner,
   ) {}
 
   /** Reads the pair once; throws TlsFilesError naming the variable when it cannot be used. */
-  static async load(files: TlsFiles, log: TlsLog, opts: { pollMs?: number } = {}): Promise<ReloadingTls> {
-    const pair = await readTlsPair(files);
-    log.info({ certificate: pair.fingerprint, subject: pair.subject, notAfter: pair.notAfter }, "publish door serves HTTPS");
-    return new ReloadingTls(files, pair, log, opts.pollMs ?? 30_000);
+  static async load(files: TlsFiles, log: TlsLog, opts: { pollMs?: number; owner?: TlsOwner } = {}): Promise<ReloadingTls> {
+    const owner = opts.owner ?? PUBLISH_TLS;
+    const pair = await readTlsPair(files, owner);
+    log.info({ certificate: pair.fingerprint, subject: pair.subject, notAfter: pair.notAfter }, `${owner.server} serves HTTPS`);
+    return new ReloadingTls(files, pair, log, opts.pollMs ?? 30_000, owner);
   }
 
   get current(): TlsPair {
@@ -131,14 +145,14 @@ export class ReloadingTls {
       do {
         this.again = false;
         try {
-          const pair = await readTlsPair(this.files);
+          const pair = await readTlsPair(this.files, this.owner);
           if (pair.fingerprint === this.pair.fingerprint && pair.key.equals(this.pair.key)) continue;
           this.server?.setSecureContext({ cert: pair.cert, key: pair.key });
           this.pair = pair;
           this.reloads++;
-          this.log.info({ certificate: pair.fingerprint, subject: pair.subject, notAfter: pair.notAfter }, "publish door certificate reloaded");
+          this.log.info({ certificate: pair.fingerprint, subject: pair.subject, notAfter: pair.notAfter }, `${this.owner.server} certificate reloaded`);
         } catch (err) {
-          this.log.warn({ err: (err as Error).message }, "publish door certificate not reloaded; the previous one is still served");
+          this.log.warn({ err: (err as Error).message }, `${this.owner.server} certificate not reloaded; the previous one is still served`);
         }
       } while (this.again);
     })().finally(() => (this.reloading = undefined));
