@@ -36,7 +36,8 @@ export interface OperatorOptions {
   /**
    * The address the metrics, health and publish servers listen on; default every interface (a
    * pod's, for Prometheus, the kubelet and publishers). `hookline dev` gives 127.0.0.1: on a
-   * developer's machine nothing else needs them, and /metrics and the probes do not authenticate.
+   * developer's machine nothing else needs them, and the probes (and /metrics unless
+   * METRICS_AUTH=kubernetes) do not authenticate.
    */
   listenHost?: string;
 }

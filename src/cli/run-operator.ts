@@ -198,7 +198,8 @@ export async function devCommand(args: string[]): Promise<number> {
   }
   say(`in another shell:  export KUBECONFIG=${info.kubeconfig}`);
   say(`then:              kubectl apply -f examples/ && kubectl get whdel -n shop -w`);
-  // Loopback only: a developer's machine is on a network, and /metrics and the probes answer anyone.
+  // Loopback only: a developer's machine is on a network, and the probes (and /metrics, unless
+  // METRICS_AUTH=kubernetes) answer anyone.
   const op = new Operator({ config, kubeconfig: info.kubeconfig, listenHost: DEV_LISTEN_HOST });
   const cleanup = async () => {
     if (values["keep-cluster"]) return;
