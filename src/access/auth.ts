@@ -176,50 +176,36 @@ export class Reviewer {
 
   /** SubjectAccessReview: may `caller` `verb` webhookdeliveries in `namespace`? */
   authorize(caller: Caller, namespace: string, verb: AccessVerb = "create"): Promise<Authorization> {
-    return this.access.get(accessKey(caller, namespace, verb), async () => {
-      const review = await this.client.request<{ status?: SubjectAccessReviewStatus }>({
-        method: "POST",
-        path: collectionPath(CORE.subjectAccessReviews),
-        body: {
-          apiVersion: "authorization.k8s.io/v1",
-          kind: "SubjectAccessReview",
-          spec: {
-            user: caller.username,
-            ...(caller.uid ? { uid: caller.uid } : {}),
-            groups: caller.groups,
-            ...(caller.extra ? { extra: caller.extra } : {}),
-            resourceAttributes: { namespace, verb, group: GROUP, resource: DELIVERY.plural },
-          },
-        },
-      });
-      const s = review.status ?? {};
-      if (s.allowed && !s.denied) return { allowed: true };
-      return { allowed: false, reason: `${caller.username} may not ${verb} ${DELIVERY.plural}.${GROUP} in namespace "${namespace}"${s.reason ? ` (${s.reason})` : ""}` };
-    });
+    return this.access.get(accessKey(caller, namespace, verb), () =>
+      this.review(caller, { resourceAttributes: { namespace, verb, group: GROUP, resource: DELIVERY.plural } }, `${verb} ${DELIVERY.plural}.${GROUP} in namespace "${namespace}"`),
+    );
   }
 
   /** SubjectAccessReview: may `caller` `get` the non-resource URL `path` (e.g. /metrics)? */
   mayGetUrl(caller: Caller, path: string): Promise<Authorization> {
-    return this.access.get(`${identityKey(caller)}/url/${path}`, async () => {
-      const review = await this.client.request<{ status?: SubjectAccessReviewStatus }>({
-        method: "POST",
-        path: collectionPath(CORE.subjectAccessReviews),
-        body: {
-          apiVersion: "authorization.k8s.io/v1",
-          kind: "SubjectAccessReview",
-          spec: {
-            user: caller.username,
-            ...(caller.uid ? { uid: caller.uid } : {}),
-            groups: caller.groups,
-            ...(caller.extra ? { extra: caller.extra } : {}),
-            nonResourceAttributes: { path, verb: "get" },
-          },
+    return this.access.get(`${identityKey(caller)}/url/${path}`, () => this.review(caller, { nonResourceAttributes: { path, verb: "get" } }, `get ${path}`));
+  }
+
+  /** One SubjectAccessReview of `caller` for `attributes`; `what` names them in a refusal. */
+  private async review(caller: Caller, attributes: Record<string, unknown>, what: string): Promise<Authorization> {
+    const review = await this.client.request<{ status?: SubjectAccessReviewStatus }>({
+      method: "POST",
+      path: collectionPath(CORE.subjectAccessReviews),
+      body: {
+        apiVersion: "authorization.k8s.io/v1",
+        kind: "SubjectAccessReview",
+        spec: {
+          user: caller.username,
+          ...(caller.uid ? { uid: caller.uid } : {}),
+          groups: caller.groups,
+          ...(caller.extra ? { extra: caller.extra } : {}),
+          ...attributes,
         },
-      });
-      const s = review.status ?? {};
-      if (s.allowed && !s.denied) return { allowed: true };
-      return { allowed: false, reason: `${caller.username} may not get ${path}${s.reason ? ` (${s.reason})` : ""}` };
+      },
     });
+    const s = review.status ?? {};
+    if (s.allowed && !s.denied) return { allowed: true };
+    return { allowed: false, reason: `${caller.username} may not ${what}${s.reason ? ` (${s.reason})` : ""}` };
   }
 }
 
