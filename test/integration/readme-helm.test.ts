@@ -10,8 +10,10 @@
 // - the kubelet and the deployment controller: there are none, so this test plays them (see
 //   PlayedKubelet below): for a Deployment the chart created, it runs the pod template's
 //   container as processes (this checkout's bin/hookline.js, the container's args and env, the
-//   ServiceAccount's token as its credentials), probes /readyz as the readinessProbe would, and
-//   writes the Deployment's status, which `kubectl rollout status` waits on;
+//   ServiceAccount's token as its credentials, its Secret volumes written to a directory of the
+//   pod's and the variables that name files under a mount pointed there), probes /readyz as the
+//   readinessProbe would, and writes the Deployment's status, which `kubectl rollout status`
+//   waits on;
 // - RECEIVER, the README's and NOTES' placeholder for the user's own HTTPS host: an HTTPS
 //   receiver on 127.0.0.1 with a certificate from a test CA, which the played pods trust
 //   (NODE_EXTRA_CA_CERTS) and may reach (WEBHOOK_ALLOWED_NETWORKS gets 127.0.0.1/32 added:
@@ -20,7 +22,7 @@
 //   need: test/helpers/monitoring-crds.ts.
 import { spawn, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { Webhook } from "standardwebhooks";
@@ -43,10 +45,16 @@ const blocks = readBlocks(join(ROOT, "README.md"));
 interface Container {
   args?: string[];
   env?: Array<{ name: string; value?: string; valueFrom?: { fieldRef?: { fieldPath: string } } }>;
+  volumeMounts?: Array<{ name: string; mountPath: string }>;
 }
 interface Deployment {
   metadata: { name: string; namespace: string; generation: number };
-  spec: { replicas: number; template: { spec: { serviceAccountName: string; containers: Container[] } } };
+  spec: { replicas: number; template: { spec: { serviceAccountName: string; containers: Container[]; volumes?: Volume[] } } };
+}
+
+interface Volume {
+  name: string;
+  secret?: { secretName: string; items?: Array<{ key: string; path: string }> };
 }
 
 /** Plays the kubelet and the deployment controller for the chart's Deployment (see the header). */
@@ -113,6 +121,17 @@ class PlayedKubelet {
     for (const e of c.env ?? []) {
       const field = e.valueFrom?.fieldRef?.fieldPath;
       env[e.name] = field === "metadata.name" ? name : field === "metadata.namespace" ? ns : (e.value ?? "");
+    }
+    // Secret volumes, as the kubelet mounts them: each item a file; a variable naming a file under
+    // the mount path names the pod's copy (the metrics server's certificate, METRICS_TLS_*).
+    for (const m of c.volumeMounts ?? []) {
+      const v = (pod.volumes ?? []).find((x) => x.name === m.name);
+      if (!v?.secret) continue;
+      const secret = JSON.parse(await this.kubectl(["get", "secret", v.secret.secretName, "-n", ns, "-o", "json"])) as { data: Record<string, string> };
+      const local = join(this.dir, `${name}-${m.name}`);
+      await mkdir(local, { recursive: true });
+      for (const item of v.secret.items ?? Object.keys(secret.data).map((key) => ({ key, path: key }))) await writeFile(join(local, item.path), Buffer.from(secret.data[item.key]!, "base64"));
+      for (const [k, value] of Object.entries(env)) if (value.startsWith(`${m.mountPath}/`)) env[k] = local + value.slice(m.mountPath.length);
     }
     const [metrics, health] = await freePorts(2);
     Object.assign(env, { METRICS_PORT: String(metrics), HEALTH_PORT: String(health), ...this.extraEnv });
