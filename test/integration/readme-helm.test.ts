@@ -226,6 +226,12 @@ describe("README: Install on a cluster (Helm), and the chart's NOTES.txt, as wri
     // The played pods: one leads.
     const holder = (await execKubectl(cp.kubeconfig, ["-n", "hookline-system", "get", "lease", "-o", "jsonpath={.items[*].spec.holderIdentity}"])).stdout;
     expect(kubelet.pods.map((p) => p.name)).toContain(holder.trim());
+    // The README's reader binding gives kube-prometheus-stack's Prometheus the right to read /metrics, and nobody else.
+    const canGet = async (who: string) => (await execKubectl(cp.kubeconfig, ["auth", "can-i", "get", "/metrics", `--as=${who}`])).stdout.trim();
+    expect(await canGet("system:serviceaccount:monitoring:kube-prometheus-stack-prometheus")).toBe("yes");
+    expect(await canGet("system:serviceaccount:monitoring:someone-else")).toBe("no");
+    // The played pods serve it over HTTPS with the certificate the chart made (they logged it).
+    expect(kubelet.logs(400)).toContain('"msg":"metrics server serves HTTPS"');
     const got = receiver.requests.filter((r) => r.path === "/orders");
     expect(got.length).toBeGreaterThanOrEqual(1);
     const body = new Webhook("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw").verify(got[0]!.body, got[0]!.headers as Record<string, string>) as { id: string; type: string };
