@@ -20,6 +20,9 @@ export interface AuthFailureLimit {
   perMinute: number;
 }
 
+/** Both doors' default: 10 failures per client address, then 10 a minute (PUBLISH_AUTH_FAILURE_BURST, _PER_MINUTE). */
+export const DEFAULT_AUTH_FAILURE_LIMIT: AuthFailureLimit = { burst: 10, perMinute: 10 };
+
 export type Allowance = { ok: true } | { ok: false; retryAfterSeconds: number };
 
 /** The key an address is limited by: IPv4 (also IPv4-mapped IPv6) as it is, IPv6 by its /64. */

@@ -8,15 +8,14 @@
 // The token is never logged.
 import type { KubeClient } from "../kube/client.js";
 import { METRICS_PATH, type MetricsGuard } from "../observability/http-servers.js";
-import { AuthFailureLimiter, clientKey } from "./auth-failures.js";
+import { AuthFailureLimiter, clientKey, DEFAULT_AUTH_FAILURE_LIMIT } from "./auth-failures.js";
 import { bearerToken, Reviewer } from "./auth.js";
 
 const CHALLENGE = { "www-authenticate": 'Bearer realm="hookline-metrics"' };
 
 export function kubernetesMetricsGuard(client: KubeClient, opts: { now?: () => number } = {}): MetricsGuard {
   const reviewer = new Reviewer(client, { audiences: "api-server", ...(opts.now ? { now: opts.now } : {}) });
-  // As the publish door's default: 10 failures, then 10 a minute, per client address.
-  const failures = new AuthFailureLimiter({ burst: 10, perMinute: 10 }, opts.now ? { now: opts.now } : {});
+  const failures = new AuthFailureLimiter(DEFAULT_AUTH_FAILURE_LIMIT, opts.now ? { now: opts.now } : {});
   return {
     async check(req) {
       const token = bearerToken(req);

@@ -11,7 +11,7 @@ import { setupEngine, type Engine } from "../delivery/setup.js";
 import { setupFinished } from "../finished/setup.js";
 import { connectApi, crdCheck } from "../kube/connect.js";
 import { LeaderElector } from "../kube/leader.js";
-import { healthServer, metricsServer, serverRunnable } from "../observability/http-servers.js";
+import { ALL_INTERFACES, healthServer, metricsServer, serverRunnable } from "../observability/http-servers.js";
 import { createLogger } from "../observability/logger.js";
 import { Metrics } from "../observability/metrics.js";
 import { setupPublishDoor } from "../publish/setup.js";
@@ -133,7 +133,7 @@ export class Operator {
     const flushes = [() => subscriptions.flushDirty(FINAL_ROLLUP_BUDGET_MS), () => shared.events.flush()];
     manager.add(drainReportPart(drainLog, () => [term.lastDrain, ...(streamMode ? [streamMode.delivery.lastDrain] : [])], flushes), { group: "after-drain" });
     await manager.start();
-    log.info({ host: this.opts.listenHost ?? "0.0.0.0", metricsPort: this.metricsPort, metricsAuth: config.metrics.auth, metricsTls: config.metrics.tls !== undefined, healthPort: this.healthPort, ...(this.publishPort !== undefined ? { publishPort: this.publishPort } : {}) }, "serving /metrics, /healthz and /readyz");
+    log.info({ host: this.opts.listenHost ?? ALL_INTERFACES, metricsPort: this.metricsPort, metricsAuth: config.metrics.auth, metricsTls: config.metrics.tls !== undefined, healthPort: this.healthPort, ...(this.publishPort !== undefined ? { publishPort: this.publishPort } : {}) }, "serving /metrics, /healthz and /readyz");
   }
 
   /**

@@ -34,7 +34,24 @@ export interface Probes {
   ready(): { ready: boolean; reason?: string };
 }
 
-export async function listen(server: Server, port: number, host = "0.0.0.0"): Promise<number> {
+/** Where the operator's servers listen unless told otherwise: every interface (a pod's). */
+export const ALL_INTERFACES = "0.0.0.0";
+
+/**
+ * An HTTP server, or with `tls` an HTTPS one (TLS 1.2 at least) whose certificate is swapped when
+ * renewed: the publish door's and the metrics server's.
+ */
+export function httpOrHttps(onRequest: (req: IncomingMessage, res: ServerResponse) => void, opts: { tls?: TlsSource | undefined; maxHeaderSize?: number } = {}): Server {
+  const base = opts.maxHeaderSize !== undefined ? { maxHeaderSize: opts.maxHeaderSize } : {};
+  if (!opts.tls) return createServer(base, onRequest);
+  const { cert, key } = opts.tls.current;
+  const https = createHttpsServer({ ...base, cert, key, minVersion: "TLSv1.2" }, onRequest);
+  opts.tls.serve(https);
+  https.on("close", () => opts.tls?.close());
+  return https;
+}
+
+export async function listen(server: Server, port: number, host = ALL_INTERFACES): Promise<number> {
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
     server.listen(port, host, () => {
@@ -75,12 +92,7 @@ export function metricsServer(registry: Registry, opts: { guard?: MetricsGuard |
       (err: Error) => res.writeHead(500).end(err.message),
     );
   };
-  if (!opts.tls) return createServer(onRequest);
-  const { cert, key } = opts.tls.current;
-  const https = createHttpsServer({ cert, key }, onRequest);
-  opts.tls.serve(https);
-  https.on("close", () => opts.tls?.close());
-  return https;
+  return httpOrHttps(onRequest, { tls: opts.tls });
 }
 
 export function healthServer(probes: Probes): Server {

@@ -15,17 +15,18 @@
 // event becomes one JetStream message instead of deliveries, with the same checks before it and
 // the same answers (docs/stream-mode.md).
 import type { FilterOutcome } from "../core/filter.js";
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
-import { createServer as createHttpsServer, type Server as HttpsServer } from "node:https";
+import type { IncomingMessage, Server, ServerResponse } from "node:http";
+import type { Server as HttpsServer } from "node:https";
 import type { Logger } from "pino";
 import { DELIVERY, GROUP, MAX_PAYLOAD_BYTES } from "../api/names.js";
 import { ApiError, type KubeClient } from "../kube/client.js";
 import { StreamQuotaExceededError, StreamUnavailableError } from "../jetstream/jetstream.js";
 import type { TraceContext } from "../jetstream/message.js";
+import { httpOrHttps } from "../observability/http-servers.js";
 import type { PublishDoorMetrics } from "../observability/metrics.js";
 import { objectPath, CORE } from "../kube/types.js";
 import { bearerToken, DEFAULT_AUDIENCE, identityKey, Reviewer, TtlCache, type AuthFailure, type Authorization, type Caller, type ReviewerOptions } from "../access/auth.js";
-import { AuthFailureLimiter, clientKey, type AuthFailureLimit } from "../access/auth-failures.js";
+import { AuthFailureLimiter, clientKey, DEFAULT_AUTH_FAILURE_LIMIT, type AuthFailureLimit } from "../access/auth-failures.js";
 import { BacklogFullError, IdempotencyConflictError, PayloadTooLargeError, PublishFailedError, PublishInputError } from "./errors.js";
 import { publish, type SubscriptionLike } from "./fanout.js";
 import { validateTraceContext } from "./input.js";
@@ -84,7 +85,6 @@ const NAMESPACE = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 const DELIVERY_RESOURCE = `${DELIVERY.plural}.${GROUP}`;
 /** Room for the longest W3C tracestate (16 447 characters) beside a bearer token and the usual headers. */
 const MAX_HEADER_BYTES = 32 * 1024;
-const DEFAULT_AUTH_FAILURES: AuthFailureLimit = { burst: 10, perMinute: 10 };
 const DEFAULT_AUTHZ_DENIALS: AuthFailureLimit = { burst: 10, perMinute: 10 };
 /** Strict: invalid bytes throw; a leading BOM is kept (and refused by JSON.parse, as before). */
 const UTF8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
@@ -247,7 +247,7 @@ export function publishServer(opts: PublishServerOptions): Server | HttpsServer 
   const { client, log } = opts;
   const limit = opts.maxBodyBytes ?? MAX_PAYLOAD_BYTES + ENVELOPE_BYTES;
   const reviewer = new Reviewer(client, opts.reviews);
-  const limiter = new AuthFailureLimiter(opts.authFailures ?? DEFAULT_AUTH_FAILURES, opts.now ? { now: opts.now } : {});
+  const limiter = new AuthFailureLimiter(opts.authFailures ?? DEFAULT_AUTH_FAILURE_LIMIT, opts.now ? { now: opts.now } : {});
   const denials = new AuthFailureLimiter(opts.authzDenials ?? DEFAULT_AUTHZ_DENIALS, opts.now ? { now: opts.now } : {});
   const audience = opts.reviews?.audiences?.[0] ?? DEFAULT_AUDIENCE;
   // One answer for every failed authentication: which check failed is for the log and the metric.
@@ -407,16 +407,7 @@ export function publishServer(opts: PublishServerOptions): Server | HttpsServer 
       })
       .catch(() => res.destroy());
   };
-  let server: Server | HttpsServer;
-  if (opts.tls) {
-    const { cert, key } = opts.tls.current;
-    const https = createHttpsServer({ cert, key, minVersion: "TLSv1.2", maxHeaderSize: MAX_HEADER_BYTES }, onRequest);
-    opts.tls.serve(https);
-    https.on("close", () => opts.tls?.close());
-    server = https;
-  } else {
-    server = createServer({ maxHeaderSize: MAX_HEADER_BYTES }, onRequest);
-  }
+  const server = httpOrHttps(onRequest, { tls: opts.tls, maxHeaderSize: MAX_HEADER_BYTES });
   // Slow or stalled clients cannot hold a connection for long.
   server.requestTimeout = 30_000;
   server.headersTimeout = 10_000;
