@@ -158,7 +158,7 @@ export async function setupEngine(manager: Manager, o: EngineOptions): Promise<E
     wake: (key) => queues.addDelivery(key),
     onInFlight: (n) => metrics.inFlight.set(n),
     observer: sharedState ?? transitions,
-    ...(sharedState ? { replicas: () => sharedState.replicas() } : {}),
+    ...(sharedState ? { replicas: () => sharedState.replicas(), sharedAcrossReplicas: true } : {}),
   });
   // Tracing off: the producer's trace context passes through and no OpenTelemetry module is loaded.
   const tracing = await createAttemptTracer(config.tracing, { log: log.child({ component: "tracing" }), version: VERSION });

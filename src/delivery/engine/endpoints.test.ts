@@ -277,6 +277,30 @@ describe("EndpointRegistry.ensure", () => {
     expect(registry.get("shop/a")).toBe(fresh);
   });
 
+  it("a new leader term makes an idle endpoint again from the status another leader wrote meanwhile; one with a request in flight stays", () => {
+    const { registry, woken } = setup();
+    const idle = registry.ensure("shop/a", "uid-a", openStatus, policyOf(), NOW);
+    registry.park(idle, "shop/d1", "probe");
+    const busy = registry.ensure("shop/b", "uid-b", undefined, policyOf(), NOW);
+    busy.inFlight = 1;
+    // Meanwhile another leader probed, failed and opened the breaker again, until later.
+    const later: SubscriptionStatus = { ...openStatus, breaker: { ...openStatus.breaker!, nextProbeAt: toRfc3339(NOW + 90_000) } };
+    expect(registry.ensure("shop/a", "uid-a", later, policyOf(), NOW + 60_000).breaker.nextProbeAt).toBe(NOW + 50_000);
+    registry.newTerm();
+    const resumed = registry.ensure("shop/a", "uid-a", later, policyOf(), NOW + 60_000);
+    expect(resumed).not.toBe(idle);
+    expect(resumed.breaker).toMatchObject({ state: "Open", nextProbeAt: NOW + 90_000 });
+    expect(woken).toEqual(["shop/d1"]);
+    expect(registry.ensure("shop/b", "uid-b", openStatus, policyOf(), NOW + 60_000)).toBe(busy);
+  });
+
+  it("where replicas share endpoint state, a new term keeps it", () => {
+    const registry = new EndpointRegistry({ globalMax: 10, healthProbeIntervalMs: PROBE_INTERVAL, defaults: { deliveryTimeoutMs: 10_000, breaker: { failureThreshold: 5, successThreshold: 1, cooldownMs: 60_000 } }, wake: () => undefined, sharedAcrossReplicas: true });
+    const ep = registry.ensure("shop/a", "uid-a", openStatus, policyOf(), NOW);
+    registry.newTerm();
+    expect(registry.ensure("shop/a", "uid-a", undefined, policyOf(), NOW)).toBe(ep);
+  });
+
   it("a new URL resets breaker, health and rate bucket (keeping the totals), marks it urgent and wakes its parked keys", () => {
     const { registry, woken } = setup();
     const ep = registry.ensure("shop/a", "uid", openStatus, policyOf(), NOW);

@@ -111,6 +111,8 @@ export interface EndpointRegistryOptions {
   observer?: EndpointObserver;
   /** Replicas delivering (stream mode: every replica, each with its own token buckets); default 1. */
   replicas?: () => number;
+  /** Replicas share breaker and health (stream mode: the observer keeps every endpoint current): a new leader term keeps them. */
+  sharedAcrossReplicas?: boolean;
   now?: () => number;
 }
 
@@ -182,6 +184,23 @@ export class EndpointRegistry {
       this.wakeSubscription(ep.key);
     }
     return changed;
+  }
+
+  /**
+   * A leader term begins. Where only the leader holds endpoint state (CR mode), what this replica
+   * kept from an earlier term may be stale: another leader may have probed, re-opened or closed
+   * the breaker since, and written it to status. Each endpoint with no request in flight is
+   * dropped, so it is made again from its subscription's status when next needed. Where the
+   * replicas share the state, it is current and stays.
+   */
+  newTerm(): void {
+    if (this.o.sharedAcrossReplicas) return;
+    for (const [key, ep] of this.endpoints) {
+      if (ep.inFlight > 0) continue;
+      this.endpoints.delete(key);
+      for (const wake of ep.parked.values()) wake();
+    }
+    for (const [k, w] of this.wokenForEndpoint) if (this.endpoints.get(w.ep.key) !== w.ep) this.wokenForEndpoint.delete(k);
   }
 
   remove(subKey: string): void {

@@ -51,6 +51,8 @@ export function setupCrTransport(manager: Manager, engine: Engine, d: CrTranspor
     replays: d.replays,
     replayRequests: () => d.terminal.replayRequests(),
     onStart: () => {
+      // Endpoint state kept from an earlier term is not trusted: it is made again from status.
+      endpoints.newTerm();
       backlog.reset();
       d.replayer.restart();
       d.terminal.resync();
