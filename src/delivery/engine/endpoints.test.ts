@@ -277,21 +277,28 @@ describe("EndpointRegistry.ensure", () => {
     expect(registry.get("shop/a")).toBe(fresh);
   });
 
-  it("a new leader term makes an idle endpoint again from the status another leader wrote meanwhile; one with a request in flight stays", () => {
-    const { registry, woken } = setup();
+  it("a new leader term takes an idle endpoint's breaker, health and hold from the status another leader wrote meanwhile; its unwritten counts stay; one with a request in flight stays as it is", () => {
+    const { registry } = setup();
     const idle = registry.ensure("shop/a", "uid-a", openStatus, policyOf(), NOW);
-    registry.park(idle, "shop/d1", "probe");
+    idle.succeededDelta = 3;
+    idle.discardedDelta = 1;
+    idle.bucket = { tokens: 0, updatedAt: NOW };
     const busy = registry.ensure("shop/b", "uid-b", undefined, policyOf(), NOW);
     busy.inFlight = 1;
     // Meanwhile another leader probed, failed and opened the breaker again, until later.
-    const later: SubscriptionStatus = { ...openStatus, breaker: { ...openStatus.breaker!, nextProbeAt: toRfc3339(NOW + 90_000) } };
+    const later: SubscriptionStatus = { ...openStatus, breaker: { ...openStatus.breaker!, nextProbeAt: toRfc3339(NOW + 90_000) }, throttle: { since: toRfc3339(NOW + 55_000), until: toRfc3339(NOW + 70_000), status: 429, retryAfter: "15" } };
     expect(registry.ensure("shop/a", "uid-a", later, policyOf(), NOW + 60_000).breaker.nextProbeAt).toBe(NOW + 50_000);
     registry.newTerm();
     const resumed = registry.ensure("shop/a", "uid-a", later, policyOf(), NOW + 60_000);
-    expect(resumed).not.toBe(idle);
+    expect(resumed).toBe(idle);
     expect(resumed.breaker).toMatchObject({ state: "Open", nextProbeAt: NOW + 90_000 });
-    expect(woken).toEqual(["shop/d1"]);
-    expect(registry.ensure("shop/b", "uid-b", openStatus, policyOf(), NOW + 60_000)).toBe(busy);
+    expect(resumed.throttle).toMatchObject({ until: NOW + 70_000, status: 429 });
+    expect(resumed.bucket).toBeUndefined();
+    expect([resumed.succeededDelta, resumed.discardedDelta]).toEqual([3, 1]);
+    // Once: later calls keep what it then learns.
+    resumed.breaker = { ...closedBreaker };
+    expect(registry.ensure("shop/a", "uid-a", later, policyOf(), NOW + 60_001).breaker).toEqual(closedBreaker);
+    expect(registry.ensure("shop/b", "uid-b", openStatus, policyOf(), NOW + 60_000).breaker).toEqual(closedBreaker);
   });
 
   it("where replicas share endpoint state, a new term keeps it", () => {
@@ -299,6 +306,7 @@ describe("EndpointRegistry.ensure", () => {
     const ep = registry.ensure("shop/a", "uid-a", openStatus, policyOf(), NOW);
     registry.newTerm();
     expect(registry.ensure("shop/a", "uid-a", undefined, policyOf(), NOW)).toBe(ep);
+    expect(ep.breaker.state).toBe("Open");
   });
 
   it("a new URL resets breaker, health and rate bucket (keeping the totals), marks it urgent and wakes its parked keys", () => {

@@ -16,8 +16,9 @@ import type { TokenBucket } from "../../core/endpoint/token-bucket.js";
 import { GlobalSlots, namespaceOf } from "./global-slots.js";
 
 export class Endpoint {
-  breaker: breaker.BreakerState;
-  health: health.HealthState;
+  // Set by resume(), which the constructor calls.
+  breaker!: breaker.BreakerState;
+  health!: health.HealthState;
   bucket: TokenBucket | undefined;
   inFlight = 0;
   /** Keys waiting for a slot here or for the probe in flight, each with the function that wakes it (its transport's). */
@@ -35,6 +36,9 @@ export class Endpoint {
   /** The endpoint's Retry-After hold (core/endpoint/throttle.ts): no attempt of any transport before its end. */
   throttle: Throttle | undefined;
 
+  /** Kept from an earlier leader term: its state is taken from status again when next needed (EndpointRegistry.newTerm). */
+  stale = false;
+
   constructor(
     readonly key: string,
     readonly uid: string | undefined,
@@ -44,10 +48,17 @@ export class Endpoint {
     url: string | undefined,
     healthProbeIntervalMs: number,
   ) {
+    this.resume(status, now, breakerConfig, url, healthProbeIntervalMs);
+  }
+
+  /** Breaker, health and Retry-After hold as the subscription's status says (the counts not yet written stay). */
+  resume(status: SubscriptionStatus | undefined, now: number, breakerConfig: breaker.BreakerConfig, url: string | undefined, healthProbeIntervalMs: number): void {
     this.breaker = breaker.fromStatus(status?.breaker, now, breakerConfig);
     this.health = health.fromStatus(status?.health as health.HealthStatus | undefined, now, health.healthConfig(healthProbeIntervalMs));
     this.url = url;
     this.throttle = throttleFromStatus(status?.throttle, now);
+    this.bucket = undefined;
+    this.stale = false;
   }
 
   /** The subscription now points elsewhere: what we knew about the old endpoint does not apply. */
@@ -146,6 +157,8 @@ export class EndpointRegistry {
       ep = new Endpoint(subKey, uid, status, now, policy?.breaker ?? this.o.defaults.breaker, policy?.url, this.o.healthProbeIntervalMs);
       this.endpoints.set(subKey, ep);
       this.o.observer?.created?.(ep);
+    } else if (ep.stale && ep.inFlight === 0) {
+      ep.resume(status, now, policy?.breaker ?? this.o.defaults.breaker, policy?.url ?? ep.url, this.o.healthProbeIntervalMs);
     } else if (policy && ep.url !== undefined && ep.url !== policy.url) {
       ep.resetFor(policy.url);
       this.wakeEndpoint(ep);
@@ -189,18 +202,14 @@ export class EndpointRegistry {
   /**
    * A leader term begins. Where only the leader holds endpoint state (CR mode), what this replica
    * kept from an earlier term may be stale: another leader may have probed, re-opened or closed
-   * the breaker since, and written it to status. Each endpoint with no request in flight is
-   * dropped, so it is made again from its subscription's status when next needed. Where the
-   * replicas share the state, it is current and stays.
+   * the breaker since, and written it to status. Each endpoint with no request in flight takes
+   * its breaker, health and Retry-After hold from its subscription's status again when next
+   * needed, as a replica leading for the first time does; the counts it has not written yet stay.
+   * Where the replicas share the state, it is current and stays.
    */
   newTerm(): void {
     if (this.o.sharedAcrossReplicas) return;
-    for (const [key, ep] of this.endpoints) {
-      if (ep.inFlight > 0) continue;
-      this.endpoints.delete(key);
-      for (const wake of ep.parked.values()) wake();
-    }
-    for (const [k, w] of this.wokenForEndpoint) if (this.endpoints.get(w.ep.key) !== w.ep) this.wokenForEndpoint.delete(k);
+    for (const ep of this.endpoints.values()) if (ep.inFlight === 0) ep.stale = true;
   }
 
   remove(subKey: string): void {

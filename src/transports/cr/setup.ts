@@ -51,7 +51,7 @@ export function setupCrTransport(manager: Manager, engine: Engine, d: CrTranspor
     replays: d.replays,
     replayRequests: () => d.terminal.replayRequests(),
     onStart: () => {
-      // Endpoint state kept from an earlier term is not trusted: it is made again from status.
+      // Breaker and health kept from an earlier term are not trusted: taken from status again.
       endpoints.newTerm();
       backlog.reset();
       d.replayer.restart();
