@@ -334,6 +334,17 @@ async function inject(f: PlannedFault, env: FaultEnv): Promise<void> {
         await operators.waitForLeader(client, 60_000);
         break;
       }
+      case "leader-sigstop": {
+        // Frozen past the Lease (4 s): a standby takes over; then the old leader runs again.
+        const leader = await operators.waitForLeader(client, 30_000);
+        if (!leader) return env.say(`fault ${f.kind} skipped: no leader`);
+        begin(leader.proc.opts.name);
+        leader.proc.child.kill("SIGSTOP");
+        await sleep(4_000 + f.downMs);
+        leader.proc.child.kill("SIGCONT");
+        await operators.waitForLeader(client, 60_000);
+        break;
+      }
       case "receiver-restart":
         begin(env.receivers[f.receiver]!.name);
         await env.receivers[f.receiver]!.restart(Math.min(f.downMs, 4_000) - 2_000);

@@ -1,14 +1,16 @@
 // The fault schedule, drawn from the seed before the run starts: which fault at which offset.
-// --quick injects each of the seven kinds once, in a seeded order; a longer run cycles through
+// --quick injects each of the eight kinds once, in a seeded order; a longer run cycles through
 // seeded kinds every 45-120 s.
 import type { FaultKind } from "./history.js";
 import type { Rng } from "./rng.js";
 
-export const FAULT_KINDS: FaultKind[] = ["leader-sigkill", "leader-sigterm", "standby-sigkill", "receiver-restart", "apiserver-restart", "etcd-restart", "noisy-tenant"];
+export const FAULT_KINDS: FaultKind[] = ["leader-sigkill", "leader-sigterm", "leader-sigstop", "standby-sigkill", "receiver-restart", "apiserver-restart", "etcd-restart", "noisy-tenant"];
 
 export const FAULT_MEANING: Record<FaultKind, string> = {
   "leader-sigkill": "the leading operator dies at once (OOM kill, node loss): no drain, no Lease release",
   "leader-sigterm": "the leading operator is stopped (rollout): drains in-flight requests, releases the Lease",
+  "leader-sigstop":
+    "the leading operator freezes (SIGSTOP: a long GC pause, a stalled node) past its Lease, so another leads; then it runs again (SIGCONT), must see it no longer leads, and may lead again later",
   "standby-sigkill": "the standby operator dies: must not disturb the leader",
   "receiver-restart": "a receiver process is killed and restarted on the same port after 1-4 s",
   "apiserver-restart": "kube-apiserver is stopped for 3-8 s and started again",

@@ -90,7 +90,7 @@ export interface ReceivedRequest {
   finAt?: number;
 }
 
-export type FaultKind = "leader-sigkill" | "leader-sigterm" | "standby-sigkill" | "receiver-restart" | "apiserver-restart" | "etcd-restart" | "noisy-tenant" | "lease-lost";
+export type FaultKind = "leader-sigkill" | "leader-sigterm" | "leader-sigstop" | "standby-sigkill" | "receiver-restart" | "apiserver-restart" | "etcd-restart" | "noisy-tenant" | "lease-lost";
 
 export interface Fault {
   kind: FaultKind;

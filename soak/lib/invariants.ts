@@ -27,7 +27,7 @@ export const INVARIANTS: Record<number, string> = {
 };
 
 /** Faults around which a delivery may be sent again; "lease-lost" is a failover the load caused. */
-const CRASHES = ["leader-sigkill", "leader-sigterm", "apiserver-restart", "etcd-restart", "lease-lost"] as const;
+const CRASHES = ["leader-sigkill", "leader-sigterm", "leader-sigstop", "apiserver-restart", "etcd-restart", "lease-lost"] as const;
 
 function statesIn(sub: SubRecord | undefined, from: number, to: number): SubState[] {
   if (!sub) return [];
@@ -281,7 +281,7 @@ export const ROLLUP_LOSS = { intervalMs: 7_000, outageLookbackMs: 30_000 } as co
 export function rollupLossWindows(faults: Array<{ kind: string; start: number; end?: number }>): Array<[number, number]> {
   const outages = faults.filter((f) => f.kind === "apiserver-restart" || f.kind === "etcd-restart");
   return faults
-    .filter((f) => f.kind === "leader-sigkill" || f.kind === "lease-lost")
+    .filter((f) => f.kind === "leader-sigkill" || f.kind === "leader-sigstop" || f.kind === "lease-lost")
     .map((k) => {
       const recent = outages.filter((o) => (o.end ?? k.start) >= k.start - ROLLUP_LOSS.outageLookbackMs && o.start <= k.start);
       const from = Math.min(k.start - ROLLUP_LOSS.intervalMs, ...recent.map((o) => o.start));

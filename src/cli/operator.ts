@@ -70,8 +70,9 @@ export class Operator {
     return this.engine.shared.caches;
   }
 
+  /** This replica's leader term runs, and (with leader election) its Lease was renewed within the renew deadline. */
   get isLeader(): boolean {
-    return this.engine?.term.current?.leading ?? false;
+    return (this.engine?.term.current?.leading ?? false) && (this.elector?.leaseFresh ?? true);
   }
 
   /** Readiness, from the manager's parts (each says why it keeps the replica from being ready). */

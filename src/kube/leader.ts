@@ -41,6 +41,8 @@ export function microTime(ms: number): string {
 
 export class LeaderElector {
   private leading = false;
+  /** When this replica last acquired or renewed the Lease (Date.now()). */
+  private renewedAt = 0;
   private observed: { record: string; at: number } | undefined;
   private lease: Lease | undefined;
   private running: Promise<void> | undefined;
@@ -50,6 +52,16 @@ export class LeaderElector {
 
   get isLeader(): boolean {
     return this.leading;
+  }
+
+  /**
+   * Leading, and the Lease renewed within the renew deadline. A replica that was paused (a long
+   * GC, SIGSTOP, a stalled node) past it may have been replaced meanwhile: from the moment it
+   * runs again until its renew loop steps down, this is false, so nothing it does as leader
+   * starts (delivery attempts check it).
+   */
+  get leaseFresh(): boolean {
+    return this.leading && Date.now() - this.renewedAt < this.o.renewDeadlineMs;
   }
 
   get holder(): string | undefined {
@@ -81,6 +93,7 @@ export class LeaderElector {
       while (!signal.aborted && !this.leading) {
         if (await this.tryAcquireOrRenew()) {
           this.leading = true;
+          this.renewedAt = Date.now();
           this.o.log.info({ lease: `${this.o.namespace}/${this.o.name}`, identity: this.o.identity }, "became leader");
           this.o.onStartedLeading();
           break;
@@ -88,16 +101,16 @@ export class LeaderElector {
         await sleep(this.o.retryPeriodMs * (1 + random() * 0.2), signal);
       }
       // Renew.
-      let lastRenew = Date.now();
       while (!signal.aborted && this.leading) {
         await sleep(this.o.retryPeriodMs, signal);
         if (signal.aborted) return;
-        const deadline = AbortSignal.timeout(Math.max(100, this.o.renewDeadlineMs - (Date.now() - lastRenew)));
-        const ok = await this.tryAcquireOrRenew(AbortSignal.any([signal, deadline]));
-        if (ok) lastRenew = Date.now();
-        else if (Date.now() - lastRenew >= this.o.renewDeadlineMs) {
+        // Woken past the renew deadline (the process was paused): another replica may lead
+        // already, so this one steps down before anything else, and campaigns again.
+        const ok = Date.now() - this.renewedAt < this.o.renewDeadlineMs && (await this.tryAcquireOrRenew(AbortSignal.any([signal, AbortSignal.timeout(Math.max(100, this.o.renewDeadlineMs - (Date.now() - this.renewedAt)))])));
+        if (ok) this.renewedAt = Date.now();
+        else if (Date.now() - this.renewedAt >= this.o.renewDeadlineMs) {
           this.leading = false;
-          this.o.log.error({ lease: `${this.o.namespace}/${this.o.name}` }, "lost leadership: could not renew the Lease within the renew deadline; delivery work stops");
+          this.o.log.error({ lease: `${this.o.namespace}/${this.o.name}`, sinceRenewMs: Date.now() - this.renewedAt }, "lost leadership: could not renew the Lease within the renew deadline; delivery work stops");
           this.o.onStoppedLeading();
         }
       }

@@ -1,6 +1,7 @@
 // Leader election and failover with two real operator processes: the standby does no delivery
 // work, takes over within 2 s of a SIGTERMed leader (which releases its Lease) and within the
 // lease duration of a SIGKILLed one; every delivery ends Succeeded, with its original webhook-id.
+// A leader paused past its Lease (SIGSTOP) starts no request once it runs again.
 import { afterEach, describe, expect, it } from "vitest";
 import { createNamespace, deleteNamespace, waitFor } from "../helpers/cluster.js";
 import { apply, create, delivery, listObjs, subscription } from "../helpers/kube.js";
@@ -114,5 +115,33 @@ describe("leader election and failover", () => {
     expect(firstAfterMs).toBeLessThan(LEASE_MS + 1_500);
     expect(duplicates).toBeLessThanOrEqual(10); // maxInFlight: at most the requests in flight at the kill
     expect(maxPerId).toBeLessThanOrEqual(2);
+  });
+
+  it("SIGSTOP of the leader past its Lease (a long pause): the standby takes over, and once it runs again the old leader starts no request", async () => {
+    const ns = await createNamespace("failover-stop");
+    cleanups.push(() => deleteNamespace(ns));
+    const r = await Receiver.start(() => ({ status: 200, delayMs: 100 }));
+    cleanups.push(() => r.close());
+    const { leader, standby } = await pair(ns);
+    // A backlog that drains at about 20 a second: when the pause ends, the old leader still has
+    // requests in flight, and deliveries waiting for their slots.
+    await apply(subscription(ns, "slow", { url: r.url(), maxInFlight: 2, paused: true }));
+    await create(Array.from({ length: 300 }, (_, i) => delivery(ns, `d-${String(i).padStart(3, "0")}`, "slow")));
+    await apply(subscription(ns, "slow", { url: r.url(), maxInFlight: 2, paused: false }));
+    await r.waitForRequests(20);
+
+    leader.kill("SIGSTOP");
+    try {
+      await standby.waitForLog((l) => l.msg === "became leader", LEASE_MS + 10_000, "the standby's leadership");
+      await r.waitForRequests(r.requests.length + 10);
+    } finally {
+      leader.kill("SIGCONT");
+    }
+    const resumedAt = Date.now();
+    await leader.waitForLog((l) => typeof l.msg === "string" && l.msg.startsWith("lost leadership"), 10_000, "the old leader seeing it lost the Lease");
+    // Every attempt the old leader logged after it ran again had started before the pause.
+    const started = leader.lines.filter((l) => l.msg === "webhook_attempt").map((l) => Date.parse(l.time as string) - (l.durationMs as number));
+    expect(started.length).toBeGreaterThan(0);
+    expect(started.filter((t) => t >= resumedAt - 50)).toEqual([]);
   });
 });

@@ -55,6 +55,8 @@ export interface DeliveryReconcilerDeps {
   log: Logger;
   /** Queues a delivery again: how a delivery parked for a slot or a probe is woken. */
   requeue: (deliveryKey: string) => void;
+  /** This replica leads with a fresh Lease (a paused leader's term ends soon after it runs again; nothing starts meanwhile). */
+  leading?: () => boolean;
 }
 
 /** One delivery's reconcile, with everything plan() was given. */
@@ -83,6 +85,9 @@ export class DeliveryReconciler {
 
   async reconcile(key: string, signal: AbortSignal, ctx?: ReconcileContext): Promise<Result | void> {
     if (this.d.outcomes.hasUnwritten(key)) return this.writeUnwritten(key);
+    // Not sure of the Lease (paused past its renew deadline): no attempt starts; the term that
+    // leads next (this replica's or another's) queues every delivery again.
+    if (this.d.leading && !this.d.leading()) return;
     let obj = this.d.caches.delivery(key);
     if (!obj) {
       this.d.waits.forget(key);

@@ -43,6 +43,7 @@ export function setupCrTransport(manager: Manager, engine: Engine, d: CrTranspor
     expectations: s.expectations.deliveries,
     log,
     requeue: (key) => queues.addDelivery(key),
+    leading: s.isLeader,
   });
   const term = new LeaderTerm({
     caches,

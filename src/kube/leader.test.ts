@@ -1,0 +1,73 @@
+import pino from "pino";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { ApiError, type KubeClient } from "./client.js";
+import { LeaderElector } from "./leader.js";
+
+/** A Lease store answering the elector's GET, POST and PUT at once, with what happened in order. */
+function fakeClient(happened: string[]) {
+  let lease: { metadata: Record<string, unknown>; spec?: Record<string, unknown> } | undefined;
+  let version = 0;
+  const answer = (r: { method: string; body?: unknown }) => {
+    happened.push(r.method);
+    if (r.method === "GET") {
+      if (!lease) throw new ApiError(404, "NotFound", "not found");
+      return structuredClone(lease);
+    }
+    const body = r.body as NonNullable<typeof lease>;
+    lease = { ...body, metadata: { ...body.metadata, resourceVersion: String(++version) } };
+    return structuredClone(lease);
+  };
+  const request = (r: { method: string; body?: unknown }) => new Promise((resolve) => resolve(answer(r)));
+  return { request } as unknown as KubeClient;
+}
+
+describe("LeaderElector", () => {
+  beforeEach(() => void vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "Date"] }));
+  afterEach(() => void vi.useRealTimers());
+
+  function elector(happened: string[]) {
+    return new LeaderElector({
+      client: fakeClient(happened),
+      namespace: "hookline",
+      name: "hookline-leader",
+      identity: "replica-a",
+      leaseDurationMs: 4_000,
+      renewDeadlineMs: 3_000,
+      retryPeriodMs: 500,
+      log: pino({ level: "silent" }),
+      onStartedLeading: () => happened.push("started"),
+      onStoppedLeading: () => happened.push("stopped"),
+      random: () => 0,
+    });
+  }
+
+  it("renews every retry period and stays fresh", async () => {
+    const happened: string[] = [];
+    const e = elector(happened);
+    e.start();
+    await vi.advanceTimersByTimeAsync(0);
+    expect([e.isLeader, e.leaseFresh]).toEqual([true, true]);
+    await vi.advanceTimersByTimeAsync(2_600);
+    expect(e.leaseFresh).toBe(true);
+    expect(happened.filter((h) => h === "PUT").length).toBe(5);
+    expect(happened).not.toContain("stopped");
+    await e.stop(false);
+  });
+
+  it("paused past the renew deadline: not fresh the moment it runs again, and it steps down before it renews (then campaigns again)", async () => {
+    const happened: string[] = [];
+    const e = elector(happened);
+    e.start();
+    await vi.advanceTimersByTimeAsync(0);
+    expect(e.leaseFresh).toBe(true);
+    // The process was stopped for 5 s: the clock moved, no timer ran.
+    vi.setSystemTime(Date.now() + 5_000);
+    expect([e.isLeader, e.leaseFresh]).toEqual([true, false]);
+    const before = happened.length;
+    // Its renew timer fires (the sleep it was in when it stopped).
+    await vi.advanceTimersByTimeAsync(500);
+    expect(happened.slice(before)).toEqual(["stopped", "GET", "PUT", "started"]);
+    expect([e.isLeader, e.leaseFresh]).toEqual([true, true]);
+    await e.stop(false);
+  });
+});
