@@ -233,6 +233,8 @@ describe("stream mode's JetStream layer (real nats-server)", () => {
     // The same id in another namespace is another event.
     const elsewhere = await publish({ namespace: "dup-2", type: "order.paid", id: "evt-1" });
     expect(elsewhere.duplicate).toBe(false);
+    // The consumer's count follows the stream a moment after the publish is acknowledged (CI saw 0).
+    await waitFor(async () => (await pendingOf(name)).pending > 0, { description: "the event pending at the consumer", timeoutMs: 5_000 });
     expect(await pendingOf(name)).toEqual({ pending: 1, ackPending: 0 });
     const [m] = await take(name, 1);
     expect(m!.headers?.get("Nats-Msg-Id")).toBe("dup/evt-1");
