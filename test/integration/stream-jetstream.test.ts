@@ -151,7 +151,8 @@ describe("stream mode's JetStream layer (real nats-server)", () => {
       const kept = await m.streams.info(STREAM_NAME);
       expect(kept.state.messages).toBe(1);
       expect(kept.config.subjects).toEqual(["hookline.>"]);
-      expect((await m.consumers.info(STREAM_NAME, old)).num_pending).toBe(1);
+      // The consumer's count follows the stream a moment after the publish is acknowledged.
+      await waitFor(async () => (await m.consumers.info(STREAM_NAME, old)).num_pending === 1, { description: "the old stream's event pending at its consumer", timeoutMs: 5_000 });
       // Its event delivered (by the version that wrote it): then it goes, and the namespaces' streams can be made.
       const got: JsMsg[] = [];
       for await (const x of await (await earlier.js.consumers.get(STREAM_NAME, old)).fetch({ max_messages: 1, expires: 2_000 })) got.push(x);
