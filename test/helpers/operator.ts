@@ -56,3 +56,23 @@ export async function startOperator(opts: { namespaces: string[]; env?: Record<s
     },
   };
 }
+
+/**
+ * An in-process operator that campaigns for a Lease in `namespace` with short timings (4 s lease,
+ * 3 s renew deadline): tests of leadership changes start two and hand the Lease between them.
+ */
+export function startCandidate(namespace: string, name: string, o: { leaseName: string; retryPeriodMs?: number; statusIntervalMs?: number }): Promise<TestOperator> {
+  return startOperator({
+    namespaces: [namespace],
+    env: {
+      LEADER_ELECT: "true",
+      POD_NAME: name,
+      LEADER_ELECTION_NAMESPACE: namespace,
+      LEADER_ELECTION_LEASE_NAME: o.leaseName,
+      LEADER_ELECTION_LEASE_DURATION_MS: "4000",
+      LEADER_ELECTION_RENEW_DEADLINE_MS: "3000",
+      LEADER_ELECTION_RETRY_PERIOD_MS: String(o.retryPeriodMs ?? 500),
+    },
+    statusIntervalMs: o.statusIntervalMs ?? 200,
+  });
+}

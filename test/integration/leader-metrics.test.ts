@@ -5,7 +5,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createNamespace, deleteNamespace, waitFor } from "../helpers/cluster.js";
 import { apply, create, delivery, subscription } from "../helpers/kube.js";
-import { startOperator, type TestOperator } from "../helpers/operator.js";
+import { startCandidate, type TestOperator } from "../helpers/operator.js";
 import { sample } from "../helpers/process.js";
 import { Receiver } from "../helpers/receiver.js";
 
@@ -26,20 +26,7 @@ describe("metrics after a leader change", () => {
   let down: Receiver;
   const ops: TestOperator[] = [];
 
-  const candidate = (name: string) =>
-    startOperator({
-      namespaces: [ns],
-      env: {
-        LEADER_ELECT: "true",
-        POD_NAME: name,
-        LEADER_ELECTION_NAMESPACE: ns,
-        LEADER_ELECTION_LEASE_NAME: "hookline-metrics-test",
-        LEADER_ELECTION_LEASE_DURATION_MS: "4000",
-        LEADER_ELECTION_RENEW_DEADLINE_MS: "3000",
-        LEADER_ELECTION_RETRY_PERIOD_MS: "500",
-      },
-      statusIntervalMs: 200,
-    });
+  const candidate = (name: string) => startCandidate(ns, name, { leaseName: "hookline-metrics-test" });
 
   beforeAll(async () => {
     ns = await createNamespace("leader-metrics");

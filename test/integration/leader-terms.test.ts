@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createNamespace, deleteNamespace, waitFor } from "../helpers/cluster.js";
 import { apply, create, delivery, getObj, subscription } from "../helpers/kube.js";
-import { startOperator, type TestOperator } from "../helpers/operator.js";
+import { startCandidate, type TestOperator } from "../helpers/operator.js";
 import { Receiver } from "../helpers/receiver.js";
 
 const COOLDOWN_MS = 5_000;
@@ -16,20 +16,7 @@ describe("a replica that leads again", () => {
   let down: Receiver;
   const ops: TestOperator[] = [];
 
-  const candidate = (name: string) =>
-    startOperator({
-      namespaces: [ns],
-      env: {
-        LEADER_ELECT: "true",
-        POD_NAME: name,
-        LEADER_ELECTION_NAMESPACE: ns,
-        LEADER_ELECTION_LEASE_NAME: "hookline-terms-test",
-        LEADER_ELECTION_LEASE_DURATION_MS: "4000",
-        LEADER_ELECTION_RENEW_DEADLINE_MS: "3000",
-        LEADER_ELECTION_RETRY_PERIOD_MS: "200",
-      },
-      statusIntervalMs: 200,
-    });
+  const candidate = (name: string) => startCandidate(ns, name, { leaseName: "hookline-terms-test", retryPeriodMs: 200 });
 
   const breaker = async () => (await getObj("whsub", ns, "down"))?.status?.breaker as { state?: string; nextProbeAt?: string } | undefined;
 
