@@ -137,7 +137,8 @@ export class Caches {
           pageBytes: { initial: DELIVERY_PAGE.initial, target: DELIVERY_PAGE.targetBytes, of: payloadBytesOf },
           transform: (item: RawItem) => {
             const { namespace = "", uid } = item.metadata;
-            stripPayload(item, this.orderingsFor(item), uid ? (json, bytes) => this.payloads.keep(namespace, uid, json, bytes) : undefined);
+            const previous = this.deliveries.get(objectKey(item.metadata));
+            stripPayload(item, this.orderingsFor(item), uid ? (json, bytes) => this.payloads.keep(namespace, uid, json, bytes) : undefined, previous);
             return slim<DeliveryObject>(item);
           },
           handler: this.indexing(events.delivery),

@@ -46,10 +46,13 @@ export class KeptPayloads {
         : undefined;
   }
 
-  /** Keeps the serialized payload of the delivery `uid` if it is small enough and fits (see above). */
-  keep(namespace: string, uid: string, json: string, bytes: number): void {
+  /**
+   * Keeps the serialized payload of the delivery `uid` if it is small enough and fits (see
+   * above); a function is called only then (the payload serialized only when kept).
+   */
+  keep(namespace: string, uid: string, json: string | (() => string), bytes: number): void {
     if (!this.lru || bytes > KEPT_PAYLOAD_MAX_BYTES) return;
-    this.lru.set(namespace, uid, { json, weight: bytes + KEPT_PAYLOAD_OVERHEAD_BYTES });
+    this.lru.set(namespace, uid, { json: typeof json === "string" ? json : json(), weight: bytes + KEPT_PAYLOAD_OVERHEAD_BYTES });
   }
 
   /** The kept payload of `uid`, removed; undefined when it was not kept (read it from the API server). */

@@ -1,6 +1,8 @@
 // A delivery's payload, kept out of memory: when a delivery enters the cache its payload is
-// summarized once per object version (serialized size, SHA-256, or why it cannot be sent) and
-// removed from the cached object, so the operator's memory does not grow with payload bytes.
+// summarized once (serialized size, dedupe key, or why it cannot be sent) and removed from the
+// cached object, so the operator's memory does not grow with payload bytes. The payload is
+// immutable (the CRD's rule), so later versions of the same object (status writes, its deletion)
+// take the summary of the version before them instead of serializing and hashing it again.
 // An attempt takes the payload from the bounded kept payloads (kept-payloads.ts) or reads it from
 // the API server, builds the body, sends it and drops it.
 import { createHash } from "node:crypto";
@@ -21,7 +23,7 @@ export type PayloadSummary =
    * specification's dedupe key. `ordering`: the values at the ordering keys asked for when it was
    * stripped (payload keys only; undefined: no value there).
    */
-  | { ok: true; bytes: number; sha256: string; dedupe: string; stripped: boolean; ordering?: Map<string, string | undefined> }
+  | { ok: true; bytes: number; dedupe: string; stripped: boolean; ordering?: Map<string, string | undefined> }
   /** The payload cannot be sent (nested too deep, not serializable): the delivery is Discarded. */
   | { ok: false; message: string; stripped: boolean };
 
@@ -65,7 +67,6 @@ function summarizeWithJson(payload: unknown, stripped: boolean, id: string, orde
   const summary: PayloadSummary = {
     ok: true,
     bytes: Buffer.byteLength(text),
-    sha256: createHash("sha256").update(text).digest("hex"),
     dedupe: createHash("sha256").update(JSON.stringify(id)).update(text).digest("hex"),
     stripped,
     ...(ordering ? { ordering } : {}),
@@ -76,16 +77,36 @@ function summarizeWithJson(payload: unknown, stripped: boolean, id: string, orde
 /**
  * For the delivery cache: records the summary of the item's payload (with the values at the
  * payload ordering keys of its subscription) and removes the payload; `keep` may hold on to the
- * serialized payload (kept-payloads.ts), so that an attempt need not read it back. Never throws.
+ * serialized payload (kept-payloads.ts; `json` is called only if it does), so that an attempt
+ * need not read it back. `previous`: the cached version of the same key, whose summary is taken
+ * when it is the same object (uid) and knows every ordering value asked for. Never throws.
  */
-export function stripPayload(item: RawItem, orderings: readonly OrderingToExtract[] = [], keep?: (json: string, bytes: number) => void): void {
+export function stripPayload(item: RawItem, orderings: readonly OrderingToExtract[] = [], keep?: (json: () => string, bytes: number) => void, previous?: DeliveryObject): void {
   const spec = specOf(item);
   if (!spec) return;
   const had = "payload" in spec;
-  const { summary, json } = summarizeWithJson(spec.payload, had, idOf(spec, item.metadata), orderings.filter((o) => o.parsed.kind === "path"));
-  summaries.set(spec, summary);
-  if (had && summary.ok && json !== undefined) keep?.(json, summary.bytes);
+  const wanted = orderings.filter((o) => o.parsed.kind === "path");
+  const earlier = had && previous ? earlierSummary(previous, item, wanted) : undefined;
+  if (earlier) {
+    summaries.set(spec, earlier);
+    const payload = spec.payload;
+    if (earlier.ok) keep?.(() => JSON.stringify(payload ?? null), earlier.bytes);
+  } else {
+    const { summary, json } = summarizeWithJson(spec.payload, had, idOf(spec, item.metadata), wanted);
+    summaries.set(spec, summary);
+    if (had && summary.ok && json !== undefined) keep?.(() => json, summary.bytes);
+  }
   delete spec.payload;
+}
+
+/** The summary of `previous` if it is an earlier version of `item` (same uid) with its payload stripped, and knows the ordering values `wanted`. */
+function earlierSummary(previous: DeliveryObject, item: RawItem, wanted: readonly OrderingToExtract[]): PayloadSummary | undefined {
+  if (!item.metadata.uid || previous.metadata.uid !== item.metadata.uid) return undefined;
+  const spec = specOf(previous);
+  const s = spec ? summaries.get(spec) : undefined;
+  if (!s?.stripped) return undefined;
+  if (s.ok && wanted.some((o) => !s.ordering?.has(o.key))) return undefined;
+  return s;
 }
 
 const idOf = (spec: Spec | undefined, m: { uid?: string; name: string }): string => spec?.eventId ?? m.uid ?? m.name;
