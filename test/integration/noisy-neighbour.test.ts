@@ -12,6 +12,7 @@
 // Stream mode: the pools are the stream (one per namespace, each with its quota: A's publishes
 // past it are refused, B's are not), the held-bytes budget (a fair share of the bytes a replica
 // holds per subscription), the request slots and memory.
+import { spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { KubeConfig } from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
@@ -39,15 +40,16 @@ const RSS_BUDGET_MIB = 400;
  * B's p99 with A flooding may be 2x B's alone, or this much more when that is larger. In CR mode
  * B's events pass through the one API server and etcd that A's flood loads (A's creates, status
  * writes and the evictions of its dead letters), and on this 2-core machine their tail under
- * that load reaches 100-900 ms while the operator itself idles (a CPU profile of the operator
- * over the flood: 85% idle); in a cluster, API Priority and Fairness shares the API server
- * (the chart's FlowSchema, one flow per namespace). What the operator shares, it shares fairly:
- * B's median stays within 2x (P50_SLACK_MS), none of B's dead letters goes, memory stays bounded.
- * Before the work queue served namespaces in turns, B's p99 here was 3.9 s (median 3.3 s).
- * A cold run on a quiet machine saw 860 ms against 34 ms alone: the API server's tail, so the
- * slack is 1 s. docs/performance.md ("One tenant flooding, another measured") splits B's time: the
- * extra milliseconds arise before the operator's watch has the event (an independent kubectl watch
- * sees them too); from the watch to the request, 0-1 ms flooded or not.
+ * that load reaches 30-500 ms before any watcher has them: the test's independent watch (below)
+ * sees the same delay as the operator's watch, event for event (513 ms against the operator's
+ * 514 ms for the worst one of a run). The API server sends one resource's watch events in one
+ * order, to every watcher, whatever their namespace; in a cluster it has cores of its own, and
+ * API Priority and Fairness queues the operator's writes per namespace (the chart's FlowSchema).
+ * What the operator adds is held to 2x on its own (OPERATOR_SLACK_MS); what it shares, it
+ * shares fairly: B's median stays within 2x (P50_SLACK_MS), none of B's dead letters goes, memory
+ * stays bounded. Before the work queue served namespaces in turns, B's p99 here was 3.9 s (median
+ * 3.3 s). A cold run on a quiet machine saw 860 ms against 34 ms alone: the API server's tail, so
+ * the slack is 1 s. docs/performance.md ("One tenant flooding, another measured") has the runs.
  *
  * The median's slack is 100 ms: B alone has a median of 2-10 ms, and other test files on the
  * same two cores move it by tens of milliseconds (with three integration workers, 15 ms against
@@ -56,6 +58,14 @@ const RSS_BUDGET_MIB = 400;
  * unit-tested exactly (src/runtime/queue-fair.test.ts).
  */
 const P99_SLACK_MS = 1_000;
+/**
+ * The operator's share of B's p99 (from when an independent watch has the event to when the
+ * operator's request starts) with A flooding may be 2x B's alone or this much more: it measured
+ * 4 ms flooded against 4 alone, and 7 against 3, but the operator's own event-loop stalls while
+ * A floods reach 30-45 ms on this machine (the log line's `max`). The failure it is for is B
+ * waiting behind A inside the operator: seconds (3.3 s when namespaces did not take turns).
+ */
+const OPERATOR_SLACK_MS = 100;
 const P50_SLACK_MS = 100;
 const BIG = "x".repeat(256 * 1024 - 64);
 /** Where A's flood of events goes: its held, hanging and dead-letter subscriptions in turn. */
@@ -77,6 +87,48 @@ async function paced(n: number, perSecond: number, send: (i: number) => Promise<
   await Promise.all(all);
 }
 
+/**
+ * The operator's own stalls over a phase, for the log: its event-loop lag (prom-client's, whose
+ * window restarts at each scrape) and the time its GC took, from the first scrape to `since()`.
+ */
+async function operatorLoop(op: OperatorProcess): Promise<{ since(): Promise<string> }> {
+  const gc = (m: string) => [...m.matchAll(/^hookline_nodejs_gc_duration_seconds_sum\{[^}]*\} (\S+)/gm)].reduce((s, x) => s + Number(x[1]), 0);
+  const gcBefore = gc(await op.metrics());
+  return {
+    async since() {
+      const m = await op.metrics();
+      const lag = (q: string) => (Number(new RegExp(`^hookline_nodejs_eventloop_lag_${q}_seconds (\\S+)`, "m").exec(m)?.[1]) * 1000).toFixed(1);
+      return `operator event-loop lag p99 ${lag("p99")} max ${lag("max")} ms, GC ${((gc(m) - gcBefore) * 1000).toFixed(0)} ms`;
+    },
+  };
+}
+
+/**
+ * An independent watcher of `ns`'s deliveries: kubectl, with its lines stamped as they arrive by
+ * a process of their own (this test's process is busy with receivers and creates, which would
+ * stamp them late). `first` has when a watch first brought each name. A delay before it is the
+ * API server's, paid by every client of the resource; what follows it is the operator's.
+ */
+function watchArrivals(ns: string): { first: Map<string, number>; stop(): void } {
+  const stamp = `const k = require("node:child_process").spawn("kubectl", process.argv.slice(1), { stdio: ["ignore", "pipe", "inherit"] });
+let buf = "";
+k.stdout.setEncoding("utf8").on("data", (c) => { const at = Date.now(); buf += c; let i; while ((i = buf.indexOf("\\n")) >= 0) { process.stdout.write(at + " " + buf.slice(0, i) + "\\n"); buf = buf.slice(i + 1); } });
+process.on("SIGTERM", () => { k.kill(); process.exit(0); });`;
+  const args = ["--kubeconfig", inject("kubeconfig"), "get", `${DELIVERIES.plural}.${DELIVERIES.group}`, "-n", ns, "--watch-only", "-o", 'jsonpath={.metadata.name}{"\\n"}'];
+  const child = spawn(process.execPath, ["-e", stamp, "--", ...args], { stdio: ["ignore", "pipe", "inherit"] });
+  const first = new Map<string, number>();
+  let buf = "";
+  child.stdout.setEncoding("utf8").on("data", (chunk: string) => {
+    buf += chunk;
+    for (let i = buf.indexOf("\n"); i >= 0; i = buf.indexOf("\n")) {
+      const [at, name] = buf.slice(0, i).split(" ");
+      buf = buf.slice(i + 1);
+      if (name && !first.has(name)) first.set(name, Number(at));
+    }
+  });
+  return { first, stop: () => void child.kill("SIGTERM") };
+}
+
 function rssMiB(pid: number): { rss: number; hwm: number } {
   const status = readFileSync(`/proc/${pid}/status`, "utf8");
   const kib = (field: string) => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, "m").exec(status)![1]);
@@ -91,9 +143,11 @@ describe("noisy neighbour, CR mode", () => {
   const clients: Record<string, KubeClient> = {};
   const receivers: Receiver[] = [];
   let bOk: Receiver;
+  let independent: ReturnType<typeof watchArrivals>;
 
   beforeAll(async () => {
     [nsA, nsB] = await Promise.all([createNamespace("noisy-a"), createNamespace("quiet-b")]);
+    independent = watchArrivals(nsB);
     const kc = new KubeConfig();
     kc.loadFromFile(inject("kubeconfig"));
     clients[nsA] = await KubeClient.create(kc, { connections: 8 });
@@ -145,6 +199,7 @@ describe("noisy neighbour, CR mode", () => {
   }, 420_000);
 
   afterAll(async () => {
+    independent?.stop();
     op?.kill("SIGKILL");
     await op?.exited;
     for (const r of receivers) await r.close();
@@ -163,11 +218,13 @@ describe("noisy neighbour, CR mode", () => {
 
   /**
    * B's steady load: `B_EVENTS` at `B_RATE`; the latency of each, from when the API server
-   * accepted it (the create answered: the event exists) to when the receiver has it.
+   * accepted it (the create answered: the event exists) to when the receiver has it; and the
+   * operator's share of it: from when an independent watch had it to when the request started.
    */
-  async function bLoad(phase: string): Promise<number[]> {
+  async function bLoad(phase: string): Promise<{ latencies: number[]; operatorShare: number[] }> {
     const sentAt = new Map<string, number>();
     const before = bOk.requests.length;
+    const loop = await operatorLoop(op);
     await paced(B_EVENTS, B_RATE, async (i) => {
       const name = `${phase}-${i}`;
       await createOne(delivery(nsB, name, "b-ok", { eventId: name }));
@@ -184,17 +241,29 @@ describe("noisy neighbour, CR mode", () => {
     // Where the time goes: accepted -> the attempt's request starts (watch, queue, reconcile,
     // payload read) -> the receiver has it.
     const starts: number[] = [];
+    const watched: number[] = [];
+    const operatorShare: number[] = [];
     for (const l of op.lines) {
       if (l.msg !== "webhook_attempt" || typeof l.eventId !== "string" || !(l.eventId).startsWith(phase)) continue;
       const t = sentAt.get(l.eventId);
-      if (t !== undefined) starts.push(Date.parse(l.time as string) - (l.durationMs as number) - t);
+      const w = independent.first.get(l.eventId);
+      const start = Date.parse(l.time as string) - (l.durationMs as number);
+      if (t !== undefined) starts.push(start - t);
+      if (t !== undefined && w !== undefined) {
+        watched.push(w - t);
+        operatorShare.push(start - w);
+      }
     }
-    console.log(`B ${phase}: accepted -> request starts p50 ${p50(starts)} p99 ${p99(starts)} ms; -> at the receiver p50 ${p50(latencies)} p99 ${p99(latencies)} ms`);
-    return latencies;
+    expect(operatorShare, "the independent watch saw every one of B's events").toHaveLength(B_EVENTS);
+    console.log(
+      `B ${phase}: accepted -> an independent watch has it p50 ${p50(watched)} p99 ${p99(watched)} ms; -> the operator's request starts p50 ${p50(starts)} p99 ${p99(starts)} ms; ` +
+        `-> at the receiver p50 ${p50(latencies)} p99 ${p99(latencies)} ms; independent watch -> request starts p50 ${p50(operatorShare)} p99 ${p99(operatorShare)} ms; ${await loop.since()}`,
+    );
+    return { latencies, operatorShare };
   }
 
   it("A floods every shared pool; B keeps its p99 within 2x of B alone, its dead letters, and the operator its memory budget", async () => {
-    const alone = await bLoad("alone");
+    const { latencies: alone, operatorShare: aloneShare } = await bLoad("alone");
 
     // A's flood, all at once: a hanging endpoint, 256 KiB payloads, a paused subscription, and
     // ten times B's events (each a dead letter); B's same load beside it.
@@ -207,7 +276,11 @@ describe("noisy neighbour, CR mode", () => {
     const sampler = setInterval(() => (peak = Math.max(peak, rssMiB(op.child.pid!).rss)), 250);
     try {
       const aEvents = B_EVENTS * 10;
-      const [flooded] = await Promise.all([bLoad("flood"), paced(aEvents, B_RATE * 10, (i) => createOne(delivery(nsA, `flood-${i}`, FLOOD_TARGETS[i % FLOOD_TARGETS.length]!)))]);
+      const [{ latencies: flooded, operatorShare: floodedShare }] = await Promise.all([bLoad("flood"), paced(aEvents, B_RATE * 10, (i) => createOne(delivery(nsA, `flood-${i}`, FLOOD_TARGETS[i % FLOOD_TARGETS.length]!)))]);
+      // What the operator adds, from when the API server's watch has B's event: held to 2x or
+      // OPERATOR_SLACK_MS, whichever is larger, beside the whole latency's looser bound.
+      const share = { alone: p99(aloneShare), flood: p99(floodedShare) };
+      expect(share.flood, `the operator's share of B's p99 with A flooding (${share.flood} ms) vs alone (${share.alone} ms)`).toBeLessThanOrEqual(Math.max(2 * share.alone, share.alone + OPERATOR_SLACK_MS));
       const aloneP99 = p99(alone);
       const floodP99 = p99(flooded);
       console.log(`B alone p99 ${aloneP99} ms (p50 ${[...alone].sort((a, b) => a - b)[alone.length >> 1]}); with A flooding p99 ${floodP99} ms (p50 ${[...flooded].sort((a, b) => a - b)[flooded.length >> 1]}); operator RSS peak ${peak.toFixed(0)} MiB`);
@@ -284,6 +357,7 @@ describe("noisy neighbour, stream mode", () => {
   async function bLoad(phase: string): Promise<number[]> {
     const sentAt = new Map<string, number>();
     const before = bOk.requests.length;
+    const loop = await operatorLoop(op);
     await paced(B_EVENTS, B_RATE, async (i) => {
       const id = `${phase}-${i}`;
       await publishers[nsB]!.publish({ namespace: nsB, type: "order.paid", id, data: { i } });
@@ -296,7 +370,7 @@ describe("noisy neighbour, stream mode", () => {
       if (req.path === "/b" && t !== undefined) latencies.push(req.at - t);
     }
     expect(latencies).toHaveLength(B_EVENTS);
-    console.log(`B ${phase} (stream): published -> at the receiver p50 ${p50(latencies)} p99 ${p99(latencies)} ms`);
+    console.log(`B ${phase} (stream): published -> at the receiver p50 ${p50(latencies)} p99 ${p99(latencies)} ms; ${await loop.since()}`);
     return latencies;
   }
 
