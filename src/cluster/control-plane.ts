@@ -255,6 +255,17 @@ interface HttpResult {
   body: string;
 }
 
+/**
+ * One readiness try of kube-apiserver: `probe` (its /readyz status) with the CA of its
+ * self-generated serving cert, read again on every try. kube-apiserver writes that file in
+ * place, so a read while it is being written can hold the leaf alone; kept, it failed every TLS
+ * check after it ("self-signed certificate in certificate chain" for 60 s, in a CI run).
+ */
+export async function apiserverReadyOnce(caPath: string, probe: (ca: Buffer) => Promise<number>): Promise<boolean> {
+  if (!existsSync(caPath)) return false;
+  return (await probe(readFileSync(caPath))) === 200;
+}
+
 function get(url: string, opts: { ca?: Buffer; token?: string; timeoutMs?: number } = {}): Promise<HttpResult> {
   return new Promise((resolvePromise, reject) => {
     const u = new URL(url);
@@ -540,13 +551,12 @@ async function startOnce(
     // and TLS verified against the self-generated cert, which appears once the server starts.
     let ca: Buffer | undefined;
     const apiGet = (path: string): Promise<HttpResult> => get(`${server}${path}`, { ca, token: secrets.adminToken });
-    await waitUntil(`kube-apiserver ${server}/readyz`, async () => {
-      if (!ca) {
-        if (!existsSync(p.caCert)) return false;
-        ca = readFileSync(p.caCert);
-      }
-      return (await apiGet("/readyz")).status === 200;
-    });
+    await waitUntil(`kube-apiserver ${server}/readyz`, () =>
+      apiserverReadyOnce(p.caCert, async (read) => {
+        ca = read;
+        return (await apiGet("/readyz")).status;
+      }),
+    );
     const version = (JSON.parse((await apiGet("/version")).body) as { gitVersion?: string }).gitVersion ?? "unknown";
     state.versions.kubernetes = version;
     writeState(state);
