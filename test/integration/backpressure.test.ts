@@ -5,7 +5,7 @@
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { BacklogFullError, publish as libraryPublish } from "../../src/index.js";
-import { createNamespace, deleteNamespace, kubectlOk, waitFor } from "../helpers/cluster.js";
+import { createNamespace, deleteNamespace, kubectl, kubectlOk, waitFor } from "../helpers/cluster.js";
 import { exec } from "../helpers/exec.js";
 import { find, render } from "../helpers/helm.js";
 import { operatorFixture } from "../helpers/fixture.js";
@@ -103,6 +103,10 @@ describe("backpressure: spec.maxPending and a ResourceQuota", () => {
       base = `http://127.0.0.1:${op.op.publishPort}`;
       await waitFor(() => op.op.caches.subscriptions.size === 3, { description: "3 subscriptions cached" });
       await kubectlOk(["create", "rolebinding", "publisher", "-n", quotaNs, "--clusterrole=cluster-admin", `--serviceaccount=${ns}:publisher`]);
+      // The API server's authorizer learns of a new binding through its own watch: under CI's
+      // load the door's SubjectAccessReview right after the create was still denied (403).
+      const canCreate = async () => (await kubectl(["auth", "can-i", "create", "webhookdeliveries.hookline.dev", "-n", quotaNs, `--as=system:serviceaccount:${ns}:publisher`])).stdout.trim() === "yes";
+      await waitFor(canCreate, { description: "the publisher's binding in effect" });
 
       for (let i = 1; i <= 2; i++) expect((await post({ type: "order.paid", id: `q-${i}`, data: {} }, quotaNs)).status).toBe(202);
       const refused = await post({ type: "order.paid", id: "q-3", data: {} }, quotaNs);
