@@ -45,7 +45,7 @@ const RSS_BUDGET_MIB = 400;
  * 514 ms for the worst one of a run). The API server sends one resource's watch events in one
  * order, to every watcher, whatever their namespace; in a cluster it has cores of its own, and
  * API Priority and Fairness queues the operator's writes per namespace (the chart's FlowSchema).
- * What the operator adds is held to 2x on its own (OPERATOR_SLACK_MS); what it shares, it
+ * What the operator adds is held to 2x on its own (or OPERATOR_SLACK_MS more); what it shares, it
  * shares fairly: B's median stays within 2x (P50_SLACK_MS), none of B's dead letters goes, memory
  * stays bounded. Before the work queue served namespaces in turns, B's p99 here was 3.9 s (median
  * 3.3 s). A cold run on a quiet machine saw 860 ms against 34 ms alone: the API server's tail, so
@@ -61,11 +61,12 @@ const P99_SLACK_MS = 1_000;
 /**
  * The operator's share of B's p99 (from when an independent watch has the event to when the
  * operator's request starts) with A flooding may be 2x B's alone or this much more: it measured
- * 4 ms flooded against 4 alone, and 7 against 3, but the operator's own event-loop stalls while
- * A floods reach 30-45 ms on this machine (the log line's `max`). The failure it is for is B
- * waiting behind A inside the operator: seconds (3.3 s when namespaces did not take turns).
+ * 4 ms flooded against 4 alone, 7 against 3, and in CI 14 against 4 and 38 against 3, where the
+ * operator's own event-loop stalls while A floods reached 35-120 ms (the log line's `max`). The
+ * failure it is for is B waiting behind A inside the operator: seconds (3.3 s when namespaces
+ * did not take turns), still caught with a margin of 13x.
  */
-const OPERATOR_SLACK_MS = 100;
+const OPERATOR_SLACK_MS = 250;
 const P50_SLACK_MS = 100;
 const BIG = "x".repeat(256 * 1024 - 64);
 /** Where A's flood of events goes: its held, hanging and dead-letter subscriptions in turn. */
