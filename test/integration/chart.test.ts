@@ -101,8 +101,8 @@ describe("helm chart", () => {
     const kinds = objects.map((o) => o.kind).sort();
     // The operator's ClusterRole, the three user roles (view, edit, admin), the replayer role, the
     // metrics server's reviews (bound to the operator) and the metrics-reader role; the metrics
-    // server's certificate.
-    expect(kinds).toEqual(["ClusterRole", "ClusterRole", "ClusterRole", "ClusterRole", "ClusterRole", "ClusterRole", "ClusterRole", "ClusterRoleBinding", "ClusterRoleBinding", "ConfigMap", "Deployment", "FlowSchema", "PodDisruptionBudget", "PriorityLevelConfiguration", "Role", "RoleBinding", "Secret", "Service", "ServiceAccount", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"]);
+    // server's certificate; API Priority and Fairness for the operator and for producers.
+    expect(kinds).toEqual(["ClusterRole", "ClusterRole", "ClusterRole", "ClusterRole", "ClusterRole", "ClusterRole", "ClusterRole", "ClusterRoleBinding", "ClusterRoleBinding", "ConfigMap", "Deployment", "FlowSchema", "FlowSchema", "PodDisruptionBudget", "PriorityLevelConfiguration", "PriorityLevelConfiguration", "Role", "RoleBinding", "Secret", "Service", "ServiceAccount", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"]);
     const deploy = find(objects, "Deployment");
     const pod = deploy.spec.template.spec;
     expect(deploy.spec.replicas).toBe(2);

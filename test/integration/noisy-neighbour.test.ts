@@ -7,7 +7,8 @@
 //
 // CR mode: the pools are the work queues (namespaces take turns), the global request slots (a
 // fair share per namespace), the storage budget and the dead-letter cap (evicted only from a
-// namespace over its fair share), and memory (payloads are not cached).
+// namespace over its fair share), memory (payloads are not cached), and the API server's seats
+// for the tenants' creates (the chart's FlowSchema for producers: one flow per namespace).
 //
 // Stream mode: the pools are the stream (one per namespace, each with its quota: A's publishes
 // past it are refused, B's are not), the held-bytes budget (a fair share of the bytes a replica
@@ -19,8 +20,9 @@ import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { KubeClient } from "../../src/kube/client.js";
 import { collectionPath } from "../../src/kube/types.js";
 import { DELIVERIES } from "../../src/delivery/objects.js";
-import { createNamespace, deleteNamespace, kubectl, waitFor } from "../helpers/cluster.js";
-import { apply, delivery, listObjs, subscription } from "../helpers/kube.js";
+import { render } from "../helpers/helm.js";
+import { createNamespace, deleteNamespace, kubectl, kubectlOk, waitFor } from "../helpers/cluster.js";
+import { apply, delivery, listObjs, serviceAccountToken, subscription } from "../helpers/kube.js";
 import { spawnOperator, type OperatorProcess } from "../helpers/process.js";
 import { Receiver, type Script } from "../helpers/receiver.js";
 import { createPublisher, StreamQuotaExceededError, type StreamPublisher } from "../../src/index.js";
@@ -38,18 +40,21 @@ const DLQ_CAP = 800;
 const RSS_BUDGET_MIB = 400;
 /**
  * B's p99 with A flooding may be 2x B's alone, or this much more when that is larger. In CR mode
- * B's events pass through the one API server and etcd that A's flood loads (A's creates, status
- * writes and the evictions of its dead letters), and on this 2-core machine their tail under
- * that load reaches 30-500 ms before any watcher has them: the test's independent watch (below)
- * sees the same delay as the operator's watch, event for event (513 ms against the operator's
- * 514 ms for the worst one of a run). The API server sends one resource's watch events in one
- * order, to every watcher, whatever their namespace; in a cluster it has cores of its own, and
- * API Priority and Fairness queues the operator's writes per namespace (the chart's FlowSchema).
+ * B's events pass through the one API server and etcd that A's flood loads, and the API server
+ * sends one resource's watch events in one order to every watcher, whatever their namespace: the
+ * test's independent watch (below) sees any delay there as the operator's watch does. Admitted at
+ * once, A's burst of 450 objects (100 of 256 KiB) held B's next events 156-791 ms behind it (3
+ * runs of 4 on 2026-12-07; 513 ms against the operator's 514 for the worst one of a run on
+ * 2026-12-06). The tenants create as ServiceAccounts of their own (the admin is exempt from API
+ * Priority and Fairness), under the chart's FlowSchema for producers: one flow per namespace in a
+ * level of about 3 seats, so A's burst queues behind itself, the API server admits it no faster
+ * than it sends it on, and B's creates take their turns: B's p99 flooded was 17-35 ms (4 runs).
+ * What remains is the two cores the API server, etcd, the operator and this test share. So the
+ * slack is 250 ms, which the same flood without the FlowSchema went past in 2 runs of 4.
  * What the operator adds is held to 2x on its own (or OPERATOR_SLACK_MS more); what it shares, it
  * shares fairly: B's median stays within 2x (P50_SLACK_MS), none of B's dead letters goes, memory
  * stays bounded. Before the work queue served namespaces in turns, B's p99 here was 3.9 s (median
- * 3.3 s). A cold run on a quiet machine saw 860 ms against 34 ms alone: the API server's tail, so
- * the slack is 1 s. docs/performance.md ("One tenant flooding, another measured") has the runs.
+ * 3.3 s). docs/performance.md ("One tenant flooding, another measured") has the runs.
  *
  * The median's slack is 100 ms: B alone has a median of 2-10 ms, and other test files on the
  * same two cores move it by tens of milliseconds (with three integration workers, 15 ms against
@@ -57,7 +62,13 @@ const RSS_BUDGET_MIB = 400;
  * turns), so 100 ms still catches it with a margin of 30x; the work queue's turns themselves are
  * unit-tested exactly (src/runtime/queue-fair.test.ts).
  */
-const P99_SLACK_MS = 1_000;
+const P99_SLACK_MS = 250;
+/**
+ * Stream mode's slack is the earlier 1 s: its B p99 flooded measured 14-133 ms against 4-15 alone
+ * (CI included), the operator's own event loop (GC, decoding A's 200 KiB messages on the same
+ * NATS connection; docs/performance.md), which no FlowSchema touches.
+ */
+const STREAM_P99_SLACK_MS = 1_000;
 /**
  * The operator's share of B's p99 (from when an independent watch has the event to when the
  * operator's request starts) with A flooding may be 2x B's alone or this much more: it measured
@@ -130,6 +141,26 @@ process.on("SIGTERM", () => { k.kill(); process.exit(0); });`;
   return { first, stop: () => void child.kill("SIGTERM") };
 }
 
+/**
+ * A tenant's own identity, as a producing service has: a ServiceAccount of `ns` that may create
+ * deliveries there, and a client with its token. (The admin's requests are exempt from API
+ * Priority and Fairness, so the chart's producers' FlowSchema would not apply to them.)
+ */
+async function producerClient(ns: string): Promise<KubeClient> {
+  await apply([
+    { apiVersion: "v1", kind: "ServiceAccount", metadata: { name: "producer", namespace: ns } },
+    { apiVersion: "rbac.authorization.k8s.io/v1", kind: "Role", metadata: { name: "producer", namespace: ns }, rules: [{ apiGroups: ["hookline.dev"], resources: ["webhookdeliveries"], verbs: ["create", "get"] }] },
+    { apiVersion: "rbac.authorization.k8s.io/v1", kind: "RoleBinding", metadata: { name: "producer", namespace: ns }, roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "Role", name: "producer" }, subjects: [{ kind: "ServiceAccount", name: "producer", namespace: ns }] },
+  ]);
+  await waitFor(async () => (await kubectl(["auth", "can-i", "create", "webhookdeliveries.hookline.dev", "-n", ns, `--as=system:serviceaccount:${ns}:producer`])).stdout.trim() === "yes", { description: "producer may create", timeoutMs: 30_000 });
+  const token = await serviceAccountToken(ns, "producer", { audience: null, duration: "1h" });
+  const admin = new KubeConfig();
+  admin.loadFromFile(inject("kubeconfig"));
+  const kc = new KubeConfig();
+  kc.loadFromOptions({ clusters: admin.clusters, users: [{ name: "producer", token }], contexts: [{ name: "producer", cluster: admin.getCurrentCluster()!.name, user: "producer" }], currentContext: "producer" });
+  return KubeClient.create(kc, { connections: 8 });
+}
+
 function rssMiB(pid: number): { rss: number; hwm: number } {
   const status = readFileSync(`/proc/${pid}/status`, "utf8");
   const kib = (field: string) => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, "m").exec(status)![1]);
@@ -145,14 +176,18 @@ describe("noisy neighbour, CR mode", () => {
   const receivers: Receiver[] = [];
   let bOk: Receiver;
   let independent: ReturnType<typeof watchArrivals>;
+  let flowControl: string[] = [];
 
   beforeAll(async () => {
     [nsA, nsB] = await Promise.all([createNamespace("noisy-a"), createNamespace("quiet-b")]);
     independent = watchArrivals(nsB);
-    const kc = new KubeConfig();
-    kc.loadFromFile(inject("kubeconfig"));
-    clients[nsA] = await KubeClient.create(kc, { connections: 8 });
-    clients[nsB] = await KubeClient.create(kc, { connections: 8 });
+    // The chart's FlowSchema for producers: A's and B's creates queue in their own flows.
+    const { objects } = await render({ release: "noisy", namespace: nsA, showOnly: ["templates/flowcontrol.yaml"] });
+    const producers = objects.filter((o) => o.metadata.name.includes("-producers-"));
+    expect(producers.map((o) => o.kind).sort()).toEqual(["FlowSchema", "PriorityLevelConfiguration"]);
+    flowControl = producers.map((o) => `${o.kind.toLowerCase()}/${o.metadata.name}`);
+    await kubectlOk(["apply", "-f", "-"], { input: JSON.stringify({ apiVersion: "v1", kind: "List", items: producers }) });
+    for (const ns of [nsA, nsB]) clients[ns] = await producerClient(ns);
     const start = async (script: Script) => {
       const r = await Receiver.start(script);
       receivers.push(r);
@@ -205,12 +240,24 @@ describe("noisy neighbour, CR mode", () => {
     await op?.exited;
     for (const r of receivers) await r.close();
     for (const c of Object.values(clients)) await c.close();
+    for (const ref of flowControl) await kubectl(["delete", ref, "--ignore-not-found"]);
     await Promise.all([nsA && deleteNamespace(nsA), nsB && deleteNamespace(nsB)]);
   }, 120_000);
 
+  /** 429s the API server answered each namespace's creates (API Priority and Fairness's queues full); retried, as client-go does. */
+  const tooMany: Record<string, number> = {};
   async function createOne(obj: unknown): Promise<void> {
     const o = obj as { metadata: { namespace: string } };
-    await clients[o.metadata.namespace]!.request({ method: "POST", path: collectionPath(DELIVERIES, o.metadata.namespace), body: obj });
+    for (;;) {
+      try {
+        await clients[o.metadata.namespace]!.request({ method: "POST", path: collectionPath(DELIVERIES, o.metadata.namespace), body: obj });
+        return;
+      } catch (err) {
+        if ((err as { status?: number }).status !== 429) throw err;
+        tooMany[o.metadata.namespace] = (tooMany[o.metadata.namespace] ?? 0) + 1;
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    }
   }
 
   async function createAll(objs: unknown[]): Promise<void> {
@@ -226,12 +273,17 @@ describe("noisy neighbour, CR mode", () => {
     const sentAt = new Map<string, number>();
     const before = bOk.requests.length;
     const loop = await operatorLoop(op);
+    const answered: number[] = [];
     await paced(B_EVENTS, B_RATE, async (i) => {
       const name = `${phase}-${i}`;
+      const t0 = Date.now();
       await createOne(delivery(nsB, name, "b-ok", { eventId: name }));
       sentAt.set(name, Date.now());
+      answered.push(Date.now() - t0);
     });
     await waitFor(() => bOk.requests.length - before >= B_EVENTS, { description: `B's ${phase} events at the receiver`, timeoutMs: 120_000 });
+    // The independent watch's lines pass through two processes and may come after the receiver's.
+    await waitFor(() => [...sentAt.keys()].every((name) => independent.first.has(name)), { description: `B's ${phase} events at the independent watch`, timeoutMs: 30_000 });
     const latencies: number[] = [];
     for (const req of bOk.requests.slice(before)) {
       const id = req.headers["webhook-id"] as string;
@@ -257,7 +309,7 @@ describe("noisy neighbour, CR mode", () => {
     }
     expect(operatorShare, "the independent watch saw every one of B's events").toHaveLength(B_EVENTS);
     console.log(
-      `B ${phase}: accepted -> an independent watch has it p50 ${p50(watched)} p99 ${p99(watched)} ms; -> the operator's request starts p50 ${p50(starts)} p99 ${p99(starts)} ms; ` +
+      `B ${phase}: sent -> accepted (the create answered) p50 ${p50(answered)} p99 ${p99(answered)} ms; accepted -> an independent watch has it p50 ${p50(watched)} p99 ${p99(watched)} ms; -> the operator's request starts p50 ${p50(starts)} p99 ${p99(starts)} ms; ` +
         `-> at the receiver p50 ${p50(latencies)} p99 ${p99(latencies)} ms; independent watch -> request starts p50 ${p50(operatorShare)} p99 ${p99(operatorShare)} ms; ${await loop.since()}`,
     );
     return { latencies, operatorShare };
@@ -284,7 +336,7 @@ describe("noisy neighbour, CR mode", () => {
       expect(share.flood, `the operator's share of B's p99 with A flooding (${share.flood} ms) vs alone (${share.alone} ms)`).toBeLessThanOrEqual(Math.max(2 * share.alone, share.alone + OPERATOR_SLACK_MS));
       const aloneP99 = p99(alone);
       const floodP99 = p99(flooded);
-      console.log(`B alone p99 ${aloneP99} ms (p50 ${[...alone].sort((a, b) => a - b)[alone.length >> 1]}); with A flooding p99 ${floodP99} ms (p50 ${[...flooded].sort((a, b) => a - b)[flooded.length >> 1]}); operator RSS peak ${peak.toFixed(0)} MiB`);
+      console.log(`B alone p99 ${aloneP99} ms (p50 ${[...alone].sort((a, b) => a - b)[alone.length >> 1]}); with A flooding p99 ${floodP99} ms (p50 ${[...flooded].sort((a, b) => a - b)[flooded.length >> 1]}); operator RSS peak ${peak.toFixed(0)} MiB; 429s ${JSON.stringify(tooMany)}`);
       expect(floodP99, `B's p99 with A flooding (${floodP99} ms) vs alone (${aloneP99} ms)`).toBeLessThanOrEqual(Math.max(2 * aloneP99, aloneP99 + P99_SLACK_MS));
       expect(p50(flooded), `B's median with A flooding vs alone (${p50(alone)} ms)`).toBeLessThanOrEqual(Math.max(2 * p50(alone), p50(alone) + P50_SLACK_MS));
 
@@ -399,7 +451,7 @@ describe("noisy neighbour, stream mode", () => {
       await Promise.all(Array.from({ length: 50 }, (_, i) => aPublish("held", `more-${i}`, i)));
       console.log(`stream: B alone p99 ${p99(alone)} ms (p50 ${p50(alone)}); with A flooding p99 ${p99(flooded)} ms (p50 ${p50(flooded)}); A refused ${refused} times; operator RSS peak ${peak.toFixed(0)} MiB`);
       expect(refused, "A's publishes refused at its quota").toBeGreaterThan(0);
-      expect(p99(flooded), `B's p99 with A flooding vs alone (${p99(alone)} ms)`).toBeLessThanOrEqual(Math.max(2 * p99(alone), p99(alone) + P99_SLACK_MS));
+      expect(p99(flooded), `B's p99 with A flooding vs alone (${p99(alone)} ms)`).toBeLessThanOrEqual(Math.max(2 * p99(alone), p99(alone) + STREAM_P99_SLACK_MS));
       expect(p50(flooded), `B's median with A flooding vs alone (${p50(alone)} ms)`).toBeLessThanOrEqual(Math.max(2 * p50(alone), p50(alone) + P50_SLACK_MS));
       const metrics = await op.metrics();
       expect(metrics).toMatch(new RegExp(`webhook_stream_held_bytes\\{[^}]*namespace="${nsA}"`));

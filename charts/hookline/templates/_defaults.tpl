@@ -85,7 +85,17 @@ to null), unless their whole block is missing.
       "borrowingLimitPercent": 0,
       "queues": 64,
       "handSize": 6,
-      "queueLengthLimit": 50
+      "queueLengthLimit": 50,
+      "producers": {
+        "enabled": true,
+        "matchingPrecedence": 8100,
+        "nominalConcurrencyShares": 1,
+        "lendablePercent": 0,
+        "borrowingLimitPercent": 0,
+        "queues": 64,
+        "handSize": 4,
+        "queueLengthLimit": 50
+      }
     },
     "publish": {
       "enabled": false,
@@ -380,6 +390,7 @@ to null), unless their whole block is missing.
     "drain.timeoutMs",
     "secretReferencePolicy.namespaceSelector",
     "flowControl.borrowingLimitPercent",
+    "flowControl.producers.borrowingLimitPercent",
     "tracing.resourceAttributes",
     "metrics.service.annotations",
     "metrics.service.labels",
