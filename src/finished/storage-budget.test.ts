@@ -117,3 +117,30 @@ describe("StorageBudget: what goes first within a namespace", () => {
     expect(budget.finished()).toBe(2);
   });
 });
+
+describe("StorageBudget: deletes that make no progress", () => {
+  it("stops when every pick is refused at once (another path is deleting it), and never starves I/O", async () => {
+    // FinishedDeletes answers false at once, with no request, for a delivery another path (the
+    // dead-letter cap) is deleting. The budget once counted that as progress and picked the same
+    // dead letters again, in microtasks only: the operator spun, and the cap's own deletes (I/O)
+    // never finished. A guard stops such a loop after 1,000 calls so this test fails, not hangs.
+    const dead = [rec("d-1", 1, "DeadLettered"), rec("d-2", 2, "DeadLettered"), rec("d-3", 3, "DeadLettered")];
+    let calls = 0;
+    const budget = new StorageBudget({
+      max: 0,
+      caches: { deliveries: new Map(), subscription: () => undefined } as unknown as Caches,
+      events: { record: () => undefined },
+      metrics: new Metrics({ defaultMetrics: false }),
+      log: pino({ level: "silent" }),
+      isLeader: () => true,
+      deadLettersByNamespace: () => new Map([["ns", dead.length]]),
+      oldestDeadLetters: (_ns, n, skip) => dead.filter((d) => !skip.has(`ns/${d.metadata.name}`)).slice(0, n),
+      deleteDelivery: () => (++calls > 1_000 ? new Promise<boolean>(() => undefined) : Promise.resolve(false)),
+      requestSweep: () => undefined,
+    });
+    budget.sweepFinished(budget.sweepStarted());
+    // A timer fires only if the loop lets the event loop turn.
+    await new Promise((r) => setTimeout(r, 50));
+    expect(calls, "one round of three picks, then it waits for the watch").toBe(dead.length);
+  });
+});

@@ -260,6 +260,10 @@ export class StorageBudget {
       this.again = false;
       const progressed = await this.round();
       if (progressed && this.excess() > 0) this.again = true;
+      // Between rounds, let I/O in: a round whose deletes all answer at once (no request made)
+      // must not become a loop of microtasks that starves the process (the deletes it waits for
+      // included).
+      if (this.again) await new Promise((r) => setImmediate(r));
     } while (this.again && this.d.isLeader());
   }
 
@@ -301,7 +305,11 @@ export class StorageBudget {
       const ns = subKey.slice(0, subKey.indexOf("/"));
       this.report(subKey, tally, { held: held.get(ns) ?? 0, share: shares.get(ns) ?? 0, namespaces: shares.size });
     }
-    return true;
+    // Progress is a delete made. One that answered false (gone, changed, failed, or being deleted
+    // by another path: the dead-letter cap, retention) made none; the watch event of what goes
+    // meanwhile calls changed() again. (Answering true here once made the operator spin on a
+    // dead letter the cap was deleting: the same pick, refused at once, round after round.)
+    return done.some(({ ok }) => ok);
   }
 
   /**

@@ -97,7 +97,8 @@ export class TerminalIndex {
       log: d.log,
       isLeader: d.isLeader,
       deadLettersByNamespace: () => this.deadLettersPerNamespace,
-      oldestDeadLetters: (namespace, n, skip) => this.oldestDeadLetters(n, skip, namespace),
+      // Not those the dead-letter cap is deleting (leaving): the budget would only be refused them.
+      oldestDeadLetters: (namespace, n, skip) => this.oldestDeadLetters(n, new Set([...skip, ...this.leaving.keys()]), namespace),
       deleteDelivery: (rec) => this.deletes.delete(rec, "budget"),
       requestSweep: () => this.sweeper.soon(),
       now: this.now,
