@@ -1,6 +1,7 @@
 // Runs `hookline operator` as a real child process (what a pod runs), captures its JSON log
 // lines, and lets tests send real signals and wait on log lines and the exit.
 import { spawn, type ChildProcess } from "node:child_process";
+import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { inject } from "vitest";
 import { freePorts, saysPortTaken } from "../../src/cluster/ports.js";
@@ -136,10 +137,38 @@ async function spawnOnce(opts: BaseOptions & Ports): Promise<OperatorProcess> {
     kill: (signal) => child.kill(signal),
     metricsPort: opts.metricsPort,
     healthPort: opts.healthPort,
-    metrics: async () => (await fetch(`http://127.0.0.1:${opts.metricsPort}/metrics`)).text(),
+    metrics: async () => {
+      try {
+        return await (await fetch(`http://127.0.0.1:${opts.metricsPort}/metrics`, { signal: AbortSignal.timeout(METRICS_TIMEOUT_MS) })).text();
+      } catch (err) {
+        // What the process was doing: a busy loop and a stopped or exited process look alike here.
+        throw new Error(`${opts.name}: GET /metrics failed (${(err as Error).message}); ${done ? `exited (code ${done.code}, signal ${done.signal})` : await cpuNow(child.pid!)}; last lines: ${JSON.stringify(lines.slice(-5))} stderr: ${stderr.slice(-1000)}`, { cause: err });
+      }
+    },
   };
   await waitForLog((l) => l.msg === "caches synced", 30_000, "caches synced");
   return p;
+}
+
+/** A scrape answers in milliseconds; one that has not in this long will not. */
+const METRICS_TIMEOUT_MS = 60_000;
+
+/** A process's state and the CPU it used over the next second, from /proc. */
+async function cpuNow(pid: number): Promise<string> {
+  const read = () => {
+    try {
+      // Fields after the command's closing parenthesis: state is the 1st, utime and stime the 12th and 13th.
+      const f = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
+      return { state: f[0]!, ticks: Number(f[11]) + Number(f[12]) };
+    } catch {
+      return undefined;
+    }
+  };
+  const a = read();
+  await new Promise((r) => setTimeout(r, 1_000));
+  const b = read();
+  if (!a || !b) return "its /proc entry is gone";
+  return `process state ${b.state}, ${b.ticks - a.ticks} CPU ticks (of about 100 a second) in the last second`;
 }
 
 /** The value of one metric sample in Prometheus text, or 0. */
