@@ -64,7 +64,7 @@ const RSS_BUDGET_MIB = 400;
  */
 const P99_SLACK_MS = 250;
 /**
- * Stream mode's slack is the earlier 1 s: its B p99 flooded measured 14-133 ms against 4-17 alone
+ * Stream mode's slack is the earlier 1 s: its B p99 flooded measured 14-177 ms against 4-17 alone
  * (CI included), the operator's own event loop (GC, decoding A's 200 KiB messages on the same
  * NATS connection; docs/performance.md), which no FlowSchema touches.
  */
