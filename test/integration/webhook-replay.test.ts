@@ -262,7 +262,11 @@ describe("WebhookReplay", () => {
   it("waits for its target (Pending, naming spec.target.subscription) and for an older replay of the same subscriptions, then runs", async () => {
     const { ns } = f;
     let fixed = false;
-    const r = await f.receiver(() => (fixed ? { status: 200, delayMs: 300 } : 500));
+    // The first replay's requests wait until the second is seen queued, so the first is Running
+    // throughout whatever the machine's pace (CI once saw it finish before the second came).
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    const r = await f.receiver(() => (fixed ? held.then(() => 200) : 500));
     const later = await f.receiver(() => 200);
     const names = ["w-1", "w-2", "w-3", "w-4"];
     await apply([subscription(ns, "waits", { url: r.url(), ...failFast }), ...names.map((n) => delivery(ns, n, "waits"))]);
@@ -277,6 +281,7 @@ describe("WebhookReplay", () => {
     }, { description: "second queued" });
     expect(queued.phase).toBe("Pending");
     expect(queued.conditions.find((c: { type: string }) => c.type === "Progressing").message).toContain("WebhookReplay first");
+    release();
     await completed(ns, "first");
     const waiting = await waitFor(async () => {
       const s = (await getObj("whrep", ns, "second"))?.status;
