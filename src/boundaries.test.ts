@@ -148,7 +148,32 @@ describe("command-line start-up", () => {
 
   it("sees a static import of the operator", () => {
     expect(staticClosure(join("src", "cli", "demo.ts")).modules).toContain(join("src", "cli", "operator.ts"));
-    expect(staticClosure(join("src", "cli", "operator.ts")).packages).toContain("@kubernetes/client-node");
+    expect(staticClosure(join("src", "index.ts")).packages).toContain("@kubernetes/client-node");
+  });
+});
+
+describe("the operator process", () => {
+  // @kubernetes/client-node costs about 27 MiB of heap that every major collection marks: the
+  // operator reads its kubeconfig itself (src/kube/kubeconfig.ts) and imports the library only
+  // for a user with an exec plugin or an auth provider (docs/adr/0017-own-kubeconfig-reader.md).
+  it("loads no @kubernetes/* package", () => {
+    const { modules, packages } = staticClosure(join("src", "cli", "operator.ts"));
+    expect(modules).toContain(join("src", "kube", "kubeconfig.ts"));
+    expect([...packages].filter((p) => p.startsWith("@kubernetes/"))).toEqual([]);
+  });
+
+  it("only the kubeconfig reader (on demand) and the library entry import @kubernetes/client-node", () => {
+    const importers: string[] = [];
+    const walk = (dir: string) => {
+      for (const e of readdirSync(dir, { withFileTypes: true })) {
+        const p = join(dir, e.name);
+        if (e.isDirectory()) walk(p);
+        else if (p.endsWith(".ts") && !p.endsWith(".test.ts") && /(?:from|import\()\s*"@kubernetes\/client-node"/.test(readFileSync(p, "utf8"))) importers.push(p);
+      }
+    };
+    walk("src");
+    expect(importers.sort()).toEqual([join("src", "index.ts"), join("src", "kube", "kubeconfig.ts")]);
+    expect(readFileSync(join("src", "kube", "kubeconfig.ts"), "utf8")).not.toMatch(/^import[^;]*from\s+"@kubernetes\//m);
   });
 });
 

@@ -13,7 +13,6 @@ import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
 import { setTimeout as delay } from "node:timers/promises";
-import { KubeConfig } from "@kubernetes/client-node";
 import { parseDuration } from "../api/duration.js";
 import { ANNOTATIONS, API_VERSION, SUBSCRIPTION, isTerminalPhase } from "../api/names.js";
 import { ensureBinaries } from "../cluster/build.js";
@@ -23,6 +22,7 @@ import { backoffDelay } from "../core/attempt/backoff.js";
 import { secretBytes, signStandardWebhooks } from "../core/request/signing.js";
 import { DELIVERIES, SUBSCRIPTIONS } from "../delivery/objects.js";
 import { KubeClient } from "../kube/client.js";
+import { loadKubeconfig } from "../kube/kubeconfig.js";
 import { collectionPath, CORE, objectPath } from "../kube/types.js";
 import { createLogger } from "../observability/logger.js";
 import { Metrics } from "../observability/metrics.js";
@@ -113,9 +113,7 @@ async function startCluster(dir: string, binDir: string, attach: boolean): Promi
     binDir,
     attachToParent: attach,
     beforeControllerManager: async (cp) => {
-      const kc = new KubeConfig();
-      kc.loadFromFile(cp.kubeconfig);
-      const c = await KubeClient.create(kc);
+      const c = await KubeClient.create((await loadKubeconfig({ file: cp.kubeconfig, env: process.env })).credentials);
       await installCrds(c);
       await c.destroy();
     },
@@ -339,9 +337,7 @@ export async function runDemo({ keep, keptDir }: { keep: boolean; keptDir: strin
     const started = Date.now();
     note(`starting a local control plane in ${dir} ...`);
     const info = await startCluster(dir, binDir, !keep);
-    const kc = new KubeConfig();
-    kc.loadFromFile(info.kubeconfig);
-    client = await KubeClient.create(kc);
+    client = await KubeClient.create((await loadKubeconfig({ file: info.kubeconfig, env: process.env })).credentials);
     note(`kube-apiserver ${info.version} at ${info.server}, CRDs installed, in ${((Date.now() - started) / 1000).toFixed(1)}s`);
 
     let initechBack = false;

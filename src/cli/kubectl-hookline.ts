@@ -6,7 +6,7 @@
 import { randomBytes } from "node:crypto";
 import { setTimeout as delay } from "node:timers/promises";
 import { parseArgs } from "node:util";
-import type { KubeConfig } from "@kubernetes/client-node";
+import type { ClusterCredentials } from "../kube/kubeconfig.js";
 import type { DeliveryStatus } from "../api/delivery.js";
 import { ANNOTATIONS, API_VERSION, CATEGORY, DELIVERY, LABELS, PING_EVENT_TYPE, REPLAY_CONCURRENCY, REPLAY_REASON_MAX_LENGTH, REPLAY_REASON_MIN_LENGTH } from "../api/names.js";
 import type { SubscriptionStatus } from "../api/subscription.js";
@@ -170,12 +170,10 @@ function outputOf(o: string | undefined): Output {
 }
 
 /** The kubeconfig as kubectl reads it: --kubeconfig, else KUBECONFIG or ~/.kube/config; --context; the context's namespace. */
-async function loadKubeConfig(values: { kubeconfig?: string | undefined; context?: string | undefined; namespace?: string | undefined }): Promise<{ kc: KubeConfig; namespace: string }> {
-  // Imported when needed: @kubernetes/client-node takes about a second to load, which --help,
-  // --version and usage errors do without.
-  const kc = (await import("./kubeconfig.js")).loadKubeConfig(values);
-  const namespace = values.namespace ?? kc.getContextObject(kc.getCurrentContext())?.namespace ?? "default";
-  return { kc, namespace };
+async function loadKubeConfig(values: { kubeconfig?: string | undefined; context?: string | undefined; namespace?: string | undefined }): Promise<{ kc: ClusterCredentials; namespace: string }> {
+  // Imported when needed: --help, --version and usage errors do without.
+  const loaded = await (await import("./kubeconfig.js")).loadKubeConfig(values);
+  return { kc: loaded.credentials, namespace: values.namespace ?? loaded.namespace ?? "default" };
 }
 
 /**

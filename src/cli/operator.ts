@@ -87,7 +87,7 @@ export class Operator {
     const tls = config.publishPort !== undefined && config.publish.tls ? await ReloadingTls.load(config.publish.tls, publishLog) : undefined;
     // So does the metrics server's (METRICS_TLS_CERT_FILE or _KEY_FILE).
     const metricsTls = config.metrics.tls ? await ReloadingTls.load(config.metrics.tls, log.child({ component: "metrics" }), { owner: METRICS_TLS }) : undefined;
-    const api = await connectApi({ kubeconfig: this.opts.kubeconfig, userAgent: USER_AGENT, observer: metrics });
+    const api = await connectApi({ kubeconfig: this.opts.kubeconfig, env: process.env, userAgent: USER_AGENT, observer: metrics });
     const { client } = api;
     // METRICS_AUTH=kubernetes: /metrics asks the API server who is scraping (access/metrics-guard.ts).
     const metricsGuard = config.metrics.auth === "kubernetes" ? kubernetesMetricsGuard(client) : undefined;

@@ -255,11 +255,10 @@ export async function publishCommand(args: string[], opts: PublishCommandOptions
       asUsage(() => validateEvent(input));
     }
     if (values.nats !== undefined) return await publishStream(values.nats, input, output, traceContext);
-    // Imported when needed (after every usage check): @kubernetes/client-node takes about a
-    // second to load, and --help or a usage error needs none of the clients.
+    // Imported when needed (after every usage check): --help or a usage error needs none of the clients.
     const [{ loadKubeConfig }, { KubeClient }, { publish }] = await Promise.all([import("./kubeconfig.js"), import("../kube/client.js"), import("../publish/fanout.js")]);
-    const kc = loadKubeConfig(values);
-    const client = await KubeClient.create(kc, { userAgent: USER_AGENT, connections: 8 });
+    const { credentials } = await loadKubeConfig(values);
+    const client = await KubeClient.create(credentials, { userAgent: USER_AGENT, connections: 8 });
     try {
       const result = await publish(client, input, traceContext ? { traceContext } : {});
       await printResult(result, output);

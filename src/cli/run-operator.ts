@@ -151,8 +151,8 @@ export async function devCommand(args: string[]): Promise<number> {
   // Checked before anything starts; with --nats loaded again below with the local URL.
   let config = configFrom(env, undefined);
   if (typeof config === "number") return config;
-  const [{ KubeConfig }, { KubeClient }, { installCrds }, { Operator }] = await Promise.all([
-    import("@kubernetes/client-node"),
+  const [{ loadKubeconfig }, { KubeClient }, { installCrds }, { Operator }] = await Promise.all([
+    import("../kube/kubeconfig.js"),
     import("../kube/client.js"),
     import("./crds.js"),
     import("./operator.js"),
@@ -177,17 +177,13 @@ export async function devCommand(args: string[]): Promise<number> {
       ...(natsOptions ? { nats: natsOptions } : {}),
       onProgress: (l) => say(l),
       beforeControllerManager: async (cp) => {
-        const kc = new KubeConfig();
-        kc.loadFromFile(cp.kubeconfig);
-        const client = await KubeClient.create(kc);
+        const client = await KubeClient.create((await loadKubeconfig({ file: cp.kubeconfig, env: process.env })).credentials);
         await installCrds(client);
         await client.destroy();
       },
     });
   } else {
-    const kc = new KubeConfig();
-    kc.loadFromFile(info.kubeconfig);
-    const client = await KubeClient.create(kc);
+    const client = await KubeClient.create((await loadKubeconfig({ file: info.kubeconfig, env: process.env })).credentials);
     await installCrds(client);
     await client.destroy();
   }

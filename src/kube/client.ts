@@ -1,9 +1,9 @@
-// A small Kubernetes REST client on one undici Pool. Credentials and TLS come from
-// @kubernetes/client-node's KubeConfig (kubeconfig files, in-cluster tokens, exec plugins); the
+// A small Kubernetes REST client on one undici Pool. Credentials and TLS come from a kubeconfig
+// (./kubeconfig.ts: files, in-cluster tokens; exec plugins through @kubernetes/client-node); the
 // requests are ours, so we can ask for metadata-only and Table projections, reuse connections,
 // stream watches and count every request by verb and resource. See docs/adr/0002-kube-client.md.
 import { Pool, errors as undiciErrors } from "undici";
-import type { KubeConfig } from "@kubernetes/client-node";
+import type { ClusterCredentials, HttpsOptions } from "./kubeconfig.js";
 import type { IncomingHttpHeaders } from "node:http";
 import { deadline, type DeadlineSignal } from "./deadline.js";
 
@@ -106,14 +106,14 @@ export class KubeClient {
   private constructor(
     readonly server: string,
     private readonly pool: Pool,
-    private readonly kc: KubeConfig,
+    private readonly kc: ClusterCredentials,
     private readonly opts: ClientOptions,
   ) {}
 
-  static async create(kc: KubeConfig, opts: ClientOptions = {}): Promise<KubeClient> {
+  static async create(kc: ClusterCredentials, opts: ClientOptions = {}): Promise<KubeClient> {
     const cluster = kc.getCurrentCluster();
     if (!cluster) throw new Error("kubeconfig has no current cluster: set a context (kubectl config use-context) or KUBECONFIG");
-    const https: { ca?: Buffer | string; cert?: Buffer | string; key?: Buffer | string; rejectUnauthorized?: boolean; headers?: Record<string, string> } = {};
+    const https: HttpsOptions = {};
     await kc.applyToHTTPSOptions(https);
     const server = cluster.server.replace(/\/+$/, "");
     const pool = new Pool(server, {

@@ -1,11 +1,11 @@
 // Connecting to the API server: the client from a kubeconfig, every answer counted (the caller's
 // observer, e.g. request metrics) and watched for readiness (ApiHealth), and the start's check
 // that the CRDs are installed, which names the fix when they are not.
-import { KubeConfig } from "@kubernetes/client-node";
 import type { Logger } from "pino";
 import type { Part } from "../runtime/manager.js";
 import { ApiHealth } from "./api-health.js";
 import { ApiError, KubeClient, type RequestObserver } from "./client.js";
+import { loadKubeconfig } from "./kubeconfig.js";
 
 export interface Connection {
   client: KubeClient;
@@ -13,13 +13,11 @@ export interface Connection {
   health: ApiHealth;
 }
 
-export async function connectApi(o: { kubeconfig?: string; userAgent: string; observer: RequestObserver }): Promise<Connection> {
-  const kc = new KubeConfig();
-  if (o.kubeconfig) kc.loadFromFile(o.kubeconfig);
-  else kc.loadFromDefault();
+export async function connectApi(o: { kubeconfig?: string | undefined; env: NodeJS.ProcessEnv; userAgent: string; observer: RequestObserver }): Promise<Connection> {
+  const { credentials } = await loadKubeconfig({ file: o.kubeconfig, env: o.env });
   // The check runs only after requests failed, so after the client exists.
   const health = new ApiHealth({ graceMs: 2_000, check: () => client.request({ method: "GET", path: "/version", timeoutMs: 5_000 }) });
-  const client = await KubeClient.create(kc, {
+  const client = await KubeClient.create(credentials, {
     userAgent: o.userAgent,
     observer: {
       observe: (verb, resource, code, seconds) => {
