@@ -82,13 +82,16 @@ describe("stream mode: spec.ordering", () => {
     receivers.push(k.r);
     await apply(subscription(ns, "ordered", { url: k.r.url(), eventTypes: ["order.*"], ordering: { key: "$.customer.id" }, maxInFlight: 10 }));
     await waitForConsumer(jsm, ns, "ordered");
-    // 30 events over three customers, published at once: ids count down, so a name order would reverse them.
+    // 30 events over three customers, published at once: ids count down, so a name order would
+    // reverse them. Every fourth is large (80 KiB of two-byte characters): the operator decodes
+    // those in an event-loop turn of their own, so the small ones of the same pull may be decoded
+    // first; per key the order is still the stream's.
     const published = new Map<string, string[]>();
     for (let i = 0; i < 30; i++) {
       const customer = ["acme", "globex", "initech"][i % 3]!;
       const id = `evt-${100 - i}`;
       published.set(customer, [...(published.get(customer) ?? []), id]);
-      expect((await publishEvent(conn, ns, "order.paid", id, { customer: { id: customer }, n: i })).result).toBe("published");
+      expect((await publishEvent(conn, ns, "order.paid", id, { customer: { id: customer }, n: i, ...(i % 4 === 0 ? { pad: "é".repeat(40 * 1024) } : {}) })).result).toBe("published");
     }
     await k.r.waitForRequests(30, 60_000);
     await waitForDrained(jsm, ns, "ordered");

@@ -21,9 +21,10 @@ import type { SharedEndpoints } from "./shared-endpoints.js";
 import { FETCH_EXPIRES_MS, SubscriptionStream, type StreamWork } from "./subscription-stream.js";
 import { sharedAbortController } from "../../runtime/shared-abort.js";
 import { ReplyBatch } from "../../jetstream/replies.js";
+import { TurnQueue } from "../../lib/turns.js";
 import { doubling } from "../../lib/backoff.js";
 
-export interface StreamDeliveryDeps extends Omit<StreamWork, "js" | "nc" | "inboxPrefix" | "prefix" | "oldest" | "attempts" | "deadLetters" | "handOff" | "replies" | "signal">, StreamDeadLettersDeps {
+export interface StreamDeliveryDeps extends Omit<StreamWork, "js" | "nc" | "inboxPrefix" | "prefix" | "oldest" | "attempts" | "deadLetters" | "handOff" | "replies" | "turns" | "signal">, StreamDeadLettersDeps {
   link: StreamLink;
   shared: SharedEndpoints;
 }
@@ -39,12 +40,16 @@ export class StreamDelivery implements LeaderRunnable {
   private attemptsAbort = sharedAbortController();
   /** Every stream's acknowledgements, sent together once per event-loop turn. */
   private readonly replies = new ReplyBatch();
+  private readonly turns: TurnQueue;
   private openAbort = new AbortController();
   private running = false;
   /** The last drain's report. */
   lastDrain: DrainReport = { finishedInGrace: true, inFlight: 0, interrupted: 0 };
 
-  constructor(private readonly d: StreamDeliveryDeps) {}
+  constructor(private readonly d: StreamDeliveryDeps) {
+    // A message's handling catches its own errors; one that escapes is a bug, logged, and the next still runs.
+    this.turns = new TurnQueue((err) => d.log.error({ err: (err as Error).message }, "stream message not handled"));
+  }
 
   start(): void {
     if (this.running) return;
@@ -64,7 +69,7 @@ export class StreamDelivery implements LeaderRunnable {
         await this.d.shared.open(conn.js, opts);
         if (signal.aborted) return;
         const oldest = new OldestMessages(() => conn.jetstreamManager(), checkEveryMs(this.d.maxAgeMs));
-        this.work = { ...this.d, js: conn.js, nc: conn.nc, inboxPrefix: conn.inboxPrefix, prefix: conn.settings.name, oldest, attempts, deadLetters: new StreamDeadLetters(this.d), handOff: new OrderedHandOff(this.d), replies: this.replies, signal: this.attemptsAbort.signal };
+        this.work = { ...this.d, js: conn.js, nc: conn.nc, inboxPrefix: conn.inboxPrefix, prefix: conn.settings.name, oldest, attempts, deadLetters: new StreamDeadLetters(this.d), handOff: new OrderedHandOff(this.d), replies: this.replies, turns: this.turns, signal: this.attemptsAbort.signal };
         this.sync();
         return;
       } catch (err) {

@@ -48,6 +48,7 @@ import { costBytes, LARGEST_MESSAGE_BYTES, messageCost, type HeldAccount, type H
 import { pull, type PullResult, type Received } from "./pull.js";
 import { streamKey } from "./keys.js";
 import { RemovedTypes } from "./removed-types.js";
+import type { TurnQueue } from "../../lib/turns.js";
 
 /** What every subscription's stream shares on this replica. */
 export interface StreamWork {
@@ -75,6 +76,8 @@ export interface StreamWork {
   handOff: OrderedHandOff;
   /** Acknowledgements go out through this, together once per event-loop turn. */
   replies: ReplyBatch;
+  /** Large messages are decoded one per event-loop turn (DECODE_ALONE_BYTES). */
+  turns: TurnQueue;
   finals: Finals;
   events: EventSink;
   metrics: Metrics;
@@ -157,6 +160,8 @@ const PULL_BYTES_MAX = 8 * 1024 * 1024;
 
 /** Held messages reset their ack wait this often (JetStream redelivers after ack wait). */
 const KEEPALIVE_MS = 10_000;
+/** A message this large or larger is decoded in an event-loop turn of its own (accept). */
+const DECODE_ALONE_BYTES = 64 * 1024;
 /** A final outcome that could not be recorded is tried again after this. */
 const RECORD_RETRY_MS = 5_000;
 
@@ -517,6 +522,15 @@ export class SubscriptionStream {
   // --- one message ------------------------------------------------------------------------
 
   private accept(msg: Received, bytes: Bytes): void {
+    // A large message is decoded (UTF-8 and JSON checked, about 2 ms per 200 KiB) in a turn of its
+    // own, so one pull of a tenant's large events does not hold other tenants' messages and
+    // answers back. Smaller ones go on at once: an ordered subscription's events keep their
+    // order by stream sequence (ordered-handoff.ts), not by the order they are decoded in.
+    if (msg.data.length >= DECODE_ALONE_BYTES) return this.w.turns.run(() => this.acceptNow(msg, bytes));
+    this.acceptNow(msg, bytes);
+  }
+
+  private acceptNow(msg: Received, bytes: Bytes): void {
     if (!this.fetching) {
       this.reply(msg, "nak", HANDBACK_LOST);
       this.release(bytes);
