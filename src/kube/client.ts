@@ -1,7 +1,7 @@
 // A small Kubernetes REST client on one undici Pool. Credentials and TLS come from a kubeconfig
 // (./kubeconfig.ts: files, in-cluster tokens; exec plugins through @kubernetes/client-node); the
 // requests are ours, so we can ask for metadata-only and Table projections, reuse connections,
-// stream watches and count every request by verb and resource. See docs/adr/0002-kube-client.md.
+// stream watches and count every request by verb and resource. See docs/adr/0002-own-kube-client-on-undici.md.
 import { Pool, errors as undiciErrors } from "undici";
 import type { ClusterCredentials, HttpsOptions } from "./kubeconfig.js";
 import type { IncomingHttpHeaders } from "node:http";
