@@ -306,9 +306,11 @@ export class StorageBudget {
       this.report(subKey, tally, { held: held.get(ns) ?? 0, share: shares.get(ns) ?? 0, namespaces: shares.size });
     }
     // Progress is a delete made. One that answered false (gone, changed, failed, or being deleted
-    // by another path: the dead-letter cap, retention) made none; the watch event of what goes
-    // meanwhile calls changed() again. (Answering true here once made the operator spin on a
-    // dead letter the cap was deleting: the same pick, refused at once, round after round.)
+    // by another path: the dead-letter cap, retention) made none, and eviction goes on at the next
+    // call of changed(): a delivery finishing (added), a new dead letter (the index's upsert) or a
+    // sweep's end. A watch DELETED (removed) does not call it. (Answering true here once made the
+    // operator spin on a dead letter the cap was deleting: the same pick, refused at once, round
+    // after round.)
     return done.some(({ ok }) => ok);
   }
 
