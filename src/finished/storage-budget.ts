@@ -21,6 +21,7 @@ import { objectKey } from "../kube/types.js";
 import type { Metrics, StoredPhase } from "../observability/metrics.js";
 import type { Caches } from "../delivery/caches.js";
 import { evictionPlan, fairShares } from "./fair-share.js";
+import { byAge, keepFirst } from "./oldest.js";
 import type { TerminalPhase, TerminalRecord } from "./records.js";
 
 /** Oldest Succeeded (and Discarded) deliveries a sweep remembers for eviction, all namespaces together. */
@@ -107,17 +108,7 @@ export class SweepTally {
 
 /** Inserts `rec` into `list` (sorted oldest first) if it is among the `n` oldest. */
 export function keepOldest(list: TerminalRecord[], rec: TerminalRecord, n: number): void {
-  const older = (a: TerminalRecord, b: TerminalRecord) => a.finishedAt < b.finishedAt || (a.finishedAt === b.finishedAt && a.metadata.name < b.metadata.name);
-  if (list.length >= n && !older(rec, list[list.length - 1]!)) return;
-  let lo = 0;
-  let hi = list.length;
-  while (lo < hi) {
-    const mid = (lo + hi) >> 1;
-    if (older(list[mid]!, rec)) lo = mid + 1;
-    else hi = mid;
-  }
-  list.splice(lo, 0, rec);
-  while (list.length > n) list.pop();
+  keepFirst(list, rec, n, byAge);
 }
 
 export class StorageBudget {

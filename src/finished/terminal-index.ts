@@ -17,6 +17,7 @@ import { collectionPath, objectKey } from "../kube/types.js";
 import { SHARED_LIMITS, type Metrics } from "../observability/metrics.js";
 import { TERMINAL_DELIVERIES_SELECTOR, type Caches } from "../delivery/caches.js";
 import { evictionPlan, fairShares } from "./fair-share.js";
+import { byAge, firstN } from "./oldest.js";
 import { FinishedDeletes, type DeleteReason } from "./finished-deletes.js";
 import { DELIVERIES, subscriptionKey, subscriptionRef } from "../delivery/objects.js";
 import { Retention } from "./retention.js";
@@ -35,6 +36,9 @@ function intern(s: string): string {
 
 /** A new leader sweeps the finished deliveries shortly after it starts, not in its first breath. */
 const FIRST_SWEEP_DELAY_MS = 5_000;
+
+/** Candidates taken beyond the number to evict: one that cannot be deleted (changed or gone) makes way for the next. */
+const SPARE_CANDIDATES = 8;
 
 export interface TerminalIndexDeps {
   client: KubeClient;
@@ -232,7 +236,8 @@ export class TerminalIndex {
     const perSub = this.d.caches.policy(sub)?.deadLetter.maxEntries;
     if (perSub !== undefined) {
       const own = (this.deadLetters.get(subKey)?.size ?? 0) + this.reservedFor(subKey) - this.leavingOf(subKey);
-      await this.evictOldest(own - perSub, this.deadLettersOf(subKey), (rec) => `the subscription holds deadLetter.maxEntries=${perSub} dead letters and ${rec.metadata.name} was the oldest`);
+      const excess = own - perSub;
+      if (excess > 0) await this.evictOldest(excess, this.oldestOf(subKey, excess + SPARE_CANDIDATES), (rec) => `the subscription holds deadLetter.maxEntries=${perSub} dead letters and ${rec.metadata.name} was the oldest`);
     }
     await this.enforceDlqCap();
   }
@@ -323,11 +328,14 @@ export class TerminalIndex {
     this.d.events.record({ ...subscriptionRef(sub), resourceVersion: undefined }, "Warning", "DeadLetterDropped", `dead letter ${rec.metadata.name} deleted to make room for a new one: ${why}`);
   }
 
-  /** Dead-letter keys of a subscription, oldest first. */
-  deadLettersOf(subKey: string): string[] {
+  /** The keys of a subscription's `n` oldest dead letters not being deleted already, oldest first. */
+  private oldestOf(subKey: string, n: number): string[] {
     const m = this.deadLetters.get(subKey);
     if (!m) return [];
-    return [...m.entries()].sort((a, b) => a[1].finishedAt - b[1].finishedAt || a[0].localeCompare(b[0])).map(([k]) => k);
+    const deletable = function* (evicting: ReadonlySet<string>, leaving: ReadonlyMap<string, number>) {
+      for (const [key, rec] of m) if (!evicting.has(key) && !leaving.has(key)) yield rec;
+    };
+    return firstN(deletable(this.evicting, this.leaving), n, byAge).map((r) => objectKey(r.metadata));
   }
 
   /** Every finished delivery with a replay annotation (the new leader handles them). */
@@ -347,12 +355,13 @@ export class TerminalIndex {
 
   /** The `n` oldest dead letters of a namespace, `skip` left out. */
   private oldestDeadLetters(n: number, skip: ReadonlySet<string>, namespace: string): TerminalRecord[] {
-    const all: TerminalRecord[] = [];
-    for (const subKey of this.subsByNamespace.get(namespace) ?? []) {
-      for (const [key, rec] of this.deadLetters.get(subKey) ?? []) if (!skip.has(key) && !this.evicting.has(key)) all.push(rec);
-    }
-    all.sort((a, b) => a.finishedAt - b.finishedAt || a.metadata.name.localeCompare(b.metadata.name));
-    return all.slice(0, n);
+    const subs = this.subsByNamespace.get(namespace) ?? [];
+    const deadLetters = this.deadLetters;
+    const evicting = this.evicting;
+    const candidates = function* () {
+      for (const subKey of subs) for (const [key, rec] of deadLetters.get(subKey) ?? []) if (!skip.has(key) && !evicting.has(key)) yield rec;
+    };
+    return firstN(candidates(), n, byAge);
   }
 
   private upsert(old: TerminalRecord | undefined, rec: TerminalRecord): void {
@@ -437,10 +446,15 @@ export class TerminalIndex {
     const sub = this.d.caches.subscription(subKey);
     const max = this.d.caches.policy(sub)?.deadLetter.maxEntries;
     if (!sub || max === undefined) return;
-    const keys = this.deadLettersOf(subKey).filter((k) => !this.evicting.has(k) && !this.leaving.has(k));
-    const excess = keys.length - max;
+    // Counted before anything is sorted: under its maxEntries (nearly always) a new dead letter costs nothing here.
+    const m = this.deadLetters.get(subKey);
+    if (!m || m.size <= max) return;
+    let deleting = 0;
+    for (const key of this.evicting) if (m.has(key)) deleting++;
+    for (const key of this.leaving.keys()) if (m.has(key) && !this.evicting.has(key)) deleting++;
+    const excess = m.size - deleting - max;
     if (excess <= 0) return;
-    for (const key of keys.slice(0, excess)) {
+    for (const key of this.oldestOf(subKey, excess)) {
       const rec = this.get(key);
       if (!rec) continue;
       this.evicting.add(key);
