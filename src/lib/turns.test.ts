@@ -36,4 +36,16 @@ describe("TurnQueue", () => {
     expect(seen).toEqual([2]);
     expect(errors).toEqual([new Error("boom")]);
   });
+
+  it("takes the tenants in turns: B's one piece runs second, not behind A's queue; each tenant's pieces keep their order", async () => {
+    const turns = new TurnQueue(() => undefined);
+    const seen: string[] = [];
+    for (let i = 0; i < 5; i++) turns.run(() => seen.push(`a${i}`), "tenant-a");
+    turns.run(() => seen.push("b0"), "tenant-b");
+    turns.run(() => seen.push("c0"), "tenant-c");
+    turns.run(() => seen.push("b1"), "tenant-b");
+    expect(turns.waiting).toBe(8);
+    await until(() => turns.waiting === 0 && seen.length === 8);
+    expect(seen).toEqual(["a0", "b0", "c0", "a1", "b1", "a2", "a3", "a4"]);
+  });
 });

@@ -524,9 +524,10 @@ export class SubscriptionStream {
   private accept(msg: Received, bytes: Bytes): void {
     // A large message is decoded (UTF-8 and JSON checked, about 2 ms per 200 KiB) in a turn of its
     // own, so one pull of a tenant's large events does not hold other tenants' messages and
-    // answers back. Smaller ones go on at once: an ordered subscription's events keep their
+    // answers back; namespaces take turns there (a tenant's queued flood delays another's large
+    // message by one piece). Smaller ones go on at once: an ordered subscription's events keep their
     // order by stream sequence (ordered-handoff.ts), not by the order they are decoded in.
-    if (msg.data.length >= DECODE_ALONE_BYTES) return this.w.turns.run(() => this.acceptNow(msg, bytes));
+    if (msg.data.length >= DECODE_ALONE_BYTES) return this.w.turns.run(() => this.acceptNow(msg, bytes), this.sub.namespace);
     this.acceptNow(msg, bytes);
   }
 
