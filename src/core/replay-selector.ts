@@ -1,6 +1,6 @@
 // Which finished deliveries a replay takes (a WebhookReplay's selector and window, or a bulk
-// replay annotation's subscription), decided from what the index of finished deliveries keeps of
-// each (subscription, event type, phase, dead-letter reason, finish time), so no payload is read
+// replay annotation's subscription), decided from what a Table row of a finished delivery carries
+// (subscription, event type, phase, dead-letter reason, finish time), so no payload is read
 // to match. A replay takes only deliveries that finished before it started: it ends, and a
 // replay that failed again (finished anew) is not taken twice. Pure.
 import { matchesEventType } from "./attempt/policy.js";

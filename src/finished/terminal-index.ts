@@ -214,11 +214,6 @@ export class TerminalIndex {
     return this.deadLetters.get(subKey)?.size ?? 0;
   }
 
-  /** Dead letters of a namespace ("" = all), for a replay to walk (the records, not copies). */
-  *deadLetterRecords(namespace: string): IterableIterator<[string, TerminalRecord]> {
-    for (const r of this.deadLetterReflectors) for (const entry of r.store) if (!namespace || entry[1].metadata.namespace === namespace) yield entry;
-  }
-
   /**
    * Makes room for one more dead letter before it is stored (the DLQ specification's eviction
    * order): when its subscription holds deadLetter.maxEntries, its oldest dead letters are

@@ -1,8 +1,11 @@
 // What a replay walks, in the order it walks it: first the dead letters the selector matches,
-// oldest first (from the index of finished deliveries: it holds them all, without payloads),
-// then the Succeeded deliveries it matches, in name order, from a paginated metadata-only list
-// of Table rows (they are never kept in memory: each page is dropped once walked). Each walk
-// starts after the replay's cursor, so a restarted or new leader resumes where it left off.
+// oldest first, then the Succeeded deliveries it matches, in name order. Both come from
+// paginated metadata-only lists of Table rows read from the API server when the walk starts, not
+// from the operator's index of finished deliveries: that index is a watch, which may not yet have
+// the dead letters a user saw with kubectl before annotating (a run started then walked one of
+// three). The dead letters matched are held (without payloads, as the index holds them) to be
+// sorted by age; Succeeded rows are dropped once walked. Each walk starts after the replay's
+// cursor, so a restarted or new leader resumes where it left off.
 import { afterCursor, parseCursor, selects, type ReplayCursor, type ReplaySelection } from "../core/replay-selector.js";
 import { ACCEPT, ApiError, type KubeClient } from "../kube/client.js";
 import { rowItem, type TableRow } from "../kube/reflector.js";
@@ -23,8 +26,6 @@ export interface Candidate {
 
 export interface CandidateSource {
   client: KubeClient;
-  /** The dead letters indexed in a namespace. */
-  deadLetterRecords(namespace: string): Iterable<[string, TerminalRecord]>;
   now?: () => number;
 }
 
@@ -40,21 +41,31 @@ export async function* replayCandidates(src: CandidateSource, namespace: string,
   const now = src.now ?? Date.now;
   if (selection.phases.has("DeadLettered")) {
     const matched: Candidate[] = [];
-    for (const [key, rec] of src.deadLetterRecords(namespace)) {
-      const c: Candidate = { key, rec, cursor: { phase: "DeadLettered", finishedAt: rec.finishedAt, name: rec.metadata.name } };
+    for await (const rec of listed(src.client, namespace, "DeadLettered", selection, now)) {
+      const c: Candidate = { key: objectKey(rec.metadata), rec, cursor: { phase: "DeadLettered", finishedAt: rec.finishedAt, name: rec.metadata.name } };
       if (selects(selection, asCandidate(rec)) && afterCursor(cursor, c.cursor)) matched.push(c);
     }
     matched.sort((a, b) => a.rec.finishedAt - b.rec.finishedAt || (a.rec.metadata.name < b.rec.metadata.name ? -1 : 1));
     yield* matched;
   }
-  if (selection.phases.has("Succeeded")) yield* succeeded(src.client, namespace, selection, cursor, now);
+  if (selection.phases.has("Succeeded")) {
+    const after = cursor?.phase === "Succeeded" ? cursor.name : undefined;
+    for await (const rec of listed(src.client, namespace, "Succeeded", selection, now, after)) {
+      if (!selects(selection, asCandidate(rec))) continue;
+      yield { key: objectKey(rec.metadata), rec, cursor: { phase: "Succeeded", finishedAt: 0, name: rec.metadata.name } };
+    }
+  }
 }
 
-/** The Succeeded deliveries the selection matches, page by page (name order). */
-async function* succeeded(client: KubeClient, namespace: string, selection: ReplaySelection, cursor: ReplayCursor | undefined, now: () => number): AsyncGenerator<Candidate> {
+/**
+ * The deliveries of one phase in `namespace` as the API server has them now (a quorum read), in
+ * name order and after `after` when given, page by page; of one subscription when the selection
+ * names only one.
+ */
+async function* listed(client: KubeClient, namespace: string, phase: "DeadLettered" | "Succeeded", selection: ReplaySelection, now: () => number, after?: string): AsyncGenerator<TerminalRecord> {
   const only = selection.subscriptions?.size === 1 ? [...selection.subscriptions][0] : undefined;
-  const fieldSelector = `status.phase=Succeeded${only ? `,spec.subscriptionRef.name=${only}` : ""}`;
-  let last = cursor?.phase === "Succeeded" ? cursor.name : undefined;
+  const fieldSelector = `status.phase=${phase}${only ? `,spec.subscriptionRef.name=${only}` : ""}`;
+  let last = after;
   let continueToken: string | undefined;
   do {
     let page: TablePage;
@@ -78,10 +89,9 @@ async function* succeeded(client: KubeClient, namespace: string, selection: Repl
     const columns = (page.columnDefinitions ?? []).map((c) => c.name);
     for (const row of page.rows ?? []) {
       const rec = terminalRecord(rowItem(columns, row), now);
-      if (!rec || rec.phase !== "Succeeded" || (last !== undefined && rec.metadata.name <= last)) continue;
+      if (!rec || rec.phase !== phase || (last !== undefined && rec.metadata.name <= last)) continue;
       last = rec.metadata.name;
-      if (!selects(selection, asCandidate(rec))) continue;
-      yield { key: objectKey(rec.metadata), rec, cursor: { phase: "Succeeded", finishedAt: 0, name: rec.metadata.name } };
+      yield rec;
     }
     continueToken = page.metadata?.continue || undefined;
   } while (continueToken);

@@ -16,7 +16,7 @@
 // still pending at the destination.
 import { randomUUID } from "node:crypto";
 import type { Logger } from "pino";
-import { ANNOTATIONS, REPLAY_CONCURRENCY, REPLAY_REASON_MAX_LENGTH, REPLAY_REASON_MIN_LENGTH } from "../api/names.js";
+import { ANNOTATIONS, isTerminalPhase, REPLAY_CONCURRENCY, REPLAY_REASON_MAX_LENGTH, REPLAY_REASON_MIN_LENGTH } from "../api/names.js";
 import type { SubscriptionReplayStatus } from "../api/subscription.js";
 import { discard, type ReplayInput } from "../core/attempt/outcome.js";
 import { matchesEventType } from "../core/attempt/policy.js";
@@ -37,7 +37,6 @@ import type { OutcomeWriter } from "../delivery/outcome-writer.js";
 import { dedupeKey, loadRequestBody } from "../delivery/payload.js";
 import { replayCandidates, type Candidate } from "./candidates.js";
 import { traceOf } from "../delivery/trace.js"; // [tracing]
-import type { TerminalRecord } from "../finished/records.js";
 import { sharedAbortController } from "../runtime/shared-abort.js";
 import type { DeliveryStep } from "../delivery/engine/step.js";
 
@@ -46,8 +45,6 @@ export interface DeadLetterIndex {
   /** Whether a finished delivery carries a replay annotation not yet handled. */
   replayRequested(key: string): boolean;
   deadLetterCount(subKey: string): number;
-  /** The dead letters indexed in a namespace. */
-  deadLetterRecords(namespace: string): Iterable<[string, TerminalRecord]>;
 }
 
 export interface ReplayerDeps {
@@ -88,6 +85,22 @@ export function parseConcurrency(value: string | undefined): number | undefined 
   if (value === undefined || value.trim() === "") return REPLAY_CONCURRENCY.default;
   if (!/^-?\d+$/.test(value.trim())) return undefined;
   return Math.min(REPLAY_CONCURRENCY.max, Math.max(REPLAY_CONCURRENCY.min, Number(value.trim())));
+}
+
+/**
+ * Whether one of `cached` (the deliveries the cache holds as pending at the destination with
+ * dedupe key `dk`), other than the candidate `key`, is still pending: each is read again before
+ * it counts, since the cache is a watch that may be behind. A twin that finished a moment ago,
+ * or the candidate itself still held as pending, would otherwise dedupe a dead letter that
+ * nothing else carries (under CI's load a bulk replay once discarded one so).
+ */
+export async function pendingTwin(key: string, dk: string, cached: readonly string[], read: (key: string) => Promise<DeliveryObject | undefined>): Promise<boolean> {
+  for (const twin of cached) {
+    if (twin === key) continue;
+    const obj = await read(twin);
+    if (obj && !obj.metadata.deletionTimestamp && !isTerminalPhase(obj.status?.phase) && dedupeKey(obj) === dk) return true;
+  }
+  return false;
 }
 
 /** A run's counts and where it is; persisted by its owner after every batch. */
@@ -369,7 +382,7 @@ export class Replayer {
     if (redo.length) await this.replayBatch(job, redo, signal, seen);
     let batch: Candidate[] = [];
     let counted = 0;
-    for await (const c of replayCandidates({ client: this.d.client, deadLetterRecords: (ns) => this.d.terminal.deadLetterRecords(ns), now: this.now }, job.namespace, job.selection, p.cursor)) {
+    for await (const c of replayCandidates({ client: this.d.client, now: this.now }, job.namespace, job.selection, p.cursor)) {
       this.checkStop(job, signal, false);
       if (job.dryRun) {
         p.matched++;
@@ -408,7 +421,7 @@ export class Replayer {
   private async replayBatch(job: ReplayJob, keys: string[], signal: AbortSignal, seen: Map<string, string>): Promise<void> {
     const p = job.progress;
     p.inFlight = keys;
-    const twins = new Map<string, Set<string>>();
+    const twins = new Map<string, Map<string, string[]>>();
     const results = await Promise.all(keys.map((k) => this.replayOne(job, k, seen, twins)));
     // Interrupted by a shutdown: nothing is counted; the batch stays in flight for the resumed run.
     if (results.some((r) => r.result === "interrupted") || signal.aborted) throw new Error("operator stopping");
@@ -436,7 +449,7 @@ export class Replayer {
   }
 
   /** One candidate: read it again, dedupe it, or replay it through the delivery work queue. */
-  private async replayOne(job: ReplayJob, key: string, seen: Map<string, string>, twins: Map<string, Set<string>>): Promise<{ result: ReplayResult; detail?: string }> {
+  private async replayOne(job: ReplayJob, key: string, seen: Map<string, string>, twins: Map<string, Map<string, string[]>>): Promise<{ result: ReplayResult; detail?: string }> {
     const obj = await this.d.outcomes.fetch(key);
     if (!obj) return { result: "skipped", detail: "a delivery was deleted after it matched" };
     const phase = obj.status?.phase;
@@ -447,7 +460,7 @@ export class Replayer {
     const replay: ReplayInput = { reason: job.reason, requestId: job.id, ...(job.name ? { name: job.name } : {}), ...(job.target ? { target: job.target } : {}) };
     const dk = dedupeKey(obj);
     if (dk !== undefined) {
-      if (this.pendingTwins(job.namespace, destination, twins).has(dk)) return this.markDeduped(obj, replay, undefined);
+      if (await pendingTwin(key, dk, this.pendingTwins(job.namespace, destination, twins).get(dk) ?? [], (k) => this.d.outcomes.fetch(k))) return this.markDeduped(obj, replay, undefined);
       const first = seen.get(`${destination}\u0000${dk}`);
       if (first !== undefined) return this.markDeduped(obj, replay, first);
       seen.set(`${destination}\u0000${dk}`, obj.metadata.name);
@@ -461,15 +474,15 @@ export class Replayer {
     });
   }
 
-  /** Dedupe keys of the destination's pending deliveries (once per batch and destination). */
-  private pendingTwins(namespace: string, destination: string, cache: Map<string, Set<string>>): Set<string> {
+  /** The destination's pending deliveries in the cache, by dedupe key (once per batch and destination). */
+  private pendingTwins(namespace: string, destination: string, cache: Map<string, Map<string, string[]>>): Map<string, string[]> {
     let out = cache.get(destination);
     if (out) return out;
-    out = new Set<string>();
+    out = new Map<string, string[]>();
     for (const key of this.d.caches.deliveriesOf(subscriptionKey(namespace, destination))) {
       const obj = this.d.caches.delivery(key);
       const dk = obj ? dedupeKey(obj) : undefined;
-      if (dk !== undefined) out.add(dk);
+      if (dk !== undefined) out.set(dk, [...(out.get(dk) ?? []), key]);
     }
     cache.set(destination, out);
     return out;
