@@ -44,7 +44,6 @@ import type { DeliveryStep } from "../delivery/engine/step.js";
 export interface DeadLetterIndex {
   /** Whether a finished delivery carries a replay annotation not yet handled. */
   replayRequested(key: string): boolean;
-  deadLetterCount(subKey: string): number;
 }
 
 export interface ReplayerDeps {
@@ -556,7 +555,8 @@ export class Replayer {
     // Persist first: from here a restart resumes this replay instead of losing it.
     await this.writeProgress(sub, state, true);
     await this.removeAnnotation(SUBSCRIPTIONS, sub.metadata.namespace!, sub.metadata.name, ANNOTATIONS.replayDeadLetters, ANNOTATIONS.replayConcurrency);
-    this.d.events.record(subscriptionRef(sub), "Normal", "ReplayStarted", `replaying ${this.d.terminal.deadLetterCount(subKey)} dead letters, ${concurrency} at a time: ${annotation}`);
+    // No count here: the operator's own count may be behind the API server's; the run lists what it walks.
+    this.d.events.record(subscriptionRef(sub), "Normal", "ReplayStarted", `replaying the dead letters that finished before now, ${concurrency} at a time: ${annotation}`);
     this.start(this.bulkJob(subKey, state));
   }
 
