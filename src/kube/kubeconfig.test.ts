@@ -1,3 +1,4 @@
+import { spawnSync } from "node:child_process";
 import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { delimiter, join } from "node:path";
@@ -95,10 +96,55 @@ describe("loadKubeconfig reads what client-node's KubeConfig reads", () => {
     expect(ours).toMatchObject({ context: "xb", namespace: "nb" });
     expect(await applied(ours.credentials)).toMatchObject({ headers: { Authorization: "Bearer tb" }, cluster: { server: "https://b:2" } });
     expect((await loadKubeconfig({ env, context: "xa", serviceAccountDir: noPod() })).context).toBe("xa");
-    const dup = write("dup.yaml", config({ clusters: [{ name: "ca", cluster: { server: "https://c:3" } }], users: [], contexts: [] }));
-    await expect(loadKubeconfig({ env: bare({ KUBECONFIG: `${a}${delimiter}${dup}` }), serviceAccountDir: noPod() })).rejects.toThrow(/duplicate cluster "ca"/);
-    await expect(loadKubeconfig({ env: bare({ KUBECONFIG: `${a}${delimiter}${join(dir, "gone.yaml")}` }), serviceAccountDir: noPod() })).rejects.toThrow(/cannot read the kubeconfig .*gone\.yaml \(from KUBECONFIG\): no such file/);
+    // As kubectl: the first of a name wins, and a listed file that does not exist is skipped.
+    const dup = write("dup.yaml", config({ clusters: [{ name: "cb", cluster: { server: "https://c:3" } }], users: [{ name: "ub", user: { token: "tc" } }], contexts: [], current: "xa" }));
+    const first = await loadKubeconfig({ env: bare({ KUBECONFIG: [join(dir, "gone.yaml"), a, dup, b].join(delimiter) }), serviceAccountDir: noPod() });
+    expect(first.context).toBe("xb");
+    expect(await applied(first.credentials)).toMatchObject({ headers: { Authorization: "Bearer tc" }, cluster: { server: "https://c:3" } });
+    await expect(loadKubeconfig({ env: bare({ KUBECONFIG: [join(dir, "gone.yaml"), join(dir, "gone-too.yaml")].join(delimiter) }), serviceAccountDir: noPod() })).rejects.toThrow(/no kubeconfig: none of KUBECONFIG's files exists \(.*gone\.yaml.*gone-too\.yaml\)/);
   });
+
+  it("picks the server and credentials kubectl picks from KUBECONFIG's files (names repeated across files, files missing)", async () => {
+    // kubectl as found on this process's PATH, then run with nothing of this process's environment.
+    const kubectl = spawnSync("sh", ["-c", "command -v kubectl"], { encoding: "utf8" }).stdout.trim();
+    expect(kubectl, "kubectl on PATH").not.toBe("");
+    const kubectlView = (kubeconfig: string): { server?: string; token?: string } | undefined => {
+      const r = spawnSync(kubectl, ["config", "view", "--minify", "--raw", "-o", "json"], { env: { HOME: join(dir, "home"), KUBECONFIG: kubeconfig }, encoding: "utf8" });
+      if (r.status !== 0) return undefined;
+      const v = JSON.parse(r.stdout) as { clusters?: Array<{ cluster: { server: string } }>; users?: Array<{ user: { token?: string } }> };
+      return { server: v.clusters?.[0]?.cluster.server, token: v.users?.[0]?.user.token };
+    };
+    const name = fc.constantFrom("default", "a", "b");
+    const file = fc.record({
+      missing: fc.boolean(),
+      current: fc.option(name, { nil: undefined }),
+      entries: fc.array(fc.tuple(name, fc.nat(99)), { minLength: 1, maxLength: 3 }),
+    });
+    let n = 0;
+    await fc.assert(
+      fc.asyncProperty(fc.array(file, { minLength: 1, maxLength: 4 }), async (files) => {
+        const paths = files.map((f) => {
+          const path = join(dir, `merge-${n++}.yaml`);
+          // Each file whole: a context names the cluster and user of its own name in the same file.
+          if (!f.missing) write(path.slice(dir.length + 1), config({
+            clusters: f.entries.map(([e, v]) => ({ name: e, cluster: { server: `https://${e}-${v}.example:6443` } })),
+            users: f.entries.map(([e, v]) => ({ name: e, user: { token: `${e}-${v}` } })),
+            contexts: f.entries.map(([e]) => ({ name: e, context: { cluster: e, user: e } })),
+            ...(f.current ? { current: f.current } : {}),
+          }));
+          return path;
+        });
+        const want = kubectlView(paths.join(delimiter));
+        const got = await loadKubeconfig({ env: bare({ KUBECONFIG: paths.join(delimiter) }), serviceAccountDir: noPod() }).then(
+          async (k) => applied(k.credentials),
+          () => undefined,
+        );
+        if (!want) expect(got, "kubectl found no current context, nor should we").toBeUndefined();
+        else expect({ server: (got?.cluster as { server?: string } | undefined)?.server, token: (got?.headers as { Authorization?: string } | undefined)?.Authorization?.replace(/^Bearer /, "") }).toEqual(want);
+      }),
+      { numRuns: 30 },
+    );
+  }, 120_000);
 
   it("falls back to ~/.kube/config, then to the pod's service account", async () => {
     write(join("home", ".kube", "config"), config({ clusters: [{ name: "h", cluster: { server: "https://home:1" } }], users: [], contexts: [{ name: "h", context: { cluster: "h" } }], current: "h" }));
@@ -160,6 +206,12 @@ describe("an exec plugin", () => {
     expect(loaded.credentials).toBeInstanceOf(KubeConfig);
     expect(loaded.namespace).toBe("n");
     expect(await applied(loaded.credentials)).toMatchObject({ headers: { Authorization: "Bearer from-exec-plugin" }, cluster: { server: "https://c:1" } });
+
+    // Through KUBECONFIG, merged as kubectl merges: a missing file skipped, the first of a name wins.
+    const later = write("later.yaml", config({ clusters: [{ name: "c", cluster: { server: "https://later:2" } }], users: [{ name: "u", user: { token: "later" } }], contexts: [{ name: "x", context: { cluster: "c" } }], current: "x" }));
+    const merged = await loadKubeconfig({ env: bare({ KUBECONFIG: [join(dir, "gone.yaml"), file, later].join(delimiter) }), serviceAccountDir: noPod() });
+    expect(merged.credentials).toBeInstanceOf(KubeConfig);
+    expect(await applied(merged.credentials)).toMatchObject({ headers: { Authorization: "Bearer from-exec-plugin" }, cluster: { server: "https://c:1" } });
   });
 });
 
@@ -176,6 +228,7 @@ describe("errors name the file or the field", () => {
     ["a context naming no cluster it defines", config({ ...base, contexts: [{ name: "x", context: { cluster: "other" } }], current: "x" }), /context "x" names cluster "other"/],
     ["a context naming no user it defines", config({ ...base, contexts: [{ name: "x", context: { cluster: "c", user: "nobody" } }], current: "x" }), /context "x" names user "nobody"/],
     ["users not a list", { ...config({ ...base, current: "x" }), users: { u: 1 } }, /users must be a list/],
+    ["a name defined twice in one file (kubectl refuses the file)", config({ ...base, users: [...base.users, { name: "u", user: { token: "other" } }], current: "x" }), /users\[1\]\.name "u" is defined twice in this file/],
   ])("%s", async (_what, doc, message) => {
     await expect(load(doc)).rejects.toThrow(message);
   });

@@ -159,6 +159,11 @@ export function parseKubeconfig(text: string, file: string): Parsed {
     const namespace = str(c.namespace);
     return { name, cluster, ...(user ? { user } : {}), ...(namespace ? { namespace } : {}) };
   });
+  // Within one file a name is defined once (kubectl refuses the file); across files the first wins (merge).
+  for (const [key, entries] of [["clusters", clusters], ["users", users], ["contexts", contexts]] as const) {
+    const i = entries.findIndex((e, j) => entries.findIndex((x) => x.name === e.name) !== j);
+    if (i >= 0) throw new Error(`kubeconfig ${file}: ${key}[${i}].name "${entries[i]!.name}" is defined twice in this file`);
+  }
   const currentContext = str(d["current-context"]);
   return { clusters, users, contexts, ...(currentContext ? { currentContext } : {}) };
 }
@@ -174,19 +179,28 @@ function readKubeconfig(file: string, from: string): Parsed {
   return parseKubeconfig(text, file);
 }
 
-/** KUBECONFIG's files merged: the first file's current-context, a name defined twice is an error (as client-node). */
+/**
+ * KUBECONFIG's files merged as kubectl merges them: the first file to set current-context, or to
+ * define a cluster, user or context of a name, wins; a later one of the same name is ignored
+ * (kubeconfigs written by k3s and others all name theirs "default").
+ */
 function merge(all: Parsed[]): Parsed {
   const out: Parsed = { clusters: [], users: [], contexts: [] };
   for (const p of all) {
     out.currentContext ??= p.currentContext;
-    for (const [key, what] of [["clusters", "cluster"], ["users", "user"], ["contexts", "context"]] as const) {
-      for (const e of p[key]) {
-        if ((out[key] as Array<{ name: string }>).some((x) => x.name === e.name)) throw new Error(`kubeconfig: duplicate ${what} "${e.name}" in KUBECONFIG's files`);
-        (out[key] as Array<{ name: string }>).push(e);
-      }
+    for (const key of ["clusters", "users", "contexts"] as const) {
+      const have = out[key] as Array<{ name: string }>;
+      for (const e of p[key]) if (!have.some((x) => x.name === e.name)) have.push(e);
     }
   }
   return out;
+}
+
+/** KUBECONFIG's files that exist: kubectl skips a listed file that does not exist. */
+function existing(files: string[]): string[] {
+  const found = files.filter((f) => existsSync(f));
+  if (found.length === 0) throw new Error(`no kubeconfig: none of KUBECONFIG's files exists (${files.join(delimiter)}); pass --kubeconfig PATH or fix KUBECONFIG`);
+  return found;
 }
 
 function inCluster(env: NodeJS.ProcessEnv, dir: string): Parsed {
@@ -273,8 +287,9 @@ export async function loadKubeconfig(o: LoadOptions): Promise<LoadedKubeconfig> 
     parsed = readKubeconfig(o.file, "");
     source = { files: [o.file] };
   } else if (files.length > 0) {
-    parsed = merge(files.map((f) => readKubeconfig(f, " (from KUBECONFIG)")));
-    source = { files };
+    const found = existing(files);
+    parsed = merge(found.map((f) => readKubeconfig(f, " (from KUBECONFIG)")));
+    source = { files: found };
   } else if (existsSync(join(home, ".kube", "config"))) {
     const file = join(home, ".kube", "config");
     parsed = readKubeconfig(file, "");
@@ -305,7 +320,10 @@ async function libraryCredentials(files: string[], context: string): Promise<Clu
   for (const f of files.slice(1)) {
     const more = new KubeConfig();
     more.loadFromFile(f);
-    kc.mergeConfig(more, true);
+    // As merge() above: the first of a name wins (client-node's mergeConfig throws on a second).
+    for (const c of more.clusters) if (!kc.clusters.some((x) => x.name === c.name)) kc.addCluster(c);
+    for (const u of more.users) if (!kc.users.some((x) => x.name === u.name)) kc.addUser(u);
+    for (const c of more.contexts) if (!kc.contexts.some((x) => x.name === c.name)) kc.addContext(c);
   }
   kc.setCurrentContext(context);
   return kc;
