@@ -318,9 +318,17 @@ describe("noisy neighbour, CR mode", () => {
       }
     }
     expect(operatorShare, "the independent watch saw every one of B's events").toHaveLength(B_EVENTS);
+    // The slowest of B's events, by their place in the phase (B sends one every 1/B_RATE s), each
+    // as accepted -> independent watch + the rest: when in the phase they fall tells what held them.
+    const worst = [...sentAt]
+      .map(([name, t]) => ({ i: name.slice(name.lastIndexOf("-") + 1), total: arrived.get(name)! - t, watch: (independent.first.get(name) ?? NaN) - t }))
+      .sort((a, b) => b.total - a.total)
+      .slice(0, 5)
+      .map((w) => `#${w.i} ${w.total} (${w.watch}+${w.total - w.watch})`)
+      .join(", ");
     console.log(
       `B ${phase}: sent -> accepted (the create answered) p50 ${p50(answered)} p99 ${p99(answered)} ms; accepted -> an independent watch has it p50 ${p50(watched)} p99 ${p99(watched)} ms; -> the operator's request starts p50 ${p50(starts)} p99 ${p99(starts)} ms; ` +
-        `-> at the receiver p50 ${p50(latencies)} p99 ${p99(latencies)} ms; independent watch -> request starts p50 ${p50(operatorShare)} p99 ${p99(operatorShare)} ms; B's process (${tenantB.niced ? `nice ${TenantProcess.NICE}` : "default priority"}) event-loop delay p99 ${own.p99.toFixed(1)} max ${own.max.toFixed(1)} ms; ${await loop.since()}`,
+        `-> at the receiver p50 ${p50(latencies)} p99 ${p99(latencies)} ms; independent watch -> request starts p50 ${p50(operatorShare)} p99 ${p99(operatorShare)} ms; B's process (${tenantB.niced ? `nice ${TenantProcess.NICE}` : "default priority"}) event-loop delay p99 ${own.p99.toFixed(1)} max ${own.max.toFixed(1)} ms; ${await loop.since()}; slowest (ms, watch+rest): ${worst}`,
     );
     return { latencies, operatorShare };
   }
