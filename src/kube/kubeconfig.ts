@@ -161,8 +161,11 @@ export function parseKubeconfig(text: string, file: string): Parsed {
   });
   // Within one file a name is defined once (kubectl refuses the file); across files the first wins (merge).
   for (const [key, entries] of [["clusters", clusters], ["users", users], ["contexts", contexts]] as const) {
-    const i = entries.findIndex((e, j) => entries.findIndex((x) => x.name === e.name) !== j);
-    if (i >= 0) throw new Error(`kubeconfig ${file}: ${key}[${i}].name "${entries[i]!.name}" is defined twice in this file`);
+    const seen = new Set<string>();
+    entries.forEach((e, i) => {
+      if (seen.has(e.name)) throw new Error(`kubeconfig ${file}: ${key}[${i}].name "${e.name}" is defined twice in this file`);
+      seen.add(e.name);
+    });
   }
   const currentContext = str(d["current-context"]);
   return { clusters, users, contexts, ...(currentContext ? { currentContext } : {}) };
@@ -188,12 +191,21 @@ function merge(all: Parsed[]): Parsed {
   const out: Parsed = { clusters: [], users: [], contexts: [] };
   for (const p of all) {
     out.currentContext ??= p.currentContext;
-    for (const key of ["clusters", "users", "contexts"] as const) {
-      const have = out[key] as Array<{ name: string }>;
-      for (const e of p[key]) if (!have.some((x) => x.name === e.name)) have.push(e);
-    }
+    firstWins(out.clusters, p.clusters);
+    firstWins(out.users, p.users);
+    firstWins(out.contexts, p.contexts);
   }
   return out;
+}
+
+/** Adds to `have` each of `more` whose name it does not hold yet (kubectl's merge rule). */
+function firstWins<T extends { name: string }>(have: T[], more: readonly T[]): void {
+  const names = new Set(have.map((x) => x.name));
+  for (const e of more) {
+    if (names.has(e.name)) continue;
+    names.add(e.name);
+    have.push(e);
+  }
 }
 
 /** KUBECONFIG's files that exist: kubectl skips a listed file that does not exist. */
@@ -321,9 +333,9 @@ async function libraryCredentials(files: string[], context: string): Promise<Clu
     const more = new KubeConfig();
     more.loadFromFile(f);
     // As merge() above: the first of a name wins (client-node's mergeConfig throws on a second).
-    for (const c of more.clusters) if (!kc.clusters.some((x) => x.name === c.name)) kc.addCluster(c);
-    for (const u of more.users) if (!kc.users.some((x) => x.name === u.name)) kc.addUser(u);
-    for (const c of more.contexts) if (!kc.contexts.some((x) => x.name === c.name)) kc.addContext(c);
+    firstWins(kc.clusters, more.clusters);
+    firstWins(kc.users, more.users);
+    firstWins(kc.contexts, more.contexts);
   }
   kc.setCurrentContext(context);
   return kc;

@@ -481,7 +481,10 @@ export class Replayer {
     for (const key of this.d.caches.deliveriesOf(subscriptionKey(namespace, destination))) {
       const obj = this.d.caches.delivery(key);
       const dk = obj ? dedupeKey(obj) : undefined;
-      if (dk !== undefined) out.set(dk, [...(out.get(dk) ?? []), key]);
+      if (dk === undefined) continue;
+      const same = out.get(dk);
+      if (same) same.push(key);
+      else out.set(dk, [key]);
     }
     cache.set(destination, out);
     return out;
