@@ -4,7 +4,8 @@
 // subscription. Deliveries are listed once the subscriptions are, so the payload ordering keys
 // of their subscriptions are known when their payloads are stripped. Parsed specs
 // are memoised per object version. Cached deliveries carry no payload (see payload.ts): memory
-// does not grow with payload bytes; small ones are kept apart within a fixed budget
+// does not grow with payload bytes, and a large one is not even parsed again at each status
+// write (the watch cuts it out unparsed); small ones are kept apart within a fixed budget
 // (kept-payloads.ts), so that an attempt need not read them back.
 import { cachedTransform } from "../core/transform.js";
 import type { Logger } from "pino";
@@ -31,6 +32,13 @@ export const TERMINAL_DELIVERIES_SELECTOR = "status.phase!=,status.phase!=Pendin
  * 1 MiB of payload (at most 500 deliveries), so small payloads still list 500 at a time.
  */
 export const DELIVERY_PAGE = { initial: 4, targetBytes: 1024 * 1024, max: 500 } as const;
+
+/**
+ * A watch event of at least this many bytes has its payload cut out unparsed (Reflector's
+ * `deferred`): parsed only on the delivery's first event, not again at each status write. Below
+ * it, parsing the whole event costs less than looking for the payload first.
+ */
+export const DEFERRED_PAYLOAD_MIN_BYTES = 16 * 1024;
 
 /** What a cached delivery weighed in its list page: its payload's serialized bytes. */
 function payloadBytesOf(obj: DeliveryObject): number {
@@ -135,6 +143,7 @@ export class Caches {
           fieldSelector: ACTIVE_DELIVERIES_SELECTOR,
           pageSize: DELIVERY_PAGE.max,
           pageBytes: { initial: DELIVERY_PAGE.initial, target: DELIVERY_PAGE.targetBytes, of: payloadBytesOf },
+          deferred: { path: ["spec", "payload"], minBytes: DEFERRED_PAYLOAD_MIN_BYTES },
           transform: (item: RawItem) => {
             const { namespace = "", uid } = item.metadata;
             const previous = this.deliveries.get(objectKey(item.metadata));

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { MAX_PAYLOAD_DEPTH } from "../api/names.js";
 import { parseOrderingKey } from "../core/ordering-key.js";
-import type { RawItem } from "../kube/reflector.js";
+import { DEFERRED, type RawItem } from "../kube/reflector.js";
 import { KeptPayloads } from "./kept-payloads.js";
 import { dedupeKey, orderingValueOf, payloadView, stripPayload, webhookBody } from "./payload.js";
 
@@ -94,5 +94,60 @@ describe("stripPayload across versions of one delivery", () => {
     const v2 = version("uid-1", "2", deep);
     stripPayload(v2, [], undefined, v1);
     expect(payloadView(v2).payloadInvalid).toMatch(/nested deeper than/);
+  });
+
+  describe("a payload the watch cut out unparsed (DEFERRED)", () => {
+    /** A version as the watch hands it over: spec without payload, the payload's JSON text beside it. */
+    const deferredVersion = (uid: string, rv: string, json: string): RawItem => {
+      const item = version(uid, rv, undefined);
+      delete (item.spec as Record<string, unknown>).payload;
+      item[DEFERRED] = Buffer.from(json, "utf8");
+      return item;
+    };
+
+    it("on first sight, is parsed and summarized as the same payload in place would be", () => {
+      const json = JSON.stringify(big);
+      const inPlace = version("uid-1", "1", JSON.parse(json));
+      stripPayload(inPlace);
+      const cut = deferredVersion("uid-2", "1", json);
+      stripPayload(cut);
+      expect(payloadView(cut)).toEqual(payloadView(inPlace));
+      // The dedupe key is the one of the payload read in full (the webhook id is the same eventId).
+      expect(dedupeKey(cut)).toBe(dedupeKey(inPlace));
+      expect((cut.spec as Record<string, unknown>).payload).toBeUndefined();
+    });
+
+    it("on a later version of the same object, is not parsed at all: its summary is the earlier one", () => {
+      const v1 = deferredVersion("uid-1", "1", JSON.stringify(big));
+      stripPayload(v1);
+      // Not JSON: parsing it would throw.
+      const v2 = deferredVersion("uid-1", "2", "{not json");
+      expect(() => stripPayload(v2, [], undefined, v1)).not.toThrow();
+      expect(payloadView(v2)).toEqual(payloadView(v1));
+      expect(dedupeKey(v2)).toBe(dedupeKey(v1));
+    });
+
+    it("is parsed again for an ordering key the earlier summary lacks, and for another object under the same name", () => {
+      const key = { key: "$.customer.id", parsed: parseOrderingKey("$.customer.id")! };
+      const json = JSON.stringify({ customer: { id: "c-7" }, pad: "x".repeat(20_000) });
+      const v1 = deferredVersion("uid-1", "1", json);
+      stripPayload(v1);
+      const v2 = deferredVersion("uid-1", "2", json);
+      stripPayload(v2, [key], undefined, v1);
+      expect(orderingValueOf(v2, key)).toEqual({ known: true, value: '"c-7"' });
+      const other = deferredVersion("uid-2", "3", '{"n":2}');
+      stripPayload(other, [], undefined, v2);
+      expect(payloadView(other).payloadBytes).toBe(7);
+    });
+
+    it("a small one is kept from its bytes, serialized as JSON.stringify writes it", () => {
+      const kept = new KeptPayloads({ maxBytes: 1024 * 1024 });
+      const keep = (json: () => string, bytes: number) => kept.keep("ns", "uid-1", json, bytes);
+      const v1 = deferredVersion("uid-1", "1", '{ "small" : "Grüße \u00e9 😀" }');
+      stripPayload(v1, [], keep);
+      expect(kept.take("ns", "uid-1")).toBe('{"small":"Grüße é 😀"}');
+      stripPayload(deferredVersion("uid-1", "2", '{ "small" : "Grüße \u00e9 😀" }'), [], keep, v1);
+      expect(kept.take("ns", "uid-1")).toBe('{"small":"Grüße é 😀"}');
+    });
   });
 });

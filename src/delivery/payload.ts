@@ -10,7 +10,7 @@ import { ANNOTATIONS, MAX_PAYLOAD_DEPTH } from "../api/names.js";
 import { jsonDepth } from "../core/request/json-depth.js";
 import { orderingValue, type OrderingKey } from "../core/ordering-key.js";
 import { ignoreNotFound, type KubeClient } from "../kube/client.js";
-import type { RawItem } from "../kube/reflector.js";
+import { DEFERRED, type RawItem } from "../kube/reflector.js";
 import { objectPath } from "../kube/types.js";
 import { DELIVERIES, type DeliveryObject, type StoredDeliverySpec } from "./objects.js";
 import type { RequestBody } from "./engine/request.js";
@@ -79,19 +79,24 @@ function summarizeWithJson(payload: unknown, stripped: boolean, id: string, orde
  * payload ordering keys of its subscription) and removes the payload; `keep` may hold on to the
  * serialized payload (kept-payloads.ts; `json` is called only if it does), so that an attempt
  * need not read it back. `previous`: the cached version of the same key, whose summary is taken
- * when it is the same object (uid) and knows every ordering value asked for. Never throws.
+ * when it is the same object (uid) and knows every ordering value asked for. The payload may
+ * come as its JSON bytes, cut out by the watch (`DEFERRED`): it is parsed only when no earlier
+ * summary serves, so a large payload is parsed once per delivery, not at each of its status
+ * writes. Never throws on the payload's value.
  */
 export function stripPayload(item: RawItem, orderings: readonly OrderingToExtract[] = [], keep?: (json: () => string, bytes: number) => void, previous?: DeliveryObject): void {
   const spec = specOf(item);
   if (!spec) return;
-  const had = "payload" in spec;
+  const deferred = item[DEFERRED];
+  const had = "payload" in spec || deferred !== undefined;
   const wanted = orderings.filter((o) => o.parsed.kind === "path");
   const earlier = had && previous ? earlierSummary(previous, item, wanted) : undefined;
   if (earlier) {
     summaries.set(spec, earlier);
     const payload = spec.payload;
-    if (earlier.ok) keep?.(() => JSON.stringify(payload ?? null), earlier.bytes);
+    if (earlier.ok) keep?.(deferred ? () => JSON.stringify(JSON.parse(deferred.toString("utf8"))) : () => JSON.stringify(payload ?? null), earlier.bytes);
   } else {
+    if (deferred) spec.payload = JSON.parse(deferred.toString("utf8"));
     const { summary, json } = summarizeWithJson(spec.payload, had, idOf(spec, item.metadata), wanted);
     summaries.set(spec, summary);
     if (had && summary.ok && json !== undefined) keep?.(() => json, summary.bytes);

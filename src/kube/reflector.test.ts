@@ -8,7 +8,7 @@ import { KubeConfig } from "@kubernetes/client-node";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { createLogger } from "../observability/logger.js";
 import { KubeClient } from "./client.js";
-import { Reflector } from "./reflector.js";
+import { DEFERRED, Reflector, type RawItem } from "./reflector.js";
 
 let server: Server | undefined;
 
@@ -130,6 +130,51 @@ describe("Reflector", () => {
       const got = (added[0]!.data as { text: string }).text;
       expect(got).not.toContain("\uFFFD");
       expect(Buffer.from(got, "utf8").equals(Buffer.from(text, "utf8"))).toBe(true);
+    } finally {
+      await reflector.stop();
+      await client.destroy();
+    }
+  });
+
+  it("hands a large event's deferred member to transform as its JSON bytes, unparsed, split across chunks byte-exactly; keeps no bytes; a small event whole", async () => {
+    const payload = { text: "Zoë 😀 日本語".repeat(2_000), nested: [{ "}": "]\"" }] };
+    const line = (name: string, p: unknown) => `${JSON.stringify({ type: "ADDED", object: { metadata: { name, namespace: "a", resourceVersion: "6" }, spec: { eventType: "t", payload: p }, status: { payload: "not this one" } } })}\n`;
+    const big = Buffer.from(line("big", payload), "utf8");
+    const emoji = big.indexOf(Buffer.from("😀"));
+    const events = [big.subarray(0, emoji + 2), big.subarray(emoji + 2), Buffer.from(line("small", { n: 1 }), "utf8")];
+    server = createServer((req, res) => {
+      const url = new URL(req.url ?? "/", "http://x");
+      res.writeHead(200, { "content-type": "application/json" });
+      if (!url.searchParams.get("watch")) return res.end(JSON.stringify({ kind: "List", metadata: { resourceVersion: "5" }, items: [] }));
+      void (async () => {
+        for (const part of events) {
+          res.write(part);
+          await new Promise((r) => setTimeout(r, 50));
+        }
+      })();
+    });
+    const client = await clientFor(server);
+    const seen: Array<{ name: string; spec: unknown; deferred?: string }> = [];
+    const added: RawItem[] = [];
+    const reflector = new Reflector<RawItem>({
+      client,
+      name: "deliveries",
+      path: "/apis/hookline.dev/v1alpha1/namespaces/a/webhookdeliveries",
+      deferred: { path: ["spec", "payload"], minBytes: 1024 },
+      transform: (item) => {
+        seen.push({ name: item.metadata.name, spec: structuredClone(item.spec), ...(item[DEFERRED] ? { deferred: item[DEFERRED].toString("utf8") } : {}) });
+        return item;
+      },
+      handler: { add: (o) => added.push(o), update: () => undefined, delete: () => undefined },
+      log: createLogger({ level: "silent" }),
+    });
+    reflector.start();
+    try {
+      await vi.waitFor(() => expect(added).toHaveLength(2), { timeout: 10_000, interval: 10 });
+      expect(seen[0]).toEqual({ name: "big", spec: { eventType: "t" }, deferred: JSON.stringify(payload) });
+      expect(seen[1]).toEqual({ name: "small", spec: { eventType: "t", payload: { n: 1 } } });
+      expect(added.every((o) => o[DEFERRED] === undefined)).toBe(true);
+      expect((added[0]!.status as { payload: string }).payload).toBe("not this one");
     } finally {
       await reflector.stop();
       await client.destroy();

@@ -4,6 +4,7 @@
 // Items can be projected (metadata-only or Table rows) so a store holds only what it needs.
 import type { Logger } from "pino";
 import { ACCEPT, ApiError, type KubeClient } from "./client.js";
+import { cutMember, memberPath } from "./json-member.js";
 import { LineSplitter } from "./lines.js";
 import { objectKey, type ObjectMeta } from "./types.js";
 import { doubling } from "../lib/backoff.js";
@@ -11,12 +12,17 @@ import { sleep } from "../lib/sleep.js";
 
 export type Representation = "json" | "metadata" | "table";
 
+/** Where a watched object's deferred member (`ReflectorOptions.deferred`) is, as JSON bytes. */
+export const DEFERRED: unique symbol = Symbol("deferred");
+
 /** What `transform` receives: the object, or for Table watches the row's metadata and cells by column name. */
 export interface RawItem {
   metadata: ObjectMeta;
   [field: string]: unknown;
   /** Table representation only: printer-column values by column name. */
   cells?: Record<string, unknown>;
+  /** The deferred member's JSON text, cut out of the object unparsed (see `ReflectorOptions.deferred`). */
+  [DEFERRED]?: Buffer;
 }
 
 export interface ReflectorHandler<T> {
@@ -65,6 +71,14 @@ export interface ReflectorOptions<T> {
    * `handler.update` (MODIFIED, the new object as both arguments) or `delete` as it passes.
    */
   keep?: boolean;
+  /**
+   * A member of watched objects (by its path of keys, e.g. spec.payload) that is cut out of a
+   * watch event of at least `minBytes` unparsed: `transform` gets it as JSON bytes under
+   * `DEFERRED`, and parses it only if it needs it (a large payload it already summarised need not
+   * be parsed again at every status write). Nothing of it is kept after `transform`. List pages
+   * are parsed whole.
+   */
+  deferred?: { path: readonly string[]; minBytes: number };
 }
 
 interface WatchEvent {
@@ -88,7 +102,11 @@ export class Reflector<T extends { metadata: Pick<ObjectMeta, "name" | "namespac
   private failures = 0;
   private healthy = true;
 
-  constructor(private readonly opts: ReflectorOptions<T>) {}
+  private readonly deferredPath: Buffer[] | undefined;
+
+  constructor(private readonly opts: ReflectorOptions<T>) {
+    this.deferredPath = opts.deferred ? memberPath("object", ...opts.deferred.path) : undefined;
+  }
 
   get hasSynced(): boolean {
     return this.synced;
@@ -274,7 +292,7 @@ export class Reflector<T extends { metadata: Pick<ObjectMeta, "name" | "namespac
         feed();
         for (const line of lines.push(chunk)) {
           events++;
-          this.onEvent(JSON.parse(line.toString("utf8")) as WatchEvent);
+          this.onEvent(this.decode(line));
         }
       }
       // As client-go does: a watch that ends at once with nothing in it is an error (backed off),
@@ -289,6 +307,16 @@ export class Reflector<T extends { metadata: Pick<ObjectMeta, "name" | "namespac
     } finally {
       clearTimeout(watchdog);
     }
+  }
+
+  /** A watch event from its line; the deferred member, when there is one to cut, unparsed. */
+  private decode(line: Buffer): WatchEvent {
+    const min = this.opts.deferred?.minBytes;
+    const cut = this.deferredPath && min !== undefined && line.length >= min ? cutMember(line, this.deferredPath) : undefined;
+    if (!cut || cut.value.length < min!) return JSON.parse(line.toString("utf8")) as WatchEvent;
+    const event = JSON.parse(cut.rest.toString("utf8")) as WatchEvent;
+    (event.object as RawItem)[DEFERRED] = cut.value;
+    return event;
   }
 
   private onEvent(event: WatchEvent): void {
@@ -306,6 +334,7 @@ export class Reflector<T extends { metadata: Pick<ObjectMeta, "name" | "namespac
     if (!item) return;
     const rv = item.metadata.resourceVersion;
     const obj = this.opts.transform(item);
+    delete item[DEFERRED];
     const key = objectKey(item.metadata);
     if (this.opts.keep === false) {
       // Nothing kept, so no old object: an update carries the new one twice.
