@@ -90,7 +90,7 @@ export async function setupEngine(manager: Manager, o: EngineOptions): Promise<E
   const expectations = { deliveries: new Expectations(), subscriptions: new Expectations(), replays: new Expectations() };
   // Every status string and list is cut to its schema's limit here, in the one writer.
   const statusWriter = new StatusWriter(client, STATUS_FITTERS);
-  const events = new EventRecorder(client, log.child({ component: "events" }), { component: "hookline", host: config.leaderElection.identity });
+  const events = new EventRecorder(client, log.child({ component: "events" }), { component: "hookline", host: config.leaderElection.identity, onDropped: (namespace) => metrics.eventsDropped.inc({ namespace }) });
   const sender = new Sender({ allowedNetworks: config.allowedNetworks, connectionsPerOrigin: Math.min(1000, config.maxInFlight), proxy: config.proxy });
   const secrets = new SecretCache(client, { ttlMs: config.secretRefreshMs });
   const oauth2 = new OAuth2Client(sender, { userAgent: USER_AGENT, onEvict: (reason) => metrics.oauth2.evictions.inc({ reason }) });

@@ -1,7 +1,10 @@
 // Records Kubernetes Events (core/v1, what `kubectl describe` and `kubectl events` show). Repeats
 // of the same reason and message for the same object within a window are folded into nothing,
-// so a stuck delivery cannot spend the API write budget on Events. Messages are built by the
-// caller from safe parts only: never a secret, a header value or a payload.
+// so a stuck delivery cannot spend the API write budget on Events; and each namespace has a
+// budget of Events (EVENT_BUDGET), so a tenant whose deliveries fail by the thousand cannot
+// spend it either (each outcome is still in its delivery's status; what is dropped is counted).
+// Messages are built by the caller from safe parts only: never a secret, a header value or a
+// payload.
 import type { Logger } from "pino";
 import { clipBytes } from "../api/fit.js";
 import type { KubeClient } from "./client.js";
@@ -12,18 +15,38 @@ export const EVENT_MESSAGE_MAX_BYTES = 1024;
 
 export type EventType = "Normal" | "Warning";
 
+/**
+ * Events about one namespace's objects: at most `burst` at once, then `perSecond` on average
+ * (a token bucket per namespace). One tenant's flood of dead letters writes 100 Events and then
+ * 5 a second, however many it makes, and another namespace's Events are written as before.
+ */
+export const EVENT_BUDGET = { burst: 100, perSecond: 5 } as const;
+
 export interface EventSink {
   record(ref: ObjectRef, type: EventType, reason: string, message: string): void;
+}
+
+export interface EventRecorderOptions {
+  component: string;
+  host?: string;
+  dedupeWindowMs?: number;
+  /** Per namespace; default EVENT_BUDGET. */
+  budget?: { burst: number; perSecond: number };
+  /** An Event not written because its namespace had spent its budget. */
+  onDropped?: (namespace: string) => void;
+  now?: () => number;
 }
 
 export class EventRecorder implements EventSink {
   private recent = new Map<string, number>();
   private inFlight = new Set<Promise<void>>();
+  /** Per namespace: Events it may still write now, as of `at`. */
+  private buckets = new Map<string, { tokens: number; at: number }>();
 
   constructor(
     private readonly client: KubeClient,
     private readonly log: Logger,
-    private readonly opts: { component: string; host?: string; dedupeWindowMs?: number; now?: () => number } = { component: "hookline" },
+    private readonly opts: EventRecorderOptions = { component: "hookline" },
   ) {}
 
   record(ref: ObjectRef, type: EventType, reason: string, message: string): void {
@@ -32,6 +55,10 @@ export class EventRecorder implements EventSink {
     const key = `${ref.namespace}/${ref.kind}/${ref.name}/${ref.uid ?? ""}/${reason}/${message}`;
     const last = this.recent.get(key);
     if (last !== undefined && now - last < window) return;
+    if (!this.take(ref.namespace ?? "", now)) {
+      this.opts.onDropped?.(ref.namespace ?? "");
+      return;
+    }
     this.recent.set(key, now);
     if (this.recent.size > 10_000) this.prune(now, window);
     const p = this.create(ref, type, reason, message, now).finally(() => this.inFlight.delete(p));
@@ -45,6 +72,23 @@ export class EventRecorder implements EventSink {
 
   private prune(now: number, window: number) {
     for (const [k, t] of this.recent) if (now - t >= window) this.recent.delete(k);
+  }
+
+  /** Spends one of the namespace's Events if it has one left. */
+  private take(namespace: string, now: number): boolean {
+    const { burst, perSecond } = this.opts.budget ?? EVENT_BUDGET;
+    const refilled = (b: { tokens: number; at: number }) => Math.min(burst, b.tokens + (Math.max(0, now - b.at) / 1000) * perSecond);
+    if (this.buckets.size >= 10_000) {
+      // A full bucket is what a namespace not seen has: forgetting it changes nothing.
+      for (const [ns, b] of this.buckets) if (refilled(b) >= burst) this.buckets.delete(ns);
+    }
+    const bucket = this.buckets.get(namespace) ?? { tokens: burst, at: now };
+    bucket.tokens = refilled(bucket);
+    bucket.at = now;
+    this.buckets.set(namespace, bucket);
+    if (bucket.tokens < 1) return false;
+    bucket.tokens -= 1;
+    return true;
   }
 
   private async create(ref: ObjectRef, type: EventType, reason: string, message: string, now: number): Promise<void> {

@@ -73,6 +73,16 @@ export class Metrics implements RequestObserver {
   readonly oauth2 = oauth2Metrics(this.registry);
   /** The kept payloads (HOOKLINE_PAYLOAD_CACHE_BYTES), in their own block below. */
   readonly payloadCache = payloadCacheMetrics(this.registry);
+  /**
+   * hookline_events_dropped_total{namespace}: Events not written because their namespace had
+   * spent its budget (src/kube/events.ts EVENT_BUDGET). The label is bounded by the namespaces served.
+   */
+  readonly eventsDropped = new Counter({
+    name: "hookline_events_dropped_total",
+    help: "Kubernetes Events about a namespace's objects not written because the namespace had spent its budget (100 at once, then 5 a second): each outcome is still in its delivery's status.",
+    labelNames: ["namespace"],
+    registers: [this.registry],
+  });
 
   private providersAllowed: ReadonlySet<string> = new Set(DEFAULT_PROVIDERS);
   private providerLabelOf: (namespace: string, subscription: string) => string | undefined = () => undefined;

@@ -12,8 +12,9 @@
 //
 // CR mode: the pools are the work queues (namespaces take turns), the global request slots (a
 // fair share per namespace), the storage budget and the dead-letter cap (evicted only from a
-// namespace over its fair share), memory (payloads are not cached), and the API server's seats
-// for the tenants' creates (the chart's FlowSchema for producers: one flow per namespace).
+// namespace over its fair share), memory (payloads are not cached), the API server's seats
+// for the tenants' creates (the chart's FlowSchema for producers: one flow per namespace), and
+// the operator's Events (a budget per namespace: A's past it are dropped, B's are not).
 //
 // Stream mode: the pools are the stream (one per namespace, each with its quota: A's publishes
 // past it are refused, B's are not), the held-bytes budget (a fair share of the bytes a replica
@@ -364,6 +365,10 @@ describe("noisy neighbour, CR mode", () => {
 
       // A's dead letters go past both limits; the operator evicts A's, never B's.
       await waitFor(async () => (await op.metrics()).includes(`webhook_namespace_evictions_total{namespace="${nsA}"`), { description: "evictions in A", timeoutMs: 120_000 });
+      // A's flood of dead letters spent its namespace's Event budget; B's Events were all written.
+      const m = await op.metrics();
+      expect(m, "A's Events past its budget are dropped").toMatch(new RegExp(`^hookline_events_dropped_total\\{namespace="${nsA}"\\} [1-9]`, "m"));
+      expect(m, "none of B's Events is dropped").not.toContain(`hookline_events_dropped_total{namespace="${nsB}"}`);
       const bDead = await listObjs("whdel", nsB, ["--field-selector", "status.phase=DeadLettered"]);
       expect(bDead.map((d) => d.metadata.name).sort()).toEqual(Array.from({ length: B_DEAD_LETTERS }, (_, i) => `b-dead-${i}`).sort());
     } finally {
