@@ -7,6 +7,7 @@
 // payload.
 import type { Logger } from "pino";
 import { clipBytes } from "../api/fit.js";
+import { take, type RateLimit, type TokenBucket } from "../core/endpoint/token-bucket.js";
 import type { KubeClient } from "./client.js";
 import { collectionPath, CORE, type ObjectRef } from "./types.js";
 
@@ -31,7 +32,7 @@ export interface EventRecorderOptions {
   host?: string;
   dedupeWindowMs?: number;
   /** Per namespace; default EVENT_BUDGET. */
-  budget?: { burst: number; perSecond: number };
+  budget?: RateLimit;
   /** An Event not written because its namespace had spent its budget. */
   onDropped?: (namespace: string) => void;
   now?: () => number;
@@ -40,8 +41,8 @@ export interface EventRecorderOptions {
 export class EventRecorder implements EventSink {
   private recent = new Map<string, number>();
   private inFlight = new Set<Promise<void>>();
-  /** Per namespace: Events it may still write now, as of `at`. */
-  private buckets = new Map<string, { tokens: number; at: number }>();
+  /** Per namespace: the Events it may still write. */
+  private buckets = new Map<string, TokenBucket>();
 
   constructor(
     private readonly client: KubeClient,
@@ -76,19 +77,14 @@ export class EventRecorder implements EventSink {
 
   /** Spends one of the namespace's Events if it has one left. */
   private take(namespace: string, now: number): boolean {
-    const { burst, perSecond } = this.opts.budget ?? EVENT_BUDGET;
-    const refilled = (b: { tokens: number; at: number }) => Math.min(burst, b.tokens + (Math.max(0, now - b.at) / 1000) * perSecond);
+    const budget = this.opts.budget ?? EVENT_BUDGET;
     if (this.buckets.size >= 10_000) {
       // A full bucket is what a namespace not seen has: forgetting it changes nothing.
-      for (const [ns, b] of this.buckets) if (refilled(b) >= burst) this.buckets.delete(ns);
+      for (const [ns, b] of this.buckets) if (b.tokens + ((now - b.updatedAt) / 1000) * budget.perSecond >= budget.burst) this.buckets.delete(ns);
     }
-    const bucket = this.buckets.get(namespace) ?? { tokens: burst, at: now };
-    bucket.tokens = refilled(bucket);
-    bucket.at = now;
-    this.buckets.set(namespace, bucket);
-    if (bucket.tokens < 1) return false;
-    bucket.tokens -= 1;
-    return true;
+    const r = take(this.buckets.get(namespace), now, budget);
+    this.buckets.set(namespace, r.bucket);
+    return r.ok;
   }
 
   private async create(ref: ObjectRef, type: EventType, reason: string, message: string, now: number): Promise<void> {

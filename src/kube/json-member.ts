@@ -83,8 +83,7 @@ function findMember(buf: Buffer, i: number, key: Buffer, last: boolean): Member 
     const keyEnd = skipString(buf, j);
     if (keyEnd < 0) return undefined;
     // `"sp\u0065c"` is "spec" too: a key with an escape could be the one asked for.
-    const slash = buf.indexOf(BACKSLASH, keyStart);
-    if (slash >= 0 && slash < keyEnd) return undefined;
+    for (let k = keyStart + 1; k < keyEnd - 1; k++) if (buf[k] === BACKSLASH) return undefined;
     j = skipSpace(buf, keyEnd);
     if (buf[j] !== COLON) return undefined;
     const valueStart = skipSpace(buf, j + 1);

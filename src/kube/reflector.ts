@@ -102,10 +102,11 @@ export class Reflector<T extends { metadata: Pick<ObjectMeta, "name" | "namespac
   private failures = 0;
   private healthy = true;
 
-  private readonly deferredPath: Buffer[] | undefined;
+  /** `opts.deferred`, its path within a watch event as bytes. */
+  private readonly deferred: { path: Buffer[]; minBytes: number } | undefined;
 
   constructor(private readonly opts: ReflectorOptions<T>) {
-    this.deferredPath = opts.deferred ? memberPath("object", ...opts.deferred.path) : undefined;
+    this.deferred = opts.deferred && { path: memberPath("object", ...opts.deferred.path), minBytes: opts.deferred.minBytes };
   }
 
   get hasSynced(): boolean {
@@ -311,9 +312,9 @@ export class Reflector<T extends { metadata: Pick<ObjectMeta, "name" | "namespac
 
   /** A watch event from its line; the deferred member, when there is one to cut, unparsed. */
   private decode(line: Buffer): WatchEvent {
-    const min = this.opts.deferred?.minBytes;
-    const cut = this.deferredPath && min !== undefined && line.length >= min ? cutMember(line, this.deferredPath) : undefined;
-    if (!cut || cut.value.length < min!) return JSON.parse(line.toString("utf8")) as WatchEvent;
+    const d = this.deferred;
+    const cut = d && line.length >= d.minBytes ? cutMember(line, d.path) : undefined;
+    if (!d || !cut || cut.value.length < d.minBytes) return JSON.parse(line.toString("utf8")) as WatchEvent;
     const event = JSON.parse(cut.rest.toString("utf8")) as WatchEvent;
     (event.object as RawItem)[DEFERRED] = cut.value;
     return event;
