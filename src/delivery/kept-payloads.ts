@@ -16,7 +16,7 @@
 // forgets its own. One that is not kept, or was evicted, is read from the API server as before
 // (payload.ts loadRequestBody): eviction costs a GET, never a payload. Keyed by the object's uid,
 // so a delivery deleted and created again under its name never gets the other's payload.
-import { TenantLru, type EvictionReason } from "./tenant-lru.js";
+import { TenantLru, type EvictionReason } from "../lib/tenant-lru.js";
 
 /** The largest serialized payload kept. */
 export const KEPT_PAYLOAD_MAX_BYTES = 64 * 1024;

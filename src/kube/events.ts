@@ -8,6 +8,7 @@
 import type { Logger } from "pino";
 import { clipBytes } from "../api/fit.js";
 import { take, type RateLimit, type TokenBucket } from "../core/endpoint/token-bucket.js";
+import { TenantLru } from "../lib/tenant-lru.js";
 import type { KubeClient } from "./client.js";
 import { collectionPath, CORE, type ObjectRef } from "./types.js";
 
@@ -38,11 +39,29 @@ export interface EventRecorderOptions {
   now?: () => number;
 }
 
+/** Dedupe keys held in all; one namespace holds at most DEDUPE_PER_NAMESPACE of them (it forgets its own first). */
+const DEDUPE_MAX = 10_000;
+const DEDUPE_PER_NAMESPACE = 1_000;
+/** Namespaces with nothing to remember (a full bucket, no drops to log) are forgotten when this many are held; the mark then doubles. */
+const NAMESPACES_PRUNE_FROM = 10_000;
+/** A namespace's dropped Events are logged at most once a minute, in one line with their count. */
+const DROPPED_LOG_EVERY_MS = 60_000;
+
+/** What the recorder keeps per namespace. */
+interface NamespaceBudget {
+  bucket: TokenBucket;
+  /** Events dropped since the last `events_dropped` line. */
+  dropped: number;
+  /** When that line was written (-Infinity: never). */
+  loggedAt: number;
+}
+
 export class EventRecorder implements EventSink {
-  private recent = new Map<string, number>();
+  /** Dedupe: when each (object, reason, message) was last written, by namespace. */
+  private recent = new TenantLru<number>({ max: DEDUPE_MAX, maxPerNamespace: DEDUPE_PER_NAMESPACE });
   private inFlight = new Set<Promise<void>>();
-  /** Per namespace: the Events it may still write. */
-  private buckets = new Map<string, TokenBucket>();
+  private namespaces = new Map<string, NamespaceBudget>();
+  private pruneAt = NAMESPACES_PRUNE_FROM;
 
   constructor(
     private readonly client: KubeClient,
@@ -53,15 +72,12 @@ export class EventRecorder implements EventSink {
   record(ref: ObjectRef, type: EventType, reason: string, message: string): void {
     const now = (this.opts.now ?? Date.now)();
     const window = this.opts.dedupeWindowMs ?? 10 * 60_000;
-    const key = `${ref.namespace}/${ref.kind}/${ref.name}/${ref.uid ?? ""}/${reason}/${message}`;
-    const last = this.recent.get(key);
+    const namespace = ref.namespace ?? "";
+    const key = `${ref.kind}/${ref.name}/${ref.uid ?? ""}/${reason}/${message}`;
+    const last = this.recent.get(namespace, key);
     if (last !== undefined && now - last < window) return;
-    if (!this.take(ref.namespace ?? "", now)) {
-      this.opts.onDropped?.(ref.namespace ?? "");
-      return;
-    }
-    this.recent.set(key, now);
-    if (this.recent.size > 10_000) this.prune(now, window);
+    if (!this.take(namespace, now)) return;
+    this.recent.set(namespace, key, now);
     const p = this.create(ref, type, reason, message, now).finally(() => this.inFlight.delete(p));
     this.inFlight.add(p);
   }
@@ -71,20 +87,37 @@ export class EventRecorder implements EventSink {
     await Promise.allSettled([...this.inFlight]);
   }
 
-  private prune(now: number, window: number) {
-    for (const [k, t] of this.recent) if (now - t >= window) this.recent.delete(k);
-  }
-
-  /** Spends one of the namespace's Events if it has one left. */
+  /** Spends one of the namespace's Events if it has one left; counts and logs it when not. */
   private take(namespace: string, now: number): boolean {
     const budget = this.opts.budget ?? EVENT_BUDGET;
-    if (this.buckets.size >= 10_000) {
-      // A full bucket is what a namespace not seen has: forgetting it changes nothing.
-      for (const [ns, b] of this.buckets) if (b.tokens + ((now - b.updatedAt) / 1000) * budget.perSecond >= budget.burst) this.buckets.delete(ns);
+    if (this.namespaces.size >= this.pruneAt) this.prune(now, budget);
+    const kept = this.namespaces.get(namespace);
+    const r = take(kept?.bucket, now, budget);
+    const ns = kept ?? { bucket: r.bucket, dropped: 0, loggedAt: -Infinity };
+    ns.bucket = r.bucket;
+    if (!kept) this.namespaces.set(namespace, ns);
+    if (r.ok) return true;
+    this.opts.onDropped?.(namespace);
+    ns.dropped++;
+    if (now - ns.loggedAt >= DROPPED_LOG_EVERY_MS) {
+      this.log.warn({ namespace, dropped: ns.dropped, burst: budget.burst, perSecond: budget.perSecond }, "events_dropped");
+      ns.dropped = 0;
+      ns.loggedAt = now;
     }
-    const r = take(this.buckets.get(namespace), now, budget);
-    this.buckets.set(namespace, r.bucket);
-    return r.ok;
+    return false;
+  }
+
+  /**
+   * Forgets the namespaces whose bucket is full again, as a namespace not seen has it, and that
+   * have no dropped Events left to log. The mark doubles with what is left, so a cluster with more
+   * namespaces writing Events than the mark is scanned once per doubling, not once per Event.
+   */
+  private prune(now: number, budget: RateLimit): void {
+    for (const [name, ns] of this.namespaces) {
+      const full = ns.bucket.tokens + ((now - ns.bucket.updatedAt) / 1000) * budget.perSecond >= budget.burst;
+      if (full && ns.dropped === 0) this.namespaces.delete(name);
+    }
+    this.pruneAt = Math.max(NAMESPACES_PRUNE_FROM, 2 * this.namespaces.size);
   }
 
   private async create(ref: ObjectRef, type: EventType, reason: string, message: string, now: number): Promise<void> {

@@ -7,12 +7,12 @@
 //
 // The cache is bounded, since grants are made by tenants and lifetimes by token endpoints: an
 // `expires_in` is believed up to MAX_TOKEN_LIFETIME_MS, and at most `maxTokensPerNamespace`
-// tokens are kept per namespace and `maxTokens` in all (tenant-lru.ts: the least recently used
+// tokens are kept per namespace and `maxTokens` in all (lib/tenant-lru.ts: the least recently used
 // go first, and the total cap takes from the namespace holding the most). A token evicted is
 // fetched again when next needed: more token requests, never a failed delivery.
 import { TOKEN_ENDPOINT_CODE } from "../../core/attempt/classify.js";
 import { RESPONSE_TOO_LARGE, type Sender } from "./sender.js";
-import { TenantLru, type EvictionReason } from "../tenant-lru.js";
+import { TenantLru, type EvictionReason } from "../../lib/tenant-lru.js";
 
 export { TOKEN_ENDPOINT_CODE };
 

@@ -3,7 +3,7 @@
 // at least as many entries as any other (so a namespace below the others is never evicted for a
 // flooder's sake).
 import fc from "fast-check";
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { TenantLru, type EvictionReason } from "./tenant-lru.js";
 
 describe("TenantLru", () => {
@@ -141,5 +141,20 @@ describe("TenantLru", () => {
       }),
       { numRuns: 300 },
     );
+  });
+
+  it("at the total bound with thousands of namespaces, a set finds the fullest without scanning them all", () => {
+    const lru = new TenantLru<number>({ max: 10_000, maxPerNamespace: 10 });
+    for (let i = 0; i < 10_000; i++) lru.set(`ns-${i}`, "k", i);
+    const iterations = vi.spyOn(Map.prototype, Symbol.iterator);
+    try {
+      // Each set evicts one entry from a fullest namespace (here any: all hold one).
+      for (let i = 10_000; i < 20_000; i++) expect(lru.set(`ns-${i}`, "k", i)).toBe(true);
+      expect(iterations.mock.calls.length, "Map scans while setting 10,000 entries at the bound").toBeLessThan(100);
+    } finally {
+      iterations.mockRestore();
+    }
+    expect(lru.size).toBe(10_000);
+    expect(lru.namespaces).toBe(10_000);
   });
 });
