@@ -3,8 +3,12 @@ import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { ApiError, type KubeClient } from "./client.js";
 import { LeaderElector } from "./leader.js";
 
-/** A Lease store answering the elector's GET, POST and PUT at once, with what happened in order. */
-function fakeClient(happened: string[]) {
+/**
+ * A Lease store answering the elector's GET, POST and PUT at once, with what happened in order.
+ * `pauseBeforeAnswer` may move the clock between a request's write and its answer being read,
+ * as a process stopped (SIGSTOP, a long pause) while the request was on its way would see.
+ */
+function fakeClient(happened: string[], pauseBeforeAnswer: (method: string) => number = () => 0) {
   let lease: { metadata: Record<string, unknown>; spec?: Record<string, unknown> } | undefined;
   let version = 0;
   const answer = (r: { method: string; body?: unknown }) => {
@@ -17,7 +21,13 @@ function fakeClient(happened: string[]) {
     lease = { ...body, metadata: { ...body.metadata, resourceVersion: String(++version) } };
     return structuredClone(lease);
   };
-  const request = (r: { method: string; body?: unknown }) => new Promise((resolve) => resolve(answer(r)));
+  const request = (r: { method: string; body?: unknown }) =>
+    new Promise((resolve) => {
+      const a = answer(r);
+      const pause = pauseBeforeAnswer(r.method);
+      if (pause > 0) vi.setSystemTime(Date.now() + pause);
+      resolve(a);
+    });
   return { request } as unknown as KubeClient;
 }
 
@@ -25,9 +35,9 @@ describe("LeaderElector", () => {
   beforeEach(() => void vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "Date"] }));
   afterEach(() => void vi.useRealTimers());
 
-  function elector(happened: string[]) {
+  function elector(happened: string[], pauseBeforeAnswer?: (method: string) => number) {
     return new LeaderElector({
-      client: fakeClient(happened),
+      client: fakeClient(happened, pauseBeforeAnswer),
       namespace: "hookline",
       name: "hookline-leader",
       identity: "replica-a",
@@ -68,6 +78,38 @@ describe("LeaderElector", () => {
     await vi.advanceTimersByTimeAsync(500);
     expect(happened.slice(before)).toEqual(["stopped", "GET", "PUT", "started"]);
     expect([e.isLeader, e.leaseFresh]).toEqual([true, true]);
+    await e.stop(false);
+  });
+
+  it("an acquire whose answer is read past the renew deadline does not make it leader (another replica may lead by then); it campaigns again", async () => {
+    const happened: string[] = [];
+    let pauses = 1;
+    // The acquire (a POST: no Lease yet) is written, then the process stops for 7 s before it reads the answer.
+    const e = elector(happened, (m) => (m !== "GET" && pauses-- > 0 ? 7_000 : 0));
+    e.start();
+    await vi.advanceTimersByTimeAsync(0);
+    expect(happened).toEqual(["GET", "POST"]);
+    expect([e.isLeader, e.leaseFresh]).toEqual([false, false]);
+    // The next campaign finds the Lease still its own and takes it in time.
+    await vi.advanceTimersByTimeAsync(500);
+    expect(happened).toEqual(["GET", "POST", "GET", "PUT", "started"]);
+    expect([e.isLeader, e.leaseFresh]).toEqual([true, true]);
+    await e.stop(false);
+  });
+
+  it("a renew whose answer is read past the renew deadline steps down", async () => {
+    const happened: string[] = [];
+    let puts = 0;
+    // The third PUT (the second renew) is answered after a 4 s stop.
+    const e = elector(happened, (m) => (m === "PUT" && ++puts === 2 ? 4_000 : 0));
+    e.start();
+    await vi.advanceTimersByTimeAsync(0);
+    expect(happened).toEqual(["GET", "POST", "started"]);
+    await vi.advanceTimersByTimeAsync(500); // first renew, in time
+    expect([e.isLeader, e.leaseFresh]).toEqual([true, true]);
+    await vi.advanceTimersByTimeAsync(500); // second renew, read 4 s late
+    // Stepped down on reading it, then campaigned at once: the Lease was still its own.
+    expect(happened.slice(3)).toEqual(["GET", "PUT", "GET", "PUT", "stopped", "GET", "PUT", "started"]);
     await e.stop(false);
   });
 });

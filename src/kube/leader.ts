@@ -41,7 +41,7 @@ export function microTime(ms: number): string {
 
 export class LeaderElector {
   private leading = false;
-  /** When this replica last acquired or renewed the Lease (Date.now()). */
+  /** The renewTime this replica last wrote into the Lease and read back in time (Date.now() when it was stamped, before the request went). */
   private renewedAt = 0;
   private observed: { record: string; at: number } | undefined;
   private lease: Lease | undefined;
@@ -91,12 +91,18 @@ export class LeaderElector {
     while (!signal.aborted) {
       // Campaign.
       while (!signal.aborted && !this.leading) {
-        if (await this.tryAcquireOrRenew()) {
+        const at = await this.tryAcquireOrRenew();
+        if (at !== undefined && Date.now() - at < this.o.renewDeadlineMs) {
           this.leading = true;
-          this.renewedAt = Date.now();
+          this.renewedAt = at;
           this.o.log.info({ lease: `${this.o.namespace}/${this.o.name}`, identity: this.o.identity }, "became leader");
           this.o.onStartedLeading();
           break;
+        }
+        if (at !== undefined) {
+          // The Lease was ours from `at`, but the answer came past the renew deadline (the process
+          // was paused while it was on its way): another replica may lead by now. Campaign again.
+          this.o.log.warn({ lease: `${this.o.namespace}/${this.o.name}`, answeredAfterMs: Date.now() - at }, "lease acquired past the renew deadline; not leading on it, campaigning again");
         }
         await sleep(this.o.retryPeriodMs * (1 + random() * 0.2), signal);
       }
@@ -106,8 +112,9 @@ export class LeaderElector {
         if (signal.aborted) return;
         // Woken past the renew deadline (the process was paused): another replica may lead
         // already, so this one steps down before anything else, and campaigns again.
-        const ok = Date.now() - this.renewedAt < this.o.renewDeadlineMs && (await this.tryAcquireOrRenew(AbortSignal.any([signal, AbortSignal.timeout(Math.max(100, this.o.renewDeadlineMs - (Date.now() - this.renewedAt)))])));
-        if (ok) this.renewedAt = Date.now();
+        const at = Date.now() - this.renewedAt < this.o.renewDeadlineMs ? await this.tryAcquireOrRenew(AbortSignal.any([signal, AbortSignal.timeout(Math.max(100, this.o.renewDeadlineMs - (Date.now() - this.renewedAt)))])) : undefined;
+        // A renew counts from when it was stamped, not from when its answer was read.
+        if (at !== undefined && Date.now() - at < this.o.renewDeadlineMs) this.renewedAt = at;
         else if (Date.now() - this.renewedAt >= this.o.renewDeadlineMs) {
           this.leading = false;
           this.o.log.error({ lease: `${this.o.namespace}/${this.o.name}`, sinceRenewMs: Date.now() - this.renewedAt }, "lost leadership: could not renew the Lease within the renew deadline; delivery work stops");
@@ -117,7 +124,11 @@ export class LeaderElector {
     }
   }
 
-  private async tryAcquireOrRenew(signal?: AbortSignal): Promise<boolean> {
+  /**
+   * Takes or renews the Lease. On success, when its renewTime was stamped (before the request was
+   * sent): the Lease is ours from then, however late the answer is read. Undefined otherwise.
+   */
+  private async tryAcquireOrRenew(signal?: AbortSignal): Promise<number | undefined> {
     const now = Date.now();
     const c = this.o.client;
     const path = objectPath(CORE.leases, this.o.namespace, this.o.name);
@@ -144,7 +155,7 @@ export class LeaderElector {
           signal,
         });
         this.observed = { record: JSON.stringify(this.lease.spec), at: Date.now() };
-        return true;
+        return now;
       }
       const record = JSON.stringify(lease.spec ?? {});
       if (!this.observed || this.observed.record !== record) this.observed = { record, at: now };
@@ -152,7 +163,7 @@ export class LeaderElector {
       const durationMs = (lease.spec?.leaseDurationSeconds ?? Math.ceil(this.o.leaseDurationMs / 1000)) * 1000;
       if (holder && holder !== this.o.identity && this.observed.at + durationMs > now) {
         this.lease = lease;
-        return false;
+        return undefined;
       }
       this.lease = await c.request<Lease>({
         method: "PUT",
@@ -161,13 +172,13 @@ export class LeaderElector {
         signal,
       });
       this.observed = { record: JSON.stringify(this.lease.spec), at: Date.now() };
-      return true;
+      return now;
     } catch (err) {
-      if (signal?.aborted && this.abort.signal.aborted) return false; // stopping: not a failure
+      if (signal?.aborted && this.abort.signal.aborted) return undefined; // stopping: not a failure
       if (!(err instanceof ApiError && err.isConflict)) {
         this.o.log.warn({ lease: `${this.o.namespace}/${this.o.name}`, err: (err as Error).message }, "lease acquire/renew failed");
       }
-      return false;
+      return undefined;
     }
   }
 
