@@ -41,7 +41,7 @@ export function microTime(ms: number): string {
 
 export class LeaderElector {
   private leading = false;
-  /** The renewTime this replica last wrote into the Lease and read back in time (Date.now() when it was stamped, before the request went). */
+  /** When this replica sent the last Lease write it read back in time (Date.now()): its term counts from then. */
   private renewedAt = 0;
   private observed: { record: string; at: number } | undefined;
   private lease: Lease | undefined;
@@ -113,7 +113,7 @@ export class LeaderElector {
         // Woken past the renew deadline (the process was paused): another replica may lead
         // already, so this one steps down before anything else, and campaigns again.
         const at = Date.now() - this.renewedAt < this.o.renewDeadlineMs ? await this.tryAcquireOrRenew(AbortSignal.any([signal, AbortSignal.timeout(Math.max(100, this.o.renewDeadlineMs - (Date.now() - this.renewedAt)))])) : undefined;
-        // A renew counts from when it was stamped, not from when its answer was read.
+        // A renew counts from when it was sent, not from when its answer was read.
         if (at !== undefined && Date.now() - at < this.o.renewDeadlineMs) this.renewedAt = at;
         else if (Date.now() - this.renewedAt >= this.o.renewDeadlineMs) {
           this.leading = false;
@@ -125,8 +125,9 @@ export class LeaderElector {
   }
 
   /**
-   * Takes or renews the Lease. On success, when its renewTime was stamped (before the request was
-   * sent): the Lease is ours from then, however late the answer is read. Undefined otherwise.
+   * Takes or renews the Lease. On success, when the write was sent: the Lease is ours from then,
+   * however late the answer is read (another replica may take it only a whole lease duration after
+   * it sees the write, which is later). Undefined otherwise.
    */
   private async tryAcquireOrRenew(signal?: AbortSignal): Promise<number | undefined> {
     const now = Date.now();
@@ -148,6 +149,7 @@ export class LeaderElector {
         lease = await c.request<Lease>({ method: "GET", path, signal, timeoutMs: this.o.renewDeadlineMs });
       } catch (err) {
         if (!(err instanceof ApiError && err.isNotFound)) throw err;
+        const sentAt = Date.now();
         this.lease = await c.request<Lease>({
           method: "POST",
           path: collectionPath(CORE.leases, this.o.namespace),
@@ -155,7 +157,7 @@ export class LeaderElector {
           signal,
         });
         this.observed = { record: JSON.stringify(this.lease.spec), at: Date.now() };
-        return now;
+        return sentAt;
       }
       const record = JSON.stringify(lease.spec ?? {});
       if (!this.observed || this.observed.record !== record) this.observed = { record, at: now };
@@ -165,6 +167,7 @@ export class LeaderElector {
         this.lease = lease;
         return undefined;
       }
+      const sentAt = Date.now();
       this.lease = await c.request<Lease>({
         method: "PUT",
         path,
@@ -172,7 +175,7 @@ export class LeaderElector {
         signal,
       });
       this.observed = { record: JSON.stringify(this.lease.spec), at: Date.now() };
-      return now;
+      return sentAt;
     } catch (err) {
       if (signal?.aborted && this.abort.signal.aborted) return undefined; // stopping: not a failure
       if (!(err instanceof ApiError && err.isConflict)) {
