@@ -1,6 +1,6 @@
 // `npm run soak`: a seeded fault-injection soak (issue 13). Its own control plane, two operator
 // replicas with leader election, two scripted receivers, all real processes; a seeded workload and
-// fault schedule; seven invariants checked over the whole history. Exit 1 on any violation.
+// fault schedule; eight invariants checked over the whole history. Exit 1 on any violation.
 //   npm run soak -- [--seed N] [--duration 30m] [--quick] [--no-faults] [--keep] [--mode stream [--nats-nodes 3]]
 // --mode stream soaks stream mode instead (soak/stream.ts): events through JetStream, nats-server
 // and operator crashes, its own invariants; --nats-nodes 3 on a three-node JetStream cluster
@@ -22,9 +22,9 @@ import { nextBehaviour } from "./lib/behaviour.js";
 import { stopProcess } from "./lib/cluster.js";
 import { schedule, type PlannedFault } from "./lib/faults.js";
 import { History, isTerminal, type Fault } from "./lib/history.js";
-import { leaseLosses } from "./lib/leases.js";
+import { leaderTerms, leaseLosses, overlappingTerms } from "./lib/leases.js";
 import { checkAtEnd, metricsDisagreements, OverdueChecker, rollupLossWindows, type Disagreement } from "./lib/invariants.js";
-import { MEMORY_BUDGET_BYTES, Operators } from "./lib/operators.js";
+import { MEMORY_BUDGET_BYTES, OPERATOR_ENV, Operators } from "./lib/operators.js";
 import { ReceiverProcess } from "./lib/receivers.js";
 import { render } from "./lib/report.js";
 import { Rng } from "./lib/rng.js";
@@ -237,6 +237,11 @@ async function main(): Promise<number> {
   const losses = leaseLosses(tmp);
   history.faults.push(...losses);
   if (losses.length) say(`${losses.length} leadership loss(es) the faults did not cause (Lease not renewed in time): counted as failovers`);
+  // Invariant 8: one leader at a time, from the operators' own logs.
+  for (const { term, during } of overlappingTerms(leaderTerms(tmp, Number(OPERATOR_ENV.LEADER_ELECTION_RENEW_DEADLINE_MS)))) {
+    const at = (t: number) => new Date(t).toISOString();
+    history.violate(8, term.who, `became leader at ${at(term.from)} while ${during.who} led (from ${at(during.from)} to ${at(during.to)}, ${during.end})`);
+  }
   checkAtEnd(history, { plans: new Map(plans.map((p) => [`${p.ns}/${p.name}`, p])) });
   const leaderCrashes = rollupLossWindows(history.faults);
   const disagreements = await metricsCheck(client, operators, leaderCrashes);

@@ -1,6 +1,7 @@
-// The seven invariants of issue 13, checked over the recorded history. Overdue (2) runs every few
-// seconds while the soak runs; Succeeded-is-final (4) and the status bounds of (6) run on every
-// watch event (history.ts); memory (7) is sampled by run.ts; the rest run at the end, after the
+// The seven invariants of issue 13 and one found since, checked over the recorded history.
+// Overdue (2) runs every few seconds while the soak runs; Succeeded-is-final (4) and the status
+// bounds of (6) run on every watch event (history.ts); memory (7) is sampled by run.ts; one leader
+// at a time (8) is read from the operators' logs (leases.ts); the rest run at the end, after the
 // settle phase.
 import { createHmac } from "node:crypto";
 import { Webhook } from "standardwebhooks";
@@ -24,6 +25,7 @@ export const INVARIANTS: Record<number, string> = {
   5: "duplicates only around a crash, <= maxInFlight per endpoint per crash",
   6: "attempts within policy; none while paused or breaker Open",
   7: "memory within budget; metrics agree with status",
+  8: "one leader at a time: no replica becomes leader while another's term lasts",
 };
 
 /** Faults around which a delivery may be sent again; "lease-lost" is a failover the load caused. */
