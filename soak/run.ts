@@ -22,7 +22,7 @@ import { nextBehaviour } from "./lib/behaviour.js";
 import { stopProcess } from "./lib/cluster.js";
 import { schedule, type PlannedFault } from "./lib/faults.js";
 import { History, isTerminal, type Fault } from "./lib/history.js";
-import { leaderTerms, leaseLosses, overlappingTerms } from "./lib/leases.js";
+import { leaderTerms, leaseLosses, overlappingTerms, readLeadership } from "./lib/leases.js";
 import { checkAtEnd, metricsDisagreements, OverdueChecker, rollupLossWindows, type Disagreement } from "./lib/invariants.js";
 import { MEMORY_BUDGET_BYTES, OPERATOR_ENV, Operators } from "./lib/operators.js";
 import { ReceiverProcess } from "./lib/receivers.js";
@@ -234,11 +234,12 @@ async function main(): Promise<number> {
   clearInterval(monitor);
 
   // Failovers the faults did not cause (a Lease not renewed in time on a loaded machine).
-  const losses = leaseLosses(tmp);
+  const leadership = readLeadership(tmp);
+  const losses = leaseLosses(leadership);
   history.faults.push(...losses);
   if (losses.length) say(`${losses.length} leadership loss(es) the faults did not cause (Lease not renewed in time): counted as failovers`);
   // Invariant 8: one leader at a time, from the operators' own logs.
-  for (const { term, during } of overlappingTerms(leaderTerms(tmp, Number(OPERATOR_ENV.LEADER_ELECTION_RENEW_DEADLINE_MS)))) {
+  for (const { term, during } of overlappingTerms(leaderTerms(leadership, Number(OPERATOR_ENV.LEADER_ELECTION_RENEW_DEADLINE_MS)))) {
     const at = (t: number) => new Date(t).toISOString();
     history.violate(8, term.who, `became leader at ${at(term.from)} while ${during.who} led (from ${at(during.from)} to ${at(during.to)}, ${during.end})`);
   }

@@ -5,7 +5,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { leaderTerms, overlappingTerms } from "./leases.js";
+import { leaderTerms, leaseLosses, overlappingTerms, readLeadership } from "./leases.js";
 
 const RENEW_DEADLINE_MS = 3_000;
 const line = (time: string, msg: string, extra: Record<string, unknown> = {}) => JSON.stringify({ level: "info", time: `2026-12-07T${time}Z`, msg, ...extra });
@@ -33,8 +33,14 @@ describe("leaderTerms and overlappingTerms (soak invariant 8)", () => {
       ],
       "soak-b-2": [line("17:57:33.980", "became leader"), line("17:57:48.091", "released the leader Lease")],
     });
-    const found = overlappingTerms(leaderTerms(d, RENEW_DEADLINE_MS));
+    const leadership = readLeadership(d);
+    const found = overlappingTerms(leaderTerms(leadership, RENEW_DEADLINE_MS));
     expect(found.map((f) => [f.term.who, f.during.who, f.during.end])).toEqual([["soak-a-2", "soak-b-2", "released"]]);
+    // The same lines give the failovers the faults did not cause: each loss until the next leader.
+    expect(leaseLosses(leadership).map((f) => [f.target, new Date(f.start).toISOString().slice(11, 23), f.end && new Date(f.end).toISOString().slice(11, 23)])).toEqual([
+      ["soak-a-2", "17:57:15.761", "17:57:33.980"],
+      ["soak-a-2", "17:57:39.411", undefined],
+    ]);
   });
 
   it("a leader paused past its Lease ends its term at its last renew + the renew deadline, however late it logs it: the next leader is not flagged", () => {
@@ -44,7 +50,7 @@ describe("leaderTerms and overlappingTerms (soak invariant 8)", () => {
       // Took over once the Lease expired (4 s after the last renew it saw).
       y: [line("10:00:05.100", "became leader"), line("10:00:20.000", "released the leader Lease")],
     });
-    const terms = leaderTerms(d, RENEW_DEADLINE_MS);
+    const terms = leaderTerms(readLeadership(d), RENEW_DEADLINE_MS);
     expect(terms.map((t) => [t.who, t.end, new Date(t.to).toISOString().slice(11, 23)])).toEqual([
       ["x", "lost", "10:00:04.000"],
       ["y", "released", "10:00:20.000"],
@@ -58,11 +64,11 @@ describe("leaderTerms and overlappingTerms (soak invariant 8)", () => {
       b: [line("10:00:02.050", "became leader"), line("10:00:07.000", "last line before SIGKILL")],
       c: [line("10:00:12.000", "became leader")],
     });
-    expect(overlappingTerms(leaderTerms(d, RENEW_DEADLINE_MS))).toEqual([]);
+    expect(overlappingTerms(leaderTerms(readLeadership(d), RENEW_DEADLINE_MS))).toEqual([]);
     const d2 = logs({
       a: [line("10:00:00.000", "became leader"), line("10:00:05.000", "released the leader Lease")],
       b: [line("10:00:03.000", "became leader"), line("10:00:06.000", "released the leader Lease")],
     });
-    expect(overlappingTerms(leaderTerms(d2, RENEW_DEADLINE_MS)).map((f) => f.term.who)).toEqual(["b"]);
+    expect(overlappingTerms(leaderTerms(readLeadership(d2), RENEW_DEADLINE_MS)).map((f) => f.term.who)).toEqual(["b"]);
   });
 });

@@ -92,7 +92,7 @@ export class LeaderElector {
       // Campaign.
       while (!signal.aborted && !this.leading) {
         const at = await this.tryAcquireOrRenew();
-        if (at !== undefined && Date.now() - at < this.o.renewDeadlineMs) {
+        if (this.inTime(at)) {
           this.leading = true;
           this.renewedAt = at;
           this.o.log.info({ lease: `${this.o.namespace}/${this.o.name}`, identity: this.o.identity }, "became leader");
@@ -114,7 +114,7 @@ export class LeaderElector {
         // already, so this one steps down before anything else, and campaigns again.
         const at = Date.now() - this.renewedAt < this.o.renewDeadlineMs ? await this.tryAcquireOrRenew(AbortSignal.any([signal, AbortSignal.timeout(Math.max(100, this.o.renewDeadlineMs - (Date.now() - this.renewedAt)))])) : undefined;
         // A renew counts from when it was sent, not from when its answer was read.
-        if (at !== undefined && Date.now() - at < this.o.renewDeadlineMs) this.renewedAt = at;
+        if (this.inTime(at)) this.renewedAt = at;
         else if (Date.now() - this.renewedAt >= this.o.renewDeadlineMs) {
           this.leading = false;
           this.o.log.error({ lease: `${this.o.namespace}/${this.o.name}`, sinceRenewMs: Date.now() - this.renewedAt }, "lost leadership: could not renew the Lease within the renew deadline; delivery work stops");
@@ -122,6 +122,11 @@ export class LeaderElector {
         }
       }
     }
+  }
+
+  /** A Lease write that succeeded (sent at `at`) and whose answer was read within the renew deadline of it. */
+  private inTime(at: number | undefined): at is number {
+    return at !== undefined && Date.now() - at < this.o.renewDeadlineMs;
   }
 
   /**
