@@ -945,6 +945,7 @@ async function streamMode(env: Env): Promise<Record<string, unknown>> {
     receiverUrl: (path) => env.receiver.url(path),
     arrivals: (prefix) => env.receiver.arrivals(prefix),
     arrivalCount: (prefix) => env.receiver.count(prefix),
+    receiverPid: env.receiver.child.pid,
     receiverStats: () => env.receiver.stats(),
     setup: (ns, subs) => setupNamespace(env, ns, subs),
     ready: (ns, names) => waitSubscriptionsReady(env.admin, ns, names),
@@ -978,6 +979,12 @@ function streamTable(r: Record<string, any>): string {
     `| Stream, one replica: publish → receiver p50 / p99 ms at the maximum rate; publishes/s | ${fmt(s.maxRate.publishToReceiverMs.p50)} / ${fmt(s.maxRate.publishToReceiverMs.p99)}; ${fmt(s.maxRate.publishPerSecond)} |`,
     `| Stream at half the rate (${fmt(s.halfRate.targetRate)}/s): publish → receiver p50 / p95 / p99 ms; publish acknowledged p50 / p99 ms | ${pct(s.halfRate.publishToReceiverMs)}; ${fmt(s.halfRate.publishAckMs.p50)} / ${fmt(s.halfRate.publishAckMs.p99)} |`,
     `| Two replicas: deliveries per replica | ${s.twoReplicas.perReplica.map(fmt).join(" / ")} |`,
+    ...(s.backlog.machine
+      ? [
+          `| Stored backlog, CPU-s per 1,000 deliveries: operator / nats-server / receiver / the rest / the whole machine | ${fmt(s.backlog.machine.operator)} / ${fmt(s.backlog.machine.natsServer)} / ${fmt(s.backlog.machine.receiver)} / ${fmt(s.backlog.machine.rest)} / ${fmt(s.backlog.machine.machine)} |`,
+          `| The machine's ${fmt(s.backlog.machine.cores)} cores all busy at that cost: deliveries/s, of the HTTP ceiling; half the ceiling needs at most (machine CPU-s per 1,000) | ${fmt(s.backlog.machine.atMostPerSecond)}, ${fmt(s.backlog.machine.atMostOfCeiling)}; ${fmt(s.backlog.machine.halfCeilingNeedsPer1000)} |`,
+        ]
+      : []),
     `| Load average (1/5/15 min): start; after CR mode; after stream max rate; half rate; two replicas; end | ${la(r.machine.loadAverageAtStart)}; ${la(s.cr.loadAverage)}; ${la(s.maxRate.loadAverage)}; ${la(s.halfRate.loadAverage)}; ${la(s.twoReplicas.loadAverage)}; ${la(r.machine.loadAverageAtEnd)} |`,
     `| Machine; run time | ${r.machine.cores} cores ${r.machine.cpu}, nats-server ${s.nats.version}${s.nats.nodes > 1 ? ` (${s.nats.nodes} nodes, streams at R${s.nats.replicas})` : ""}; ${fmt(r.durationSeconds)} s |`,
     `| Commit measured | ${r.git.commit}${r.git.srcDirty ? " + uncommitted changes in src/" : ""} |`,

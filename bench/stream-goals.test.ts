@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { duplicateIds, goalTable, ratePerSecond, shares, sharesWithin, streamGoals, type StreamMeasured } from "./lib/stream-goals.js";
+import { duplicateIds, goalTable, machineCpu, ratePerSecond, shares, sharesWithin, streamGoals, type StreamMeasured } from "./lib/stream-goals.js";
 
 const measured = (over: Partial<StreamMeasured> = {}): StreamMeasured => ({
   crDeliveriesPerSecond: 300,
@@ -47,5 +47,33 @@ describe("stream bench computations", () => {
     expect(backlogVerdict(measured({ backlog: { deliveriesPerSecond: ceiling / 2, cpuSecondsPer1000: 0.16 } }))).toBe(true);
     expect(backlogVerdict(measured({ backlog: { deliveriesPerSecond: ceiling / 2 - 1, cpuSecondsPer1000: 0.16 } }))).toBe(false);
     expect(backlogVerdict(measured({ backlog: { deliveriesPerSecond: NaN, cpuSecondsPer1000: NaN } }))).toBe(false);
+  });
+});
+
+describe("machine CPU per delivery (a stored backlog)", () => {
+  it("splits the machine's CPU by process, and gives the rate its cores allow at that cost", () => {
+    const a = { machine: 100, operator: 10, natsServer: 5, receiver: 2 };
+    const b = { machine: 106, operator: 12, natsServer: 6, receiver: 2.5 };
+    const m = machineCpu(a, b, 20_000, 20_000, 2);
+    expect(m).toEqual({
+      cores: 2,
+      operator: 0.1,
+      natsServer: 0.05,
+      receiver: 0.025,
+      rest: 0.125,
+      machine: 0.3,
+      // 6 machine-seconds for 20,000: 2 cores all busy give 20,000 / 3 s.
+      atMostPerSecond: 6667,
+      atMostOfCeiling: 0.333,
+      // half of 20,000/s on 2 cores: 2 / 10,000 s each.
+      halfCeilingNeedsPer1000: 0.2,
+    });
+  });
+
+  it("gives no rate when the machine's CPU was not read", () => {
+    const a = { machine: Number.NaN, operator: 0, natsServer: 0, receiver: 0 };
+    const m = machineCpu(a, a, 1_000, 10_000, 2);
+    expect(m.atMostPerSecond).toBeNaN();
+    expect(m.machine).toBeNaN();
   });
 });

@@ -19,6 +19,7 @@
 // Correctness (every event arrives, exactly once, at a receiver that always answers 200) goes
 // through `check`; speed is reported against the issue's goals, never asserted.
 import { mkdirSync } from "node:fs";
+import { availableParallelism } from "node:os";
 import { join } from "node:path";
 import { ensureNatsServer } from "../src/cluster/build.js";
 import { LocalNatsServer } from "../src/cluster/nats.js";
@@ -30,8 +31,8 @@ import { STREAM_NAME, StreamConnection } from "../src/jetstream/jetstream.js";
 import { namespaceStreamName } from "../src/jetstream/layout.js";
 import type { OperatorProcess } from "./lib/procs.js";
 import { payload } from "./lib/objects.js";
-import { duplicateIds, ratePerSecond, shares, streamGoals, type StreamMeasured } from "./lib/stream-goals.js";
-import { loadAverage, now, percentiles, pool, procCpuSeconds, round, sample, sleep, type Percentiles } from "./lib/util.js";
+import { duplicateIds, machineCpu, ratePerSecond, shares, streamGoals, type MachineCpu, type MachineCpuSample, type StreamMeasured } from "./lib/stream-goals.js";
+import { loadAverage, machineBusySeconds, now, percentiles, pidsOf, pool, procCpuSeconds, round, sample, sleep, type Percentiles } from "./lib/util.js";
 
 export interface StreamBenchContext {
   quick: boolean;
@@ -47,6 +48,8 @@ export interface StreamBenchContext {
   receiverUrl: (path: string) => string;
   arrivals: (prefix: string) => Promise<Map<string, { at: number; count: number }>>;
   arrivalCount: (prefix: string) => Promise<number>;
+  /** The receiver process, for its CPU. */
+  receiverPid: number | undefined;
   /** The receiver's event-loop delay since the previous call. */
   receiverStats: () => Promise<{ eventLoopDelayMs: { p99: number; max: number } }>;
   /** Namespace, Secret and subscriptions (run.ts setupNamespace). */
@@ -124,7 +127,7 @@ export async function streamBench(ctx: StreamBenchContext): Promise<Record<strin
   await drained();
   const loadMax = loadAverage();
 
-  const backlog = await backlogPhase(ctx, a, subs.map((s) => s.name), publish);
+  const backlog = await backlogPhase(ctx, a, subs.map((s) => s.name), publish, pidsOf("nats-server", [natsDir]));
   await drained();
 
   const halfRate = Math.max(1, max.deliveriesPerSecond / 2);
@@ -237,7 +240,7 @@ async function orderedPhase(ctx: StreamBenchContext, jsm: Jsm, conn: StreamConne
  * a pull already waiting took while the subscriptions were paused are handed back at once
  * (nothing is delivered while paused: checked).
  */
-async function backlogPhase(ctx: StreamBenchContext, op: OperatorProcess, names: string[], publish: (id: string, i: number) => Promise<void>): Promise<{ count: number; deliveriesPerSecond: number; cpuSecondsPer1000: number; resumeToFirstArrivalMs: number; publishPerSecond: number; duplicates: number; loadAverage: number[] }> {
+async function backlogPhase(ctx: StreamBenchContext, op: OperatorProcess, names: string[], publish: (id: string, i: number) => Promise<void>, natsPids: number[]): Promise<{ count: number; deliveriesPerSecond: number; cpuSecondsPer1000: number; machine: MachineCpu; resumeToFirstArrivalMs: number; publishPerSecond: number; duplicates: number; loadAverage: number[] }> {
   const prefix = "sb";
   await ctx.setPaused(NS, names, true);
   ctx.say(`stream: stored backlog, ${ctx.count} events published to the paused subscriptions, then resumed, one replica`);
@@ -254,10 +257,12 @@ async function backlogPhase(ctx: StreamBenchContext, op: OperatorProcess, names:
   ctx.check(errors === 0, `stream ${prefix}: ${errors} of ${ctx.count} publishes failed`);
   ctx.check((await ctx.arrivalCount(`${prefix}-`)) === 0, `stream ${prefix}: events arrived while their subscriptions were paused`);
   const cpu0 = procCpuSeconds(op.pid);
+  const machine0 = machineCpuNow(op.pid, natsPids, ctx.receiverPid);
   const resumedAt = now();
   await ctx.setPaused(NS, names, false);
   for (const deadline = Date.now() + 60_000 + ctx.count * 20; (await ctx.arrivalCount(`${prefix}-`)) < ctx.count && Date.now() < deadline; ) await sleep(100);
   const cpu = procCpuSeconds(op.pid) - cpu0;
+  const machine1 = machineCpuNow(op.pid, natsPids, ctx.receiverPid);
   await sleep(500);
   const arrivals = await ctx.arrivals(`${prefix}-`);
   ctx.check(arrivals.size === ctx.count, `stream ${prefix}: the receiver got ${arrivals.size} distinct webhook ids, expected ${ctx.count}`);
@@ -273,13 +278,25 @@ async function backlogPhase(ctx: StreamBenchContext, op: OperatorProcess, names:
     count: ctx.count,
     deliveriesPerSecond: round(ratePerSecond(arrivals.size - 1, first, last), 1),
     cpuSecondsPer1000: round((cpu / ctx.count) * 1000, 3),
+    machine: machineCpu(machine0, machine1, ctx.count, ctx.httpCeilingPerSecond, availableParallelism()),
     resumeToFirstArrivalMs: round(first - resumedAt, 1),
     publishPerSecond,
     duplicates: dups.length,
     loadAverage: loadAverage(),
   };
   ctx.say(`stream: stored backlog drained at ${round(out.deliveriesPerSecond, 0)} deliveries/s (${round(out.deliveriesPerSecond / ctx.httpCeilingPerSecond, 3)} of the HTTP ceiling); operator CPU ${out.cpuSecondsPer1000} s per 1,000; first arrival ${out.resumeToFirstArrivalMs} ms after the resume was sent`);
+  const m = out.machine;
+  ctx.say(`stream: stored backlog, CPU-s per 1,000 deliveries: operator ${m.operator}, nats-server ${m.natsServer}, receiver ${m.receiver}, the rest ${m.rest}, the whole machine ${m.machine}; at that cost its ${m.cores} cores drain at most ${m.atMostPerSecond}/s (${m.atMostOfCeiling} of the HTTP ceiling); half the ceiling needs at most ${m.halfCeilingNeedsPer1000} machine CPU-s per 1,000`);
   return out;
+}
+
+function machineCpuNow(operatorPid: number, natsPids: number[], receiverPid: number | undefined): MachineCpuSample {
+  return {
+    machine: machineBusySeconds(),
+    operator: procCpuSeconds(operatorPid),
+    natsServer: natsPids.reduce((sum, pid) => sum + procCpuSeconds(pid), 0),
+    receiver: procCpuSeconds(receiverPid),
+  };
 }
 
 type Jsm = Awaited<ReturnType<StreamConnection["jetstreamManager"]>>;

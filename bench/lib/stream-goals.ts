@@ -80,3 +80,51 @@ export function goalTable(rows: GoalRow[]): string {
   const verdict = (p: boolean | undefined) => (p === undefined ? "-" : p ? "pass" : "**FAIL**");
   return ["| Measure | Value | Goal | Result |", "| --- | --- | --- | --- |", ...rows.map((r) => `| ${r.measure} | ${r.value} | ${r.goal} | ${verdict(r.pass)} |`)].join("\n");
 }
+
+/** CPU seconds so far: the whole machine (every core) and the processes a stream delivery passes. */
+export interface MachineCpuSample {
+  machine: number;
+  operator: number;
+  natsServer: number;
+  receiver: number;
+}
+
+/**
+ * Where the machine's CPU goes per delivery while one replica drains a stored backlog: the
+ * operator, nats-server, the receiver, everything else (the benchmark, the control plane, the
+ * kernel's own work), and the whole machine; and the rate its cores would allow at that cost, all
+ * of them busy. Half the HTTP ceiling is out of reach of any layout of the work (threads,
+ * processes) while the whole machine's cost per delivery is above `halfCeilingNeedsPer1000`.
+ */
+export interface MachineCpu {
+  cores: number;
+  operator: number;
+  natsServer: number;
+  receiver: number;
+  rest: number;
+  machine: number;
+  atMostPerSecond: number;
+  atMostOfCeiling: number;
+  halfCeilingNeedsPer1000: number;
+}
+
+export function machineCpu(a: MachineCpuSample, b: MachineCpuSample, deliveries: number, httpCeilingPerSecond: number, cores: number): MachineCpu {
+  const round = (x: number, digits: number) => (Number.isFinite(x) ? Math.round(x * 10 ** digits) / 10 ** digits : NaN);
+  const per1000 = (x: number) => round((x / deliveries) * 1000, 3);
+  const machine = b.machine - a.machine;
+  const operator = b.operator - a.operator;
+  const natsServer = b.natsServer - a.natsServer;
+  const receiver = b.receiver - a.receiver;
+  const atMost = machine > 0 ? (cores * deliveries) / machine : NaN;
+  return {
+    cores,
+    operator: per1000(operator),
+    natsServer: per1000(natsServer),
+    receiver: per1000(receiver),
+    rest: per1000(machine - operator - natsServer - receiver),
+    machine: per1000(machine),
+    atMostPerSecond: round(atMost, 0),
+    atMostOfCeiling: round(atMost / httpCeilingPerSecond, 3),
+    halfCeilingNeedsPer1000: round((cores / (httpCeilingPerSecond / 2)) * 1000, 3),
+  };
+}

@@ -176,3 +176,39 @@ export async function pool(count: number, concurrency: number, fn: (i: number) =
   };
   await Promise.all(Array.from({ length: Math.min(concurrency, count) }, worker));
 }
+
+/** Busy CPU seconds of the whole machine so far, all cores (/proc/stat: every state but idle and iowait), or NaN. */
+export function machineBusySeconds(): number {
+  try {
+    clockTicks ??= Number(execFileSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).trim()) || 100;
+    const line = readFileSync("/proc/stat", "utf8").split("\n")[0]!;
+    // cpu user nice system idle iowait irq softirq steal (guest and guest_nice are inside user and nice)
+    const f = line.trim().split(/\s+/).slice(1, 9).map(Number);
+    const busy = f[0]! + f[1]! + f[2]! + f[5]! + f[6]! + f[7]!;
+    return busy / clockTicks;
+  } catch {
+    return NaN;
+  }
+}
+
+/** Pids of the processes named NAME (/proc/PID/comm) whose command line contains every one of `containing`. */
+export function pidsOf(name: string, containing: string[] = []): number[] {
+  const out: number[] = [];
+  let entries: string[];
+  try {
+    entries = readdirSync("/proc");
+  } catch {
+    return out;
+  }
+  for (const e of entries) {
+    if (!/^\d+$/.test(e)) continue;
+    try {
+      if (readFileSync(`/proc/${e}/comm`, "utf8").trim() !== name) continue;
+      const cmd = readFileSync(`/proc/${e}/cmdline`, "utf8");
+      if (containing.every((c) => cmd.includes(c))) out.push(Number(e));
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return out;
+}
