@@ -9,7 +9,9 @@
 //   1b. a stored backlog: the subscriptions paused, `count` events published and stored, then
 //      resumed: the same replica's rate from the first arrival to the last, with no publisher
 //      beside it on the machine (while events are published, this process and nats-server take
-//      part of the two cores; the HTTP ceiling is measured with no publisher either), CPU per 1,000;
+//      part of the two cores; the HTTP ceiling is measured with no publisher either), CPU per 1,000
+//      of the operator, nats-server, the receiver and the whole machine (/proc/stat), and the
+//      rate the machine's cores would allow at that cost (bench/lib/stream-goals.ts machineCpu);
 //   2. half rate: events paced at half the max rate; publish (sent) → receiver percentiles;
 //   3. two replicas: a second operator process joins, the same load again; each replica's share
 //      (its webhook_delivery_attempts_total{status="success"}), duplicates at the receiver, CPU of
