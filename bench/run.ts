@@ -982,6 +982,7 @@ function streamTable(r: Record<string, any>): string {
     ...(s.backlog.machine
       ? [
           `| Stored backlog, CPU-s per 1,000 deliveries: operator / nats-server / receiver / the rest / the whole machine | ${fmt(s.backlog.machine.operator)} / ${fmt(s.backlog.machine.natsServer)} / ${fmt(s.backlog.machine.receiver)} / ${fmt(s.backlog.machine.rest)} / ${fmt(s.backlog.machine.machine)} |`,
+          `| Stored backlog: the operator's read / write system calls per delivery | ${fmt(s.backlog.machine.operatorReadsPerDelivery)} / ${fmt(s.backlog.machine.operatorWritesPerDelivery)} |`,
           `| The machine's ${fmt(s.backlog.machine.cores)} cores all busy at that cost: deliveries/s, of the HTTP ceiling; half the ceiling needs at most (machine CPU-s per 1,000) | ${fmt(s.backlog.machine.atMostPerSecond)}, ${fmt(s.backlog.machine.atMostOfCeiling)}; ${fmt(s.backlog.machine.halfCeilingNeedsPer1000)} |`,
         ]
       : []),

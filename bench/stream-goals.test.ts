@@ -52,8 +52,8 @@ describe("stream bench computations", () => {
 
 describe("machine CPU per delivery (a stored backlog)", () => {
   it("splits the machine's CPU by process, and gives the rate its cores allow at that cost", () => {
-    const a = { machine: 100, operator: 10, natsServer: 5, receiver: 2 };
-    const b = { machine: 106, operator: 12, natsServer: 6, receiver: 2.5 };
+    const a = { machine: 100, operator: 10, natsServer: 5, receiver: 2, operatorReads: 1_000, operatorWrites: 500 };
+    const b = { machine: 106, operator: 12, natsServer: 6, receiver: 2.5, operatorReads: 31_000, operatorWrites: 40_500 };
     const m = machineCpu(a, b, 20_000, 20_000, 2);
     expect(m).toEqual({
       cores: 2,
@@ -62,6 +62,8 @@ describe("machine CPU per delivery (a stored backlog)", () => {
       receiver: 0.025,
       rest: 0.125,
       machine: 0.3,
+      operatorReadsPerDelivery: 1.5,
+      operatorWritesPerDelivery: 2,
       // 6 machine-seconds for 20,000: 2 cores all busy give 20,000 / 3 s.
       atMostPerSecond: 6667,
       atMostOfCeiling: 0.333,
@@ -71,7 +73,7 @@ describe("machine CPU per delivery (a stored backlog)", () => {
   });
 
   it("gives no rate when the machine's CPU was not read", () => {
-    const a = { machine: Number.NaN, operator: 0, natsServer: 0, receiver: 0 };
+    const a = { machine: Number.NaN, operator: 0, natsServer: 0, receiver: 0, operatorReads: 0, operatorWrites: 0 };
     const m = machineCpu(a, a, 1_000, 10_000, 2);
     expect(m.atMostPerSecond).toBeNaN();
     expect(m.machine).toBeNaN();

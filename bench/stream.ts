@@ -34,7 +34,7 @@ import { namespaceStreamName } from "../src/jetstream/layout.js";
 import type { OperatorProcess } from "./lib/procs.js";
 import { payload } from "./lib/objects.js";
 import { duplicateIds, machineCpu, ratePerSecond, shares, streamGoals, type MachineCpu, type MachineCpuSample, type StreamMeasured } from "./lib/stream-goals.js";
-import { loadAverage, machineBusySeconds, now, percentiles, pidsOf, pool, procCpuSeconds, round, sample, sleep, type Percentiles } from "./lib/util.js";
+import { loadAverage, machineBusySeconds, now, percentiles, pidsOf, pool, procCpuSeconds, procSyscalls, round, sample, sleep, type Percentiles } from "./lib/util.js";
 
 export interface StreamBenchContext {
   quick: boolean;
@@ -288,7 +288,7 @@ async function backlogPhase(ctx: StreamBenchContext, op: OperatorProcess, names:
   };
   ctx.say(`stream: stored backlog drained at ${round(out.deliveriesPerSecond, 0)} deliveries/s (${round(out.deliveriesPerSecond / ctx.httpCeilingPerSecond, 3)} of the HTTP ceiling); operator CPU ${out.cpuSecondsPer1000} s per 1,000; first arrival ${out.resumeToFirstArrivalMs} ms after the resume was sent`);
   const m = out.machine;
-  ctx.say(`stream: stored backlog, CPU-s per 1,000 deliveries: operator ${m.operator}, nats-server ${m.natsServer}, receiver ${m.receiver}, the rest ${m.rest}, the whole machine ${m.machine}; at that cost its ${m.cores} cores drain at most ${m.atMostPerSecond}/s (${m.atMostOfCeiling} of the HTTP ceiling); half the ceiling needs at most ${m.halfCeilingNeedsPer1000} machine CPU-s per 1,000`);
+  ctx.say(`stream: stored backlog, CPU-s per 1,000 deliveries: operator ${m.operator}, nats-server ${m.natsServer}, receiver ${m.receiver}, the rest ${m.rest}, the whole machine ${m.machine}; the operator's read / write system calls per delivery ${m.operatorReadsPerDelivery} / ${m.operatorWritesPerDelivery}; at that cost its ${m.cores} cores drain at most ${m.atMostPerSecond}/s (${m.atMostOfCeiling} of the HTTP ceiling); half the ceiling needs at most ${m.halfCeilingNeedsPer1000} machine CPU-s per 1,000`);
   return out;
 }
 
@@ -298,6 +298,8 @@ function machineCpuNow(operatorPid: number, natsPids: number[], receiverPid: num
     operator: procCpuSeconds(operatorPid),
     natsServer: natsPids.reduce((sum, pid) => sum + procCpuSeconds(pid), 0),
     receiver: procCpuSeconds(receiverPid),
+    operatorReads: procSyscalls(operatorPid).reads,
+    operatorWrites: procSyscalls(operatorPid).writes,
   };
 }
 

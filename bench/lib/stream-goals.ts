@@ -87,6 +87,9 @@ export interface MachineCpuSample {
   operator: number;
   natsServer: number;
   receiver: number;
+  /** The operator's read and write system calls so far (sockets, its log pipe). */
+  operatorReads: number;
+  operatorWrites: number;
 }
 
 /**
@@ -103,6 +106,9 @@ export interface MachineCpu {
   receiver: number;
   rest: number;
   machine: number;
+  /** The operator's read and write system calls per delivery. */
+  operatorReadsPerDelivery: number;
+  operatorWritesPerDelivery: number;
   atMostPerSecond: number;
   atMostOfCeiling: number;
   halfCeilingNeedsPer1000: number;
@@ -123,6 +129,8 @@ export function machineCpu(a: MachineCpuSample, b: MachineCpuSample, deliveries:
     receiver: per1000(receiver),
     rest: per1000(machine - operator - natsServer - receiver),
     machine: per1000(machine),
+    operatorReadsPerDelivery: round((b.operatorReads - a.operatorReads) / deliveries, 2),
+    operatorWritesPerDelivery: round((b.operatorWrites - a.operatorWrites) / deliveries, 2),
     atMostPerSecond: round(atMost, 0),
     atMostOfCeiling: round(atMost / httpCeilingPerSecond, 3),
     halfCeilingNeedsPer1000: round((cores / (httpCeilingPerSecond / 2)) * 1000, 3),

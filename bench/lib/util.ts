@@ -212,3 +212,15 @@ export function pidsOf(name: string, containing: string[] = []): number[] {
   }
   return out;
 }
+
+/** Read and write system calls of a process so far (/proc/PID/io: syscr, syscw; every thread), or NaN each. */
+export function procSyscalls(pid: number | undefined): { reads: number; writes: number } {
+  if (pid === undefined) return { reads: NaN, writes: NaN };
+  try {
+    const text = readFileSync(`/proc/${pid}/io`, "utf8");
+    const field = (name: string) => Number(new RegExp(`^${name}: (\\d+)$`, "m").exec(text)?.[1] ?? NaN);
+    return { reads: field("syscr"), writes: field("syscw") };
+  } catch {
+    return { reads: NaN, writes: NaN };
+  }
+}
