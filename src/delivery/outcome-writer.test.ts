@@ -10,6 +10,7 @@ import { Expectations } from "../runtime/expectations.js";
 import { StatusWriter } from "../kube/status-writer.js";
 import { OutcomeWriter } from "./outcome-writer.js";
 import type { DeliveryObject } from "./objects.js";
+import type { OutcomeResult } from "../core/attempt/outcome.js";
 
 let server: Server | undefined;
 afterEach(async () => {
@@ -69,6 +70,89 @@ describe("OutcomeWriter.deleteAt", () => {
     try {
       expect(await writer.deleteAt("shop/d1", obj)).toBe(result);
       expect(expectations.check("shop/d1", "41")).toBe("ok");
+    } finally {
+      await client.destroy();
+    }
+  });
+});
+
+/** An API server answering each request with the next of `answers` (status, body), recording what it got. */
+async function writerScripted(answers: Array<[number, unknown]>, seen: Array<{ method?: string; body: string }>) {
+  server = createServer((req, res) => {
+    let body = "";
+    req.on("data", (c: Buffer) => (body += c.toString("utf8")));
+    req.on("end", () => {
+      seen.push({ method: req.method, body });
+      const [status, answer] = answers.shift() ?? [500, { kind: "Status", status: "Failure", code: 500, message: "no more answers" }];
+      res.writeHead(status, { "content-type": "application/json" });
+      res.end(JSON.stringify(answer));
+    });
+  });
+  await new Promise<void>((resolve) => server!.listen(0, "127.0.0.1", resolve));
+  const kc = new KubeConfig();
+  kc.loadFromOptions({
+    clusters: [{ name: "c", server: `http://127.0.0.1:${(server.address() as { port: number }).port}`, skipTLSVerify: true }],
+    users: [{ name: "u", token: "t" }],
+    contexts: [{ name: "x", cluster: "c", user: "u" }],
+    currentContext: "x",
+  });
+  const client = await KubeClient.create(kc);
+  const writer = new OutcomeWriter({ client, statusWriter: new StatusWriter(client, {}), expectations: new Expectations(), events: { record: () => undefined }, log: createLogger({ level: "silent" }) });
+  return { client, writer };
+}
+
+describe("OutcomeWriter.write: an outcome computed from a status that moved on", () => {
+  const CONFLICT = [409, { kind: "Status", status: "Failure", code: 409, reason: "Conflict", message: "the object has been modified" }] as [number, unknown];
+  const attempt = (number: number, outcome: "Failed" | "Succeeded") => ({ number, startedAt: "2026-12-07T20:52:00Z", durationMs: 2, outcome });
+  // The copy the attempt was planned from (a new leader's cache behind the API server): attempt #1 failed.
+  const stale: DeliveryObject = { ...obj, metadata: { ...obj.metadata, resourceVersion: "3209" }, status: { phase: "Retrying", attempts: 1, lastAttempt: attempt(1, "Failed") } };
+  // What the API server holds: another replica recorded attempt #2 (failed) meanwhile.
+  const moved: DeliveryObject = { ...obj, metadata: { ...obj.metadata, resourceVersion: "3362" }, status: { phase: "Retrying", attempts: 2, lastAttempt: attempt(2, "Failed") } };
+  const next = (outcome: "Failed" | "Succeeded") => (s: DeliveryObject["status"]): OutcomeResult => {
+    const number = (s?.lastAttempt?.number ?? 0) + 1;
+    return {
+      status: { ...s, phase: outcome === "Succeeded" ? "Succeeded" : "Retrying", attempts: (s?.attempts ?? 0) + 1, lastAttempt: attempt(number, outcome) },
+      ...(outcome === "Succeeded" ? { final: { phase: "Succeeded", reason: "Delivered", message: "delivered" } } : {}),
+    };
+  };
+
+  it("records a delivered attempt as the next one, so the event is not sent again (the soak's seed 151283 sent it twice)", async () => {
+    const seen: Array<{ method?: string; body: string }> = [];
+    const { client, writer } = await writerScripted([CONFLICT, [200, moved], [200, { ...moved, metadata: { ...moved.metadata, resourceVersion: "3711" } }]], seen);
+    try {
+      const written = await writer.write("shop/d1", stale, next("Succeeded"));
+      expect(seen.map((s) => s.method)).toEqual(["PATCH", "GET", "PATCH"]);
+      const patch = JSON.parse(seen[2]!.body) as { metadata: { resourceVersion: string }; status: { phase: string; attempts: number; lastAttempt: { number: number } } };
+      expect(patch.metadata.resourceVersion).toBe("3362");
+      expect(patch.status).toMatchObject({ phase: "Succeeded", attempts: 3, lastAttempt: { number: 3 } });
+      expect(written?.final?.phase).toBe("Succeeded");
+    } finally {
+      await client.destroy();
+    }
+  });
+
+  it("drops a failed attempt's outcome: the newer attempt's record stands", async () => {
+    const seen: Array<{ method?: string; body: string }> = [];
+    const { client, writer } = await writerScripted([CONFLICT, [200, moved]], seen);
+    try {
+      const written = await writer.write("shop/d1", stale, next("Failed"));
+      expect(seen.map((s) => s.method)).toEqual(["PATCH", "GET"]);
+      expect(written?.obj.status?.lastAttempt?.number).toBe(2);
+      expect(written?.final).toBeUndefined();
+    } finally {
+      await client.destroy();
+    }
+  });
+
+  it("drops a delivered attempt's outcome on a delivery already final: a dead letter is not rewritten", async () => {
+    const seen: Array<{ method?: string; body: string }> = [];
+    const dead: DeliveryObject = { ...moved, status: { ...moved.status, phase: "DeadLettered" } };
+    const { client, writer } = await writerScripted([CONFLICT, [200, dead]], seen);
+    try {
+      const written = await writer.write("shop/d1", stale, next("Succeeded"));
+      expect(seen.map((s) => s.method)).toEqual(["PATCH", "GET"]);
+      expect(written?.obj.status?.phase).toBe("DeadLettered");
+      expect(written?.final).toBeUndefined();
     } finally {
       await client.destroy();
     }

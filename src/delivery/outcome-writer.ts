@@ -2,11 +2,12 @@
 // the freshest copy, carrying the resourceVersion it was computed from; on a conflict the
 // delivery is read again and the outcome re-applied, unless the stored status moved past the
 // status it was computed from (then it is dropped: a delivered event never becomes a dead
-// letter because a slower attempt wrote second). An attempt's outcome that cannot be written is
+// letter because a slower attempt wrote second), except a delivered attempt on a delivery not
+// final yet, which is recorded as its next attempt so the event is not sent again. An attempt's outcome that cannot be written is
 // kept and written before anything else happens to that delivery, so it is never sent again.
 import type { Logger } from "pino";
 import type { DeliveryStatus } from "../api/delivery.js";
-import { essentials, movedPast, type Final, type OutcomeResult } from "../core/attempt/outcome.js";
+import { dropLateOutcome, essentials, movedPast, type Final, type OutcomeResult } from "../core/attempt/outcome.js";
 import { ACCEPT, ApiError, ignoreNotFound, type KubeClient } from "../kube/client.js";
 import type { EventSink } from "../kube/events.js";
 import { createMergePatch } from "../kube/merge-patch.js";
@@ -79,14 +80,15 @@ export class OutcomeWriter<M = unknown> {
     const { namespace, name } = splitKey(key);
     let current: DeliveryObject | undefined = obj;
     for (let i = 0; i < MAX_CONFLICTS && current; i++) {
-      if (movedPast(basis, current.status)) {
+      const computed = compute(current.status);
+      if (dropLateOutcome(basis, current.status, computed)) {
         this.d.log.info({ delivery: key, phase: current.status?.phase, attempt: current.status?.lastAttempt?.number }, "outcome dropped: the delivery moved on while it was written");
         // The cache is behind what we just read: wait for the watch to bring this version (or
         // read it again) before planning, never plan another attempt from the stale copy.
         if (current.metadata.resourceVersion) this.d.expectations.expect(key, current.metadata.resourceVersion, current.metadata.uid);
         return { obj: current };
       }
-      const computed = compute(current.status);
+      if (movedPast(basis, current.status)) this.d.log.info({ delivery: key, phase: current.status?.phase, attempt: current.status?.lastAttempt?.number }, "late success recorded: the delivery moved on while it was written, and this attempt delivered it");
       const result = { ...computed, status: this.d.statusWriter.fit(DELIVERIES, computed.status) };
       const patch = createMergePatch(current.status ?? {}, result.status);
       if (patch === undefined) return { obj: current, ...(result.final ? { final: result.final } : {}) };

@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import type { DeliveryStatus } from "../../api/delivery.js";
 import { subscriptionSpecSchema, type SubscriptionSpecInput } from "../../api/subscription.js";
 import { BLOCKED_ADDRESS_CODE, classify, classifyStatus } from "./classify.js";
-import { appendHistory, applyAttempt, deadLetter, discard, historyLimit, waiting, type AttemptResult, type OutcomeInput } from "./outcome.js";
+import { appendHistory, applyAttempt, deadLetter, discard, dropLateOutcome, historyLimit, waiting, type AttemptResult, type OutcomeInput } from "./outcome.js";
 import { resolvePolicy, type Policy } from "./policy.js";
 import { toRfc3339 } from "../rfc3339.js";
 
@@ -443,5 +443,25 @@ describe("deadLetter, discard, waiting", () => {
     const s = waiting(prev, 2, T0, "Paused", "the subscription is paused");
     expect(s).toMatchObject({ phase: "Retrying", attempts: 2, nextAttemptAt: iso(T0 + 1_000), observedGeneration: 2 });
     expect(succeededCondition(s)).toMatchObject({ status: "Unknown", reason: "Paused", lastTransitionTime: iso(T0 - 10_000) });
+  });
+});
+
+describe("dropLateOutcome: an outcome computed from a status that moved on", () => {
+  const at = (number: number, phase: DeliveryStatus["phase"]): DeliveryStatus => ({ phase, attempts: number, lastAttempt: { number, startedAt: "2026-12-07T20:52:00Z", durationMs: 1, outcome: "Failed" } });
+  const delivered = { status: {}, final: { phase: "Succeeded" as const, reason: "Delivered", message: "" } };
+  const failed = { status: {} };
+  const deadLettered = { status: {}, final: { phase: "DeadLettered" as const, reason: "MaxAttemptsExceeded", message: "" } };
+
+  it.each([
+    ["not moved: written", at(1, "Retrying"), at(1, "Retrying"), failed, false],
+    ["not moved, delivered: written", at(1, "Retrying"), at(1, "Retrying"), delivered, false],
+    ["a newer attempt recorded, this one failed: dropped", at(1, "Retrying"), at(2, "Retrying"), failed, true],
+    ["a newer attempt recorded, this one a dead letter: dropped", at(1, "Retrying"), at(2, "Retrying"), deadLettered, true],
+    ["a newer attempt recorded, this one delivered: written (else sent again)", at(1, "Retrying"), at(2, "Retrying"), delivered, false],
+    ["dead-lettered meanwhile, this one delivered: dropped", at(1, "Retrying"), at(2, "DeadLettered"), delivered, true],
+    ["succeeded meanwhile, this one delivered: dropped", at(1, "Retrying"), at(2, "Succeeded"), delivered, true],
+    ["discarded meanwhile (no new attempt), this one delivered: dropped", at(1, "Retrying"), at(1, "Discarded"), delivered, true],
+  ] as const)("%s", (_name, basis, current, result, dropped) => {
+    expect(dropLateOutcome(basis, current, result)).toBe(dropped);
   });
 });

@@ -291,12 +291,26 @@ export function waiting(prev: DeliveryStatus | undefined, generation: number | u
 /**
  * Whether `current` (read again after a write conflict) moved past `basis`, the status an
  * outcome was computed from: a newer attempt was recorded (by a replay, another worker, an old
- * leader) or the delivery became final. Such an outcome is dropped, never re-applied: a
- * delivered event must not become a dead letter because a slower attempt wrote second.
+ * leader) or the delivery became final. Such an outcome is dropped, never re-applied (but see
+ * dropLateOutcome): a delivered event must not become a dead letter because a slower attempt
+ * wrote second.
  */
 export function movedPast(basis: DeliveryStatus | undefined, current: DeliveryStatus | undefined): boolean {
   if ((current?.lastAttempt?.number ?? 0) !== (basis?.lastAttempt?.number ?? 0)) return true;
   return isTerminalPhase(current?.phase) && current?.phase !== basis?.phase;
+}
+
+/**
+ * Whether an outcome is dropped when `current` (read again after a write conflict) moved past
+ * `basis`, the status it was computed from; `result` is the outcome computed again on `current`.
+ * A delivered attempt on a delivery that is not final yet is the exception: the endpoint has the
+ * event, so its success is recorded as the delivery's next attempt. Dropped, it would be sent
+ * again (a new leader whose cache was behind an old leader's last failed attempt sent an event
+ * twice that way). On a final delivery the outcome is dropped, success or not.
+ */
+export function dropLateOutcome(basis: DeliveryStatus | undefined, current: DeliveryStatus | undefined, result: OutcomeResult): boolean {
+  if (!movedPast(basis, current)) return false;
+  return result.final?.phase !== SUCCEEDED || isTerminalPhase(current?.phase);
 }
 
 /**
