@@ -3,8 +3,9 @@
 // delivery is read again and the outcome re-applied, unless the stored status moved past the
 // status it was computed from (then it is dropped: a delivered event never becomes a dead
 // letter because a slower attempt wrote second), except a delivered attempt on a delivery not
-// final yet, which is recorded as its next attempt so the event is not sent again. An attempt's outcome that cannot be written is
-// kept and written before anything else happens to that delivery, so it is never sent again.
+// final yet, which is recorded as its next attempt so the event is not sent again. An attempt's
+// outcome that cannot be written is kept and written before anything else happens to that
+// delivery, so it is never sent again.
 import type { Logger } from "pino";
 import type { DeliveryStatus } from "../api/delivery.js";
 import { dropLateOutcome, essentials, movedPast, type Final, type OutcomeResult } from "../core/attempt/outcome.js";
