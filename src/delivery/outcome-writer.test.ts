@@ -19,28 +19,10 @@ afterEach(async () => {
   server = undefined;
 });
 
-async function writerAnswering(status: number, seen: Array<{ method?: string; body: string }>) {
-  server = createServer((req, res) => {
-    let body = "";
-    req.on("data", (c: Buffer) => (body += c.toString("utf8")));
-    req.on("end", () => {
-      seen.push({ method: req.method, body });
-      res.writeHead(status, { "content-type": "application/json" });
-      res.end(JSON.stringify(status === 200 ? { kind: "Status", status: "Success" } : { kind: "Status", status: "Failure", code: status, reason: status === 409 ? "Conflict" : "NotFound", message: "x" }));
-    });
-  });
-  await new Promise<void>((resolve) => server!.listen(0, "127.0.0.1", resolve));
-  const kc = new KubeConfig();
-  kc.loadFromOptions({
-    clusters: [{ name: "c", server: `http://127.0.0.1:${(server.address() as { port: number }).port}`, skipTLSVerify: true }],
-    users: [{ name: "u", token: "t" }],
-    contexts: [{ name: "x", cluster: "c", user: "u" }],
-    currentContext: "x",
-  });
-  const client = await KubeClient.create(kc);
-  const expectations = new Expectations();
-  const writer = new OutcomeWriter({ client, statusWriter: new StatusWriter(client, {}), expectations, events: { record: () => undefined }, log: createLogger({ level: "silent" }) });
-  return { client, writer, expectations };
+/** An API server answering every request with `status`, recording what it got. */
+function writerAnswering(status: number, seen: Array<{ method?: string; body: string }>) {
+  const answer = status === 200 ? { kind: "Status", status: "Success" } : { kind: "Status", status: "Failure", code: status, reason: status === 409 ? "Conflict" : "NotFound", message: "x" };
+  return writerScripted(() => [status, answer], seen);
 }
 
 const obj: DeliveryObject = { metadata: { name: "d1", namespace: "shop", resourceVersion: "41", uid: "u1" }, spec: { subscriptionRef: { name: "acme" }, eventType: "order.paid" } };
@@ -76,14 +58,14 @@ describe("OutcomeWriter.deleteAt", () => {
   });
 });
 
-/** An API server answering each request with the next of `answers` (status, body), recording what it got. */
-async function writerScripted(answers: Array<[number, unknown]>, seen: Array<{ method?: string; body: string }>) {
+/** An API server answering each request with `next()` (status, body), recording what it got. */
+async function writerScripted(next: () => [number, unknown], seen: Array<{ method?: string; body: string }>) {
   server = createServer((req, res) => {
     let body = "";
     req.on("data", (c: Buffer) => (body += c.toString("utf8")));
     req.on("end", () => {
       seen.push({ method: req.method, body });
-      const [status, answer] = answers.shift() ?? [500, { kind: "Status", status: "Failure", code: 500, message: "no more answers" }];
+      const [status, answer] = next();
       res.writeHead(status, { "content-type": "application/json" });
       res.end(JSON.stringify(answer));
     });
@@ -97,9 +79,13 @@ async function writerScripted(answers: Array<[number, unknown]>, seen: Array<{ m
     currentContext: "x",
   });
   const client = await KubeClient.create(kc);
-  const writer = new OutcomeWriter({ client, statusWriter: new StatusWriter(client, {}), expectations: new Expectations(), events: { record: () => undefined }, log: createLogger({ level: "silent" }) });
-  return { client, writer };
+  const expectations = new Expectations();
+  const writer = new OutcomeWriter({ client, statusWriter: new StatusWriter(client, {}), expectations, events: { record: () => undefined }, log: createLogger({ level: "silent" }) });
+  return { client, writer, expectations };
 }
+
+/** The answers in turn; then a 500. */
+const inTurn = (answers: Array<[number, unknown]>) => (): [number, unknown] => answers.shift() ?? [500, { kind: "Status", status: "Failure", code: 500, message: "no more answers" }];
 
 describe("OutcomeWriter.write: an outcome computed from a status that moved on", () => {
   const CONFLICT = [409, { kind: "Status", status: "Failure", code: 409, reason: "Conflict", message: "the object has been modified" }] as [number, unknown];
@@ -118,7 +104,7 @@ describe("OutcomeWriter.write: an outcome computed from a status that moved on",
 
   it("records a delivered attempt as the next one, so the event is not sent again (the soak's seed 151283 sent it twice)", async () => {
     const seen: Array<{ method?: string; body: string }> = [];
-    const { client, writer } = await writerScripted([CONFLICT, [200, moved], [200, { ...moved, metadata: { ...moved.metadata, resourceVersion: "3711" } }]], seen);
+    const { client, writer } = await writerScripted(inTurn([CONFLICT, [200, moved], [200, { ...moved, metadata: { ...moved.metadata, resourceVersion: "3711" } }]]), seen);
     try {
       const written = await writer.write("shop/d1", stale, next("Succeeded"));
       expect(seen.map((s) => s.method)).toEqual(["PATCH", "GET", "PATCH"]);
@@ -133,7 +119,7 @@ describe("OutcomeWriter.write: an outcome computed from a status that moved on",
 
   it("drops a failed attempt's outcome: the newer attempt's record stands", async () => {
     const seen: Array<{ method?: string; body: string }> = [];
-    const { client, writer } = await writerScripted([CONFLICT, [200, moved]], seen);
+    const { client, writer } = await writerScripted(inTurn([CONFLICT, [200, moved]]), seen);
     try {
       const written = await writer.write("shop/d1", stale, next("Failed"));
       expect(seen.map((s) => s.method)).toEqual(["PATCH", "GET"]);
@@ -147,7 +133,7 @@ describe("OutcomeWriter.write: an outcome computed from a status that moved on",
   it("drops a delivered attempt's outcome on a delivery already final: a dead letter is not rewritten", async () => {
     const seen: Array<{ method?: string; body: string }> = [];
     const dead: DeliveryObject = { ...moved, status: { ...moved.status, phase: "DeadLettered" } };
-    const { client, writer } = await writerScripted([CONFLICT, [200, dead]], seen);
+    const { client, writer } = await writerScripted(inTurn([CONFLICT, [200, dead]]), seen);
     try {
       const written = await writer.write("shop/d1", stale, next("Succeeded"));
       expect(seen.map((s) => s.method)).toEqual(["PATCH", "GET"]);
