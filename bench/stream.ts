@@ -293,13 +293,14 @@ async function backlogPhase(ctx: StreamBenchContext, op: OperatorProcess, names:
 }
 
 function machineCpuNow(operatorPid: number, natsPids: number[], receiverPid: number | undefined): MachineCpuSample {
+  const calls = procSyscalls(operatorPid);
   return {
     machine: machineBusySeconds(),
     operator: procCpuSeconds(operatorPid),
     natsServer: natsPids.reduce((sum, pid) => sum + procCpuSeconds(pid), 0),
     receiver: procCpuSeconds(receiverPid),
-    operatorReads: procSyscalls(operatorPid).reads,
-    operatorWrites: procSyscalls(operatorPid).writes,
+    operatorReads: calls.reads,
+    operatorWrites: calls.writes,
   };
 }
 

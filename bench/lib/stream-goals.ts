@@ -1,6 +1,7 @@
 // The pure part of `npm run bench -- --mode stream`: each replica's share of the deliveries,
 // deliveries per second from first publish to last arrival, and the issue's goals (issue 16)
 // evaluated on measured numbers, one row each, for the table and the saved results.
+import { round } from "./util.js";
 
 /** Each count as a fraction of their sum (all 0 when the sum is 0), rounded to 0.001. */
 export function shares(counts: number[]): number[] {
@@ -115,7 +116,6 @@ export interface MachineCpu {
 }
 
 export function machineCpu(a: MachineCpuSample, b: MachineCpuSample, deliveries: number, httpCeilingPerSecond: number, cores: number): MachineCpu {
-  const round = (x: number, digits: number) => (Number.isFinite(x) ? Math.round(x * 10 ** digits) / 10 ** digits : NaN);
   const per1000 = (x: number) => round((x / deliveries) * 1000, 3);
   const machine = b.machine - a.machine;
   const operator = b.operator - a.operator;
