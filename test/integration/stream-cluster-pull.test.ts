@@ -11,8 +11,7 @@ import { join } from "node:path";
 import type { JetStreamManager } from "@nats-io/jetstream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { urlWithCredentials } from "../../src/cluster/nats-auth.js";
-import { assignNodePorts, LocalNatsCluster } from "../../src/cluster/nats-cluster.js";
-import { freePorts } from "../../src/cluster/ports.js";
+import { LocalNatsCluster } from "../../src/cluster/nats-cluster.js";
 import { pull } from "../../src/transports/stream/pull.js";
 import { ensureConsumer } from "../../src/jetstream/consumers.js";
 import { StreamConnection } from "../../src/jetstream/jetstream.js";
@@ -32,7 +31,7 @@ describe("stream mode on a JetStream cluster of three", () => {
 
   beforeAll(async () => {
     dir = await mkdtemp(join(tmpdir(), "hookline-cluster-pull-"));
-    cluster = await LocalNatsCluster.start({ dir, binary: await natsServerBinary(), nodes: 3, auth: STREAM_AUTH_POLICY, ports: assignNodePorts(3, await freePorts(9)) });
+    cluster = await LocalNatsCluster.start({ dir, binary: await natsServerBinary(), nodes: 3, auth: STREAM_AUTH_POLICY });
   }, 120_000);
 
   afterAll(async () => {
