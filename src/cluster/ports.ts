@@ -16,6 +16,17 @@ function listen(port: number): Promise<Server> {
   });
 }
 
+/** A listener on the port, or undefined when the port is taken (or reserved). */
+async function listenIfFree(port: number): Promise<Server | undefined> {
+  try {
+    return await listen(port);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === "EADDRINUSE" || code === "EACCES") return undefined;
+    throw err;
+  }
+}
+
 function close(server: Server): Promise<void> {
   return new Promise((resolve) => server.close(() => resolve()));
 }
@@ -76,12 +87,8 @@ export async function freePorts(count: number): Promise<number[]> {
         const port = FREE_PORT_FLOOR + randomInt(room);
         if (tried.has(port)) continue;
         tried.add(port);
-        try {
-          servers.push(await listen(port));
-        } catch (err) {
-          const code = (err as NodeJS.ErrnoException).code;
-          if (code !== "EADDRINUSE" && code !== "EACCES") throw err;
-        }
+        const server = await listenIfFree(port);
+        if (server) servers.push(server);
       }
     }
     return servers.map((s) => {
