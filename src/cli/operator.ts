@@ -105,7 +105,7 @@ export class Operator {
       onSynced: () => log.info({ subscriptions: shared.caches.subscriptions.size, activeDeliveries: shared.caches.deliveries.size, deadLetters: terminal.size }, "caches synced"),
       onStopping: () => drainLog.started(shared.endpoints.inFlight),
       // The Lease as configured (LEADER_ELECT, LEADER_ELECTION_*).
-      ...(le.enabled ? { elector: (callbacks) => (this.elector = new LeaderElector({ ...le, client, namespace: le.leaseNamespace, name: le.leaseName, log: log.child({ component: "leader-election" }), ...callbacks })) } : {}),
+      ...(le.enabled ? { elector: (callbacks) => (this.elector = new LeaderElector({ ...le, client, namespace: le.leaseNamespace, name: le.leaseName, log: log.child({ component: "leader-election" }), onLateAnswer: (write) => metrics.leaderLateAnswers.inc({ write }), ...callbacks })) } : {}),
     }));
     // Probes answer from the first moment (not ready until synced).
     manager.add(serverRunnable("metrics", metricsServer(metrics.registry, { guard: metricsGuard, tls: metricsTls }), config.metricsPort, (p) => (this.metricsPort = p), this.opts.listenHost), { group: "server" });

@@ -47,6 +47,7 @@ describe("LeaderElector", () => {
       log: pino({ level: "silent" }),
       onStartedLeading: () => happened.push("started"),
       onStoppedLeading: () => happened.push("stopped"),
+      onLateAnswer: (write) => happened.push(`late ${write}`),
       random: () => 0,
     });
   }
@@ -88,11 +89,11 @@ describe("LeaderElector", () => {
     const e = elector(happened, (m) => (m !== "GET" && pauses-- > 0 ? 7_000 : 0));
     e.start();
     await vi.advanceTimersByTimeAsync(0);
-    expect(happened).toEqual(["GET", "POST"]);
+    expect(happened).toEqual(["GET", "POST", "late acquire"]);
     expect([e.isLeader, e.leaseFresh]).toEqual([false, false]);
     // The next campaign finds the Lease still its own and takes it in time.
     await vi.advanceTimersByTimeAsync(500);
-    expect(happened).toEqual(["GET", "POST", "GET", "PUT", "started"]);
+    expect(happened).toEqual(["GET", "POST", "late acquire", "GET", "PUT", "started"]);
     expect([e.isLeader, e.leaseFresh]).toEqual([true, true]);
     await e.stop(false);
   });
@@ -109,7 +110,7 @@ describe("LeaderElector", () => {
     expect([e.isLeader, e.leaseFresh]).toEqual([true, true]);
     await vi.advanceTimersByTimeAsync(500); // second renew, read 4 s late
     // Stepped down on reading it, then campaigned at once: the Lease was still its own.
-    expect(happened.slice(3)).toEqual(["GET", "PUT", "GET", "PUT", "stopped", "GET", "PUT", "started"]);
+    expect(happened.slice(3)).toEqual(["GET", "PUT", "GET", "PUT", "late renew", "stopped", "GET", "PUT", "started"]);
     await e.stop(false);
   });
 });

@@ -20,6 +20,11 @@ export interface LeaderElectorOptions {
   log: Logger;
   onStartedLeading: () => void;
   onStoppedLeading: () => void;
+  /**
+   * A Lease write went through but its answer was read past the renew deadline (the process was
+   * paused or starved meanwhile): an acquire not led on, or a renew after which it steps down.
+   */
+  onLateAnswer?: (write: "acquire" | "renew") => void;
   random?: () => number;
 }
 
@@ -102,6 +107,7 @@ export class LeaderElector {
         if (at !== undefined) {
           // The Lease was ours from `at`, but the answer came past the renew deadline (the process
           // was paused while it was on its way): another replica may lead by now. Campaign again.
+          this.o.onLateAnswer?.("acquire");
           this.o.log.warn({ lease: `${this.o.namespace}/${this.o.name}`, answeredAfterMs: Date.now() - at }, "lease acquired past the renew deadline; not leading on it, campaigning again");
         }
         await sleep(this.o.retryPeriodMs * (1 + random() * 0.2), signal);
@@ -115,7 +121,10 @@ export class LeaderElector {
         const at = Date.now() - this.renewedAt < this.o.renewDeadlineMs ? await this.tryAcquireOrRenew(AbortSignal.any([signal, AbortSignal.timeout(Math.max(100, this.o.renewDeadlineMs - (Date.now() - this.renewedAt)))])) : undefined;
         // A renew counts from when it was sent, not from when its answer was read.
         if (this.inTime(at)) this.renewedAt = at;
-        else if (Date.now() - this.renewedAt >= this.o.renewDeadlineMs) {
+        else {
+          // Written but read past the renew deadline: counted. The deadline since the last renew has passed then too.
+          if (at !== undefined) this.o.onLateAnswer?.("renew");
+          if (Date.now() - this.renewedAt < this.o.renewDeadlineMs) continue;
           this.leading = false;
           this.o.log.error({ lease: `${this.o.namespace}/${this.o.name}`, sinceRenewMs: Date.now() - this.renewedAt }, "lost leadership: could not renew the Lease within the renew deadline; delivery work stops");
           this.o.onStoppedLeading();

@@ -37,6 +37,7 @@ export class Metrics implements RequestObserver {
   readonly inFlight: Gauge;
   readonly drain: Counter<"result">;
   readonly leader: Gauge;
+  readonly leaderLateAnswers: Counter;
   readonly apiRequests: Counter<"verb" | "resource" | "code">;
   readonly apiRequestDuration: Histogram<"verb">;
   readonly queueDepth: Gauge<"controller">;
@@ -157,6 +158,13 @@ export class Metrics implements RequestObserver {
     this.inFlight = new Gauge({ name: "webhook_deliveries_in_flight", help: "Delivery requests in flight.", registers });
     this.drain = new Counter({ name: "webhook_drain_total", help: "Shutdown drains: drained (all in-flight finished) or timeout.", labelNames: ["result"], registers });
     this.leader = new Gauge({ name: "hookline_leader", help: "1 while this process is the leader and delivers, 0 otherwise.", registers });
+    this.leaderLateAnswers = new Counter({
+      name: "hookline_leader_late_lease_answers_total",
+      help: "Lease writes that went through but whose answer this process read past the renew deadline (it was paused or starved meanwhile), by write: acquire (not led on) or renew (it stepped down).",
+      labelNames: ["write"],
+      registers,
+    });
+    for (const write of ["acquire", "renew"]) this.leaderLateAnswers.inc({ write }, 0);
     this.apiRequests = new Counter({
       name: "hookline_kube_api_requests_total",
       help: "Kubernetes API requests by verb, resource and HTTP code (0: no response).",

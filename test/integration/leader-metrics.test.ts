@@ -54,6 +54,11 @@ describe("metrics after a leader change", () => {
       return sample(t, "webhook_breaker_state", labels) === 1 && sample(t, "webhook_dlq_entries", labels) === 2;
     }, { description: "the leader exports an Open breaker and 2 dead letters" });
     expect(leaderSeries(await scrape(second), ns)).toEqual([]);
+    // Every replica counts Lease answers read too late, from 0 (none here).
+    for (const op of [first, second]) {
+      const text = await scrape(op);
+      for (const write of ["acquire", "renew"]) expect(text).toContain(`hookline_leader_late_lease_answers_total{write="${write}"} 0\n`);
+    }
 
     // replica-a stops leading and releases the Lease; replica-b takes over.
     await first.op.elector!.stop(true);
