@@ -274,9 +274,10 @@ type DeliveryLike = { metadata: { namespace?: string }; spec?: { subscriptionRef
  * status.deliveries.succeeded and .discarded are cumulative counts the leader keeps in memory and
  * rolls up every few seconds (docs/operations.md): a leader that dies (SIGKILL) loses the
  * increments it had not written yet, those of the deliveries that finished since its last
- * successful rollup. A window per kill: from the kill back one rollup interval and a margin, and
- * back to the start of an API outage that ended shortly before it (rollups failed meanwhile and
- * were being retried with backoff). The count may fall short by the deliveries finished in a
+ * successful rollup. A window per kill: from the kill back one rollup interval and a margin, or
+ * from one interval and a margin before the start of an API outage that ended shortly before it
+ * (rollups failed from the outage's start and were being retried with backoff; a delivery that
+ * finished within an interval before the outage had its rollup still to come: seed 1474577230). The count may fall short by the deliveries finished in a
  * window, never more, and never exceed the truth.
  */
 export const ROLLUP_LOSS = { intervalMs: 7_000, outageLookbackMs: 30_000 } as const;
@@ -286,7 +287,8 @@ export function rollupLossWindows(faults: Array<{ kind: string; start: number; e
     .filter((f) => f.kind === "leader-sigkill" || f.kind === "leader-sigstop" || f.kind === "lease-lost")
     .map((k) => {
       const recent = outages.filter((o) => (o.end ?? k.start) >= k.start - ROLLUP_LOSS.outageLookbackMs && o.start <= k.start);
-      const from = Math.min(k.start - ROLLUP_LOSS.intervalMs, ...recent.map((o) => o.start));
+      // Rollups fail from the outage's start: what finished one interval before it was not written yet either.
+      const from = Math.min(k.start, ...recent.map((o) => o.start)) - ROLLUP_LOSS.intervalMs;
       return [from, k.start + 1_000] as [number, number];
     });
 }
