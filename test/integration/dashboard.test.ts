@@ -133,7 +133,7 @@ describe("PromQL passes promtool", () => {
       await writeFile(file, stringify(find(objects, "PrometheusRule").spec));
       const r = await promtool(["check", "rules", file]);
       expect(r.code, r.stdout + r.stderr).toBe(0);
-      expect(r.stdout).toContain("SUCCESS: 11 rules found");
+      expect(r.stdout).toContain("SUCCESS: 12 rules found");
     }
   });
 
@@ -164,6 +164,10 @@ describe("PromQL passes promtool", () => {
             { series: `webhook_namespace_evictions_total{${j},namespace="shop",instance="a",phase="DeadLettered",limit="max_finished_deliveries"}`, values: "0x5 0+3x10 30x40" },
             { series: `webhook_namespace_evictions_total{${j},namespace="quiet",instance="a",phase="DeadLettered",limit="dlq_max_entries"}`, values: "0x60" },
             { series: `webhook_namespace_evictions_total{${j},namespace="trimmed",instance="a",phase="Succeeded",limit="max_finished_deliveries"}`, values: "0+5x60" },
+            // Pod hl-0 read one renew's answer too late at 10m; hl-1 never did (its series born at 0).
+            { series: `hookline_leader_late_lease_answers_total{${j},namespace="hookline",pod="hl-0",instance="a",write="renew"}`, values: "0x9 1x60" },
+            { series: `hookline_leader_late_lease_answers_total{${j},namespace="hookline",pod="hl-0",instance="a",write="acquire"}`, values: "0x70" },
+            { series: `hookline_leader_late_lease_answers_total{${j},namespace="hookline",pod="hl-1",instance="b",write="renew"}`, values: "0x70" },
           ],
           alert_rule_test: [
             { eval_time: "5m", alertname: "HooklineCircuitBreakerOpen", exp_alerts: [] },
@@ -177,6 +181,10 @@ describe("PromQL passes promtool", () => {
             { eval_time: "8m", alertname: "HooklineDeadLettersEvicted", exp_alerts: [{ exp_labels: { severity: "warning", namespace: "shop" } }] },
             // 30 minutes (the window) after the last eviction, it stops.
             { eval_time: "50m", alertname: "HooklineDeadLettersEvicted", exp_alerts: [] },
+            { eval_time: "8m", alertname: "HooklineLeaseAnswersLate", exp_alerts: [] },
+            { eval_time: "12m", alertname: "HooklineLeaseAnswersLate", exp_alerts: [{ exp_labels: { severity: "warning", namespace: "hookline", pod: "hl-0" } }] },
+            // An hour (the window) after it, it stops.
+            { eval_time: "72m", alertname: "HooklineLeaseAnswersLate", exp_alerts: [] },
           ],
         },
         {

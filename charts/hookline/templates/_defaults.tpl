@@ -318,6 +318,11 @@ to null), unless their whole block is missing.
           "enabled": true,
           "window": "30m",
           "severity": "warning"
+        },
+        "leaseAnswersLate": {
+          "enabled": true,
+          "window": "1h",
+          "severity": "warning"
         }
       }
     },
