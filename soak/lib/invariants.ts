@@ -277,8 +277,9 @@ type DeliveryLike = { metadata: { namespace?: string }; spec?: { subscriptionRef
  * successful rollup. A window per kill: from the kill back one rollup interval and a margin, or
  * from one interval and a margin before the start of an API outage that ended shortly before it
  * (rollups failed from the outage's start and were being retried with backoff; a delivery that
- * finished within an interval before the outage had its rollup still to come: seed 1474577230). The count may fall short by the deliveries finished in a
- * window, never more, and never exceed the truth.
+ * finished within an interval before the outage had its rollup still to come: seed 1474577230).
+ * The count may fall short by the deliveries finished in a window, never more, and never exceed
+ * the truth.
  */
 export const ROLLUP_LOSS = { intervalMs: 7_000, outageLookbackMs: 30_000 } as const;
 export function rollupLossWindows(faults: Array<{ kind: string; start: number; end?: number }>): Array<[number, number]> {

@@ -37,7 +37,7 @@ export class Metrics implements RequestObserver {
   readonly inFlight: Gauge;
   readonly drain: Counter<"result">;
   readonly leader: Gauge;
-  readonly leaderLateAnswers: Counter;
+  readonly leaderLateAnswers: Counter<"write">;
   readonly apiRequests: Counter<"verb" | "resource" | "code">;
   readonly apiRequestDuration: Histogram<"verb">;
   readonly queueDepth: Gauge<"controller">;
