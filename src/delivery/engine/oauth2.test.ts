@@ -4,12 +4,13 @@
 // name the endpoint's status and OAuth2 error code, never the client secret.
 import { setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import { TokenServer } from "../../../test/helpers/token-server.js";
 import { BLOCKED_ADDRESS_CODE, classify } from "../../core/attempt/classify.js";
 import { parseCidrList } from "../../core/request/netguard.js";
 import { MAX_TOKEN_LIFETIME_MS, OAuth2Client, TOKEN_ENDPOINT_CODE, type OAuth2Grant } from "./oauth2.js";
 import { Sender } from "./sender.js";
+import { TenantLru } from "../../lib/tenant-lru.js";
 
 const CLIENT = { id: "hookline:client id", secret: "s3cr&t+=/ value" };
 let server: TokenServer;
@@ -128,6 +129,31 @@ describe("OAuth2Client: the cache is bounded in lifetime, per namespace and in a
     clock += 2_000;
     expect(await requestsFor(c, [g])).toBe(1);
     expect(MAX_TOKEN_LIFETIME_MS).toBe(24 * 3600_000);
+  });
+
+  it("tokens expired over an hour ago are forgotten at the next new token, scanning for them at most once a minute", async () => {
+    const c = client();
+    const scans = vi.spyOn(TenantLru.prototype, "prune");
+    try {
+      server.expiresIn = 60;
+      const old = Array.from({ length: 3 }, () => grant());
+      expect(await requestsFor(c, old)).toBe(3);
+      expect(scans).toHaveBeenCalledTimes(1); // the first new token scans
+      clock += 3_600_000 + 61_000; // the three expired over an hour ago
+      server.expiresIn = 3600;
+      expect(await requestsFor(c, [grant()])).toBe(1);
+      expect(c.cached.tokens).toBe(1);
+      expect(scans).toHaveBeenCalledTimes(2);
+      // Twenty more grants within the minute: no scan.
+      expect(await requestsFor(c, Array.from({ length: 20 }, () => grant()))).toBe(20);
+      expect(scans).toHaveBeenCalledTimes(2);
+      clock += 60_000;
+      expect(await requestsFor(c, [grant()])).toBe(1);
+      expect(scans).toHaveBeenCalledTimes(3);
+      expect(c.cached.tokens).toBe(22);
+    } finally {
+      scans.mockRestore();
+    }
   });
 
   it("a namespace keeps at most maxTokensPerNamespace tokens; the one used longest ago goes first", async () => {

@@ -52,6 +52,10 @@ export const MAX_TOKEN_LIFETIME_MS = 24 * 3_600_000;
 export const DEFAULT_MAX_TOKENS = 4096;
 export const DEFAULT_MAX_TOKENS_PER_NAMESPACE = 256;
 
+/** A token expired this long ago is forgotten; they are looked for at most every PRUNE_EVERY_MS. */
+const EXPIRED_KEPT_MS = 3_600_000;
+const PRUNE_EVERY_MS = 60_000;
+
 /** Longest access token accepted (it travels in a header). */
 const MAX_TOKEN_LENGTH = 8192;
 const TOKEN_CHARS = /^[\x20-\x7e]+$/;
@@ -68,6 +72,8 @@ export class OAuth2Client {
   private readonly tokens: TenantLru<Cached>;
   private readonly inFlight = new Map<string, Promise<TokenResult>>();
   private readonly now: () => number;
+  /** When tokens long expired are next looked for (prune). */
+  private nextPruneAt = 0;
   /** Token requests sent, for tests and metrics. */
   requests = 0;
 
@@ -148,9 +154,14 @@ export class OAuth2Client {
     return { kind: "ok", token };
   }
 
-  /** Forgets tokens long expired (rotated client secrets, deleted subscriptions). */
+  /**
+   * Forgets tokens long expired (rotated client secrets, deleted subscriptions): a scan of every
+   * token held, so at most once a minute, not at every new token.
+   */
   private prune(now: number): void {
-    this.tokens.prune((t) => now > t.expiresAt + 3_600_000);
+    if (now < this.nextPruneAt) return;
+    this.nextPruneAt = now + PRUNE_EVERY_MS;
+    this.tokens.prune((t) => now > t.expiresAt + EXPIRED_KEPT_MS);
   }
 }
 
