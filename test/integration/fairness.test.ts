@@ -1,6 +1,7 @@
 // Fair share of the global request slots (WEBHOOK_MAX_IN_FLIGHT) between namespaces: one
 // namespace whose endpoints all hang cannot keep another namespace's healthy deliveries waiting
-// once a slot frees, however much of its own work is parked ahead of them.
+// once a slot frees, however much of its own work is parked ahead of them; and with slots kept
+// back (an eighth of 8 or more) for a namespace that had work lately, not even until then.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createNamespace, deleteNamespace, waitFor } from "../helpers/cluster.js";
 import { apply, create, delivery, subscription } from "../helpers/kube.js";
@@ -65,6 +66,46 @@ describe("fair share of the global slots between namespaces", () => {
     releaseFirst();
     await healthy.waitForRequests(1 + B_DELIVERIES, 20_000);
     expect(hanging.openRequests).toBeGreaterThanOrEqual(GLOBAL_MAX - 1);
+    expect(hanging.requests.length).toBe(hanging.openRequests); // none of A's requests ended yet
+  });
+});
+
+describe("slots kept back for a namespace that had work lately", () => {
+  const MAX = 16; // an eighth, 2 slots, is kept back
+  let nsA: string;
+  let nsB: string;
+  let op: TestOperator;
+  let hanging: Receiver;
+  let healthy: Receiver;
+
+  beforeAll(async () => {
+    [nsA, nsB] = await Promise.all([createNamespace("kept-a"), createNamespace("kept-b")]);
+    hanging = await Receiver.start(() => "hang");
+    healthy = await Receiver.start(() => 200);
+    op = await startOperator({ namespaces: [nsA, nsB], env: { WEBHOOK_MAX_IN_FLIGHT: String(MAX) } });
+  });
+  afterAll(async () => {
+    await hanging?.close();
+    await op?.stop();
+    await healthy?.close();
+    await Promise.all([deleteNamespace(nsA), deleteNamespace(nsB)]);
+  });
+
+  it("a namespace whose endpoints hang holds 14 of 16 slots while another had work in the last minute; that one's next deliveries go at once", async () => {
+    // B delivers once: it had work a moment ago.
+    await apply(subscription(nsB, "healthy", { url: healthy.url() }));
+    await create(delivery(nsB, "b-0", "healthy"));
+    await healthy.waitForRequests(1);
+
+    // A: 20 subscriptions whose endpoints never answer (timeout 60 s), two deliveries each.
+    await apply(Array.from({ length: HANGING_SUBS }, (_, i) => subscription(nsA, `hang-${i}`, { url: hanging.url(`/hang-${i}`), timeout: "60s" })));
+    await create(Array.from({ length: HANGING_SUBS * 2 }, (_, i) => delivery(nsA, `a-${i}`, `hang-${i % HANGING_SUBS}`)));
+    await waitFor(() => hanging.openRequests === MAX - 2, { description: `${MAX - 2} requests hanging at A's receiver` });
+
+    // B's next deliveries take the two slots kept back, long before any of A's requests ends.
+    await create(Array.from({ length: B_DELIVERIES }, (_, i) => delivery(nsB, `b-${i + 1}`, "healthy")));
+    await healthy.waitForRequests(1 + B_DELIVERIES, 20_000);
+    expect(hanging.openRequests).toBe(MAX - 2);
     expect(hanging.requests.length).toBe(hanging.openRequests); // none of A's requests ended yet
   });
 });

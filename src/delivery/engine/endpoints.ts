@@ -136,7 +136,7 @@ export class EndpointRegistry {
   private readonly healthConfig: health.HealthConfig;
 
   constructor(private readonly o: EndpointRegistryOptions) {
-    this.slots = new GlobalSlots(o.globalMax, o.onInFlight);
+    this.slots = new GlobalSlots(o.globalMax, o.onInFlight, o.now);
     this.now = o.now ?? Date.now;
     this.healthConfig = health.healthConfig(o.healthProbeIntervalMs);
   }

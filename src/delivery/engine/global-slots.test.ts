@@ -52,3 +52,70 @@ describe("GlobalSlots.onFree", () => {
     expect(calls).toBe(2);
   });
 });
+
+describe("GlobalSlots: slots kept for the other namespaces that had work lately", () => {
+  const keys = (ns: string, n: number, from = 0) => Array.from({ length: n }, (_, i) => `${ns}/d-${from + i}`);
+  /** Takes slots for `ns` while mayTake allows, up to `n`; how many it took. */
+  const fill = (slots: GlobalSlots, ns: string, n: number, from = 0): number => {
+    let took = 0;
+    for (const k of keys(ns, n, from)) {
+      if (!slots.mayTake(ns, k)) break;
+      slots.take(ns, k);
+      took++;
+    }
+    return took;
+  };
+
+  it("a namespace alone since the operator started may hold every slot", () => {
+    const slots = new GlobalSlots(32, undefined, () => 0);
+    expect(fill(slots, "hang", 40)).toBe(32);
+  });
+
+  it("with another namespace active within the last minute, one namespace holds at most 7/8 of the slots: the other gets one at once, though the first's requests hang", () => {
+    let now = 0;
+    const slots = new GlobalSlots(32, undefined, () => now);
+    // ok delivered a moment ago and holds nothing now.
+    slots.take("ok", "ok/a");
+    slots.release("ok");
+    now += 20_000;
+    expect(fill(slots, "hang", 40)).toBe(28);
+    expect(slots.mayTake("ok", "ok/b")).toBe(true);
+    // Of the 4 kept, ok may take them all (it is below its share).
+    expect(fill(slots, "ok", 10, 10)).toBe(4);
+    expect(slots.inFlight).toBe(32);
+  });
+
+  it("a parked delivery of a namespace at that limit is not woken for a free slot; another namespace's is", () => {
+    let now = 0;
+    const slots = new GlobalSlots(8, undefined, () => now);
+    slots.take("ok", "ok/a");
+    slots.release("ok");
+    expect(fill(slots, "hang", 10)).toBe(7);
+    const woken: string[] = [];
+    slots.park("hang", "hang/d-9", () => woken.push("hang/d-9"));
+    slots.wakeNext();
+    expect(woken).toEqual([]);
+    slots.park("ok", "ok/b", () => woken.push("ok/b"));
+    expect(woken).toEqual(["ok/b"]);
+  });
+
+  it("a minute after the other namespace's last work, the limit is gone", () => {
+    let now = 0;
+    const slots = new GlobalSlots(32, undefined, () => now);
+    slots.take("ok", "ok/a");
+    slots.release("ok");
+    now += 61_000;
+    expect(fill(slots, "hang", 40)).toBe(32);
+  });
+
+  it("with fewer than 8 slots in all, nothing is kept back (an eighth is not one slot)", () => {
+    let now = 0;
+    for (const max of [1, 2, 7]) {
+      const slots = new GlobalSlots(max, undefined, () => now);
+      slots.take("ok", "ok/a");
+      slots.release("ok");
+      expect(fill(slots, "hang", 8)).toBe(max);
+      now += 1;
+    }
+  });
+});

@@ -1,6 +1,9 @@
 // The operator-wide request slots (WEBHOOK_MAX_IN_FLIGHT), shared fairly between namespaces:
 // each namespace with work gets globalMax / (namespaces with work), idle shares are lent, and a
 // freed slot is held for a delivery of the namespace furthest below its share, woken for it.
+// Slots in use are never taken back, so lending keeps an eighth of them (with 8 or more) for
+// the others while another namespace had work in the last minute: a namespace whose requests
+// all hang cannot make the next one wait for the first of them to time out.
 
 /**
  * One namespace's use of the global slots: requests in flight, deliveries parked for a slot,
@@ -15,6 +18,12 @@ interface Tenant {
 
 export const namespaceOf = (key: string): string => key.slice(0, key.indexOf("/"));
 
+/** How long after its last work a namespace still has slots kept for it. */
+export const KEPT_FOR_RECENT_MS = 60_000;
+
+/** The slots one namespace may not borrow while another had work lately: an eighth, 0 under 8. */
+export const slotsKeptBack = (globalMax: number): number => Math.floor(globalMax / 8);
+
 export class GlobalSlots {
   private inFlightNow = 0;
   /** Namespaces with work (in flight, parked or woken), in the order they got it. */
@@ -25,11 +34,19 @@ export class GlobalSlots {
   private lastWoken: string | undefined;
   /** Called once at the next release (onFree): stream consumers with nothing in flight, waiting for a slot to pull again. */
   private readonly freeListeners = new Set<() => void>();
+  /** The namespace that had work last, and when; then the last before it of any other namespace. */
+  private latest: { namespace: string; at: number } | undefined;
+  private latestOther: { namespace: string; at: number } | undefined;
+  /** Slots a namespace may not borrow while another had work lately: an eighth (0 under 8 slots). */
+  private readonly kept: number;
 
   constructor(
     private readonly globalMax: number,
     private readonly onInFlight?: (n: number) => void,
-  ) {}
+    private readonly now: () => number = Date.now,
+  ) {
+    this.kept = slotsKeptBack(globalMax);
+  }
 
   get inFlight(): number {
     return this.inFlightNow;
@@ -45,6 +62,7 @@ export class GlobalSlots {
     const t = this.tenants.get(namespace);
     if (t && deliveryKey !== undefined && t.woken.has(deliveryKey)) return true;
     if (this.inFlightNow + this.claims >= this.globalMax) return false;
+    if (t && t.inFlight + t.woken.size >= this.limitFor(namespace)) return false;
     const share = this.share(t ? 0 : 1);
     if ((t?.inFlight ?? 0) < share) return true;
     for (const [name, o] of this.tenants) if (name !== namespace && o.parked.size > 0 && o.inFlight < share) return false;
@@ -53,6 +71,7 @@ export class GlobalSlots {
 
   /** Parks a delivery until a global slot is free for its namespace; `wake` is called then. */
   park(namespace: string, deliveryKey: string, wake: () => void): void {
+    this.worked(namespace);
     const t = this.tenant(namespace);
     this.unclaim(t, deliveryKey);
     t.parked.set(deliveryKey, wake);
@@ -61,6 +80,7 @@ export class GlobalSlots {
   }
 
   take(namespace: string, deliveryKey?: string): void {
+    this.worked(namespace);
     const t = this.tenant(namespace);
     if (deliveryKey !== undefined) this.unclaim(t, deliveryKey);
     t.inFlight++;
@@ -69,6 +89,7 @@ export class GlobalSlots {
   }
 
   release(namespace: string): void {
+    this.worked(namespace);
     const t = this.tenants.get(namespace);
     if (t) {
       t.inFlight = Math.max(0, t.inFlight - 1);
@@ -122,6 +143,23 @@ export class GlobalSlots {
     }
   }
 
+  /** Slots a namespace may hold at most: all, less those kept while another namespace had work lately. */
+  private limitFor(namespace: string): number {
+    if (this.kept === 0) return this.globalMax;
+    const other = this.latest?.namespace !== namespace ? this.latest : this.latestOther;
+    return other && this.now() - other.at < KEPT_FOR_RECENT_MS ? this.globalMax - this.kept : this.globalMax;
+  }
+
+  /** Notes that `namespace` had work now (in O(1): the latest namespace, and the latest other one). */
+  private worked(namespace: string): void {
+    const at = this.now();
+    if (this.latest?.namespace === namespace) this.latest.at = at;
+    else {
+      this.latestOther = this.latest;
+      this.latest = { namespace, at };
+    }
+  }
+
   /** Each namespace with work gets globalMax / (namespaces with work), at least 1. */
   private share(extraTenants: number): number {
     return Math.max(1, Math.floor(this.globalMax / (this.tenants.size + extraTenants)));
@@ -159,7 +197,7 @@ export class GlobalSlots {
     let bestAfterLast = false;
     let afterLast = this.lastWoken === undefined || !this.tenants.has(this.lastWoken);
     for (const [name, t] of this.tenants) {
-      if (t.parked.size > 0) {
+      if (t.parked.size > 0 && t.inFlight + t.woken.size < this.limitFor(name)) {
         const deficit = share - t.inFlight - t.woken.size;
         if (deficit > bestDeficit || (deficit === bestDeficit && afterLast && !bestAfterLast)) {
           best = name;
