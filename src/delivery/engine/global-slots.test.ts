@@ -86,7 +86,7 @@ describe("GlobalSlots: slots kept for the other namespaces that had work lately"
   });
 
   it("a parked delivery of a namespace at that limit is not woken for a free slot; another namespace's is", () => {
-    let now = 0;
+    const now = 0;
     const slots = new GlobalSlots(8, undefined, () => now);
     slots.take("ok", "ok/a");
     slots.release("ok");
