@@ -65,6 +65,14 @@ describe("GlobalSlots: slots kept for the other namespaces that had work lately"
     }
     return took;
   };
+  /** Slots whose clock the test moves, after namespace "ok" took and released one at time 0. */
+  const afterOkWorked = (max: number) => {
+    const clock = { now: 0 };
+    const slots = new GlobalSlots(max, undefined, () => clock.now);
+    slots.take("ok", "ok/a");
+    slots.release("ok");
+    return { slots, clock };
+  };
 
   it("a namespace alone since the operator started may hold every slot", () => {
     const slots = new GlobalSlots(32, undefined, () => 0);
@@ -72,12 +80,9 @@ describe("GlobalSlots: slots kept for the other namespaces that had work lately"
   });
 
   it("with another namespace active within the last minute, one namespace holds at most 7/8 of the slots: the other gets one at once, though the first's requests hang", () => {
-    let now = 0;
-    const slots = new GlobalSlots(32, undefined, () => now);
     // ok delivered a moment ago and holds nothing now.
-    slots.take("ok", "ok/a");
-    slots.release("ok");
-    now += 20_000;
+    const { slots, clock } = afterOkWorked(32);
+    clock.now += 20_000;
     expect(fill(slots, "hang", 40)).toBe(28);
     expect(slots.mayTake("ok", "ok/b")).toBe(true);
     // Of the 4 kept, ok may take them all (it is below its share).
@@ -86,10 +91,7 @@ describe("GlobalSlots: slots kept for the other namespaces that had work lately"
   });
 
   it("a parked delivery of a namespace at that limit is not woken for a free slot; another namespace's is", () => {
-    const now = 0;
-    const slots = new GlobalSlots(8, undefined, () => now);
-    slots.take("ok", "ok/a");
-    slots.release("ok");
+    const { slots } = afterOkWorked(8);
     expect(fill(slots, "hang", 10)).toBe(7);
     const woken: string[] = [];
     slots.park("hang", "hang/d-9", () => woken.push("hang/d-9"));
@@ -100,22 +102,15 @@ describe("GlobalSlots: slots kept for the other namespaces that had work lately"
   });
 
   it("a minute after the other namespace's last work, the limit is gone", () => {
-    let now = 0;
-    const slots = new GlobalSlots(32, undefined, () => now);
-    slots.take("ok", "ok/a");
-    slots.release("ok");
-    now += 61_000;
+    const { slots, clock } = afterOkWorked(32);
+    clock.now += 61_000;
     expect(fill(slots, "hang", 40)).toBe(32);
   });
 
   it("with fewer than 8 slots in all, nothing is kept back (an eighth is not one slot)", () => {
-    let now = 0;
     for (const max of [1, 2, 7]) {
-      const slots = new GlobalSlots(max, undefined, () => now);
-      slots.take("ok", "ok/a");
-      slots.release("ok");
+      const { slots } = afterOkWorked(max);
       expect(fill(slots, "hang", 8)).toBe(max);
-      now += 1;
     }
   });
 });

@@ -144,10 +144,10 @@ export class GlobalSlots {
   }
 
   /** Slots a namespace may hold at most: all, less those kept while another namespace had work lately. */
-  private limitFor(namespace: string): number {
+  private limitFor(namespace: string, now = this.now()): number {
     if (this.kept === 0) return this.globalMax;
     const other = this.latest?.namespace !== namespace ? this.latest : this.latestOther;
-    return other && this.now() - other.at < KEPT_FOR_RECENT_MS ? this.globalMax - this.kept : this.globalMax;
+    return other && now - other.at < KEPT_FOR_RECENT_MS ? this.globalMax - this.kept : this.globalMax;
   }
 
   /** Notes that `namespace` had work now (in O(1): the latest namespace, and the latest other one). */
@@ -196,8 +196,9 @@ export class GlobalSlots {
     let bestDeficit = -Infinity;
     let bestAfterLast = false;
     let afterLast = this.lastWoken === undefined || !this.tenants.has(this.lastWoken);
+    const now = this.now();
     for (const [name, t] of this.tenants) {
-      if (t.parked.size > 0 && t.inFlight + t.woken.size < this.limitFor(name)) {
+      if (t.parked.size > 0 && t.inFlight + t.woken.size < this.limitFor(name, now)) {
         const deficit = share - t.inFlight - t.woken.size;
         if (deficit > bestDeficit || (deficit === bestDeficit && afterLast && !bestAfterLast)) {
           best = name;
