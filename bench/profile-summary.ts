@@ -1,7 +1,9 @@
 // Summarises a V8 .cpuprofile (node --cpu-prof): top functions by self time and by total
 // (inclusive) time, and self time by package/file. Frames in dist/ are mapped back to src/ with
 // the compiled source maps. Usable as a module (run.ts) and from the command line:
-//   npx tsx bench/profile-summary.ts FILE.cpuprofile [--top 25]
+//   npx tsx bench/profile-summary.ts FILE.cpuprofile [--top 25] [--from-us N --to-us N]
+// --from-us/--to-us keep the samples taken in that window (CLOCK_MONOTONIC microseconds: what
+// process.hrtime.bigint() / 1000n reads in any process on the machine, and what V8 stamps samples with).
 import { existsSync, readFileSync } from "node:fs";
 import { SourceMap } from "node:module";
 import { relative } from "node:path";
@@ -41,6 +43,8 @@ export interface FunctionCost {
 
 export interface ProfileSummary {
   file: string;
+  /** Only the samples taken in this window (CLOCK_MONOTONIC microseconds, the clock V8 stamps samples with), when given. */
+  window?: { fromUs: number; toUs: number };
   durationMs: number;
   /** Sampled time that was not idle: the basis of every percentage. */
   busyMs: number;
@@ -90,7 +94,7 @@ function locate(cf: CallFrame): { where: string; area: string; file: string } {
   return { where: `${rel}:${cf.lineNumber + 1}`, area: rel.startsWith("dist/") || rel.startsWith("src/") ? "hookline" : "other", file: rel };
 }
 
-export function summarizeProfile(file: string, top = 25): ProfileSummary {
+export function summarizeProfile(file: string, top = 25, window?: { fromUs: number; toUs: number }): ProfileSummary {
   const profile = JSON.parse(readFileSync(file, "utf8")) as Profile;
   const byId = new Map<number, ProfileNode>();
   const parent = new Map<number, number>();
@@ -105,8 +109,12 @@ export function summarizeProfile(file: string, top = 25): ProfileSummary {
   let idle = 0;
   let gc = 0;
   let all = 0;
-  // timeDeltas[i + 1] is the time spent in samples[i] (the next sample's delta).
+  // timeDeltas[i] is the time from the previous sample (from startTime for the first) to
+  // samples[i]; timeDeltas[i + 1] is the time spent in samples[i] (the next sample's delta).
+  let at = profile.startTime;
   for (let i = 0; i < profile.samples.length; i++) {
+    at += profile.timeDeltas[i] ?? 0;
+    if (window && (at < window.fromUs || at > window.toUs)) continue;
     const dt = (profile.timeDeltas[i + 1] ?? 0) / 1000;
     const node = byId.get(profile.samples[i]!);
     if (!node || dt <= 0) continue;
@@ -165,7 +173,8 @@ export function summarizeProfile(file: string, top = 25): ProfileSummary {
   const ranked = (m: Map<string, number>, n: number) => [...m.entries()].sort((a, b) => b[1] - a[1]).slice(0, n);
   return {
     file,
-    durationMs: ms((profile.endTime - profile.startTime) / 1000),
+    ...(window ? { window } : {}),
+    durationMs: ms(window ? all : (profile.endTime - profile.startTime) / 1000),
     busyMs: ms(busy),
     idleMs: ms(idle),
     gcMs: ms(gc),
@@ -179,7 +188,7 @@ export function summarizeProfile(file: string, top = 25): ProfileSummary {
 
 export function formatProfile(s: ProfileSummary, top = 25): string {
   const lines: string[] = [];
-  lines.push(`profile ${relative(ROOT, s.file)}: ${(s.durationMs / 1000).toFixed(1)} s sampled, ${(s.busyMs / 1000).toFixed(2)} s busy, ${(s.idleMs / 1000).toFixed(2)} s idle, GC ${(s.gcMs / 1000).toFixed(2)} s`);
+  lines.push(`profile ${relative(ROOT, s.file)}${s.window ? ` (${((s.window.toUs - s.window.fromUs) / 1e6).toFixed(2)} s window)` : ""}: ${(s.durationMs / 1000).toFixed(1)} s sampled, ${(s.busyMs / 1000).toFixed(2)} s busy, ${(s.idleMs / 1000).toFixed(2)} s idle, GC ${(s.gcMs / 1000).toFixed(2)} s`);
   lines.push("");
   lines.push("| # | self ms | self % | total % | function | where |");
   lines.push("| ---: | ---: | ---: | ---: | --- | --- |");
@@ -206,10 +215,17 @@ export function formatProfile(s: ProfileSummary, top = 25): string {
 if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
   const file = process.argv[2];
   if (!file) {
-    process.stderr.write("usage: tsx bench/profile-summary.ts FILE.cpuprofile [--top N]\n");
+    process.stderr.write("usage: tsx bench/profile-summary.ts FILE.cpuprofile [--top N] [--from-us N --to-us N]\n");
     process.exit(2);
   }
   const i = process.argv.indexOf("--top");
   const top = i > 0 ? Number(process.argv[i + 1]) : 25;
-  process.stdout.write(`${formatProfile(summarizeProfile(file, top), top)}\n`);
+  const arg = (name: string) => {
+    const j = process.argv.indexOf(name);
+    return j > 0 ? Number(process.argv[j + 1]) : undefined;
+  };
+  const fromUs = arg("--from-us");
+  const toUs = arg("--to-us");
+  const window = fromUs !== undefined && toUs !== undefined ? { fromUs, toUs } : undefined;
+  process.stdout.write(`${formatProfile(summarizeProfile(file, top, window), top)}\n`);
 }

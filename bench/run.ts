@@ -407,7 +407,7 @@ async function ceilings(env: Env, tag: string): Promise<Ceilings> {
 
 async function httpCeilingPhase(env: Env, tag: string): Promise<Record<string, unknown>> {
   say(`HTTP ceiling (${tag}): ${CEILING_COUNT} signed POSTs of the same size after ${CEILING_WARMUP} not counted, ${C} in flight, from a separate process`);
-  const child = spawnTs("http-ceiling.ts", [JSON.stringify({ url: env.receiver.url("/ceiling"), count: CEILING_COUNT, concurrency: C, payloadBytes: PAYLOAD, warmup: CEILING_WARMUP }), env.tmp]);
+  const child = spawnTs("http-ceiling.ts", [JSON.stringify({ url: env.receiver.url("/ceiling"), count: CEILING_COUNT, concurrency: C, payloadBytes: PAYLOAD, warmup: CEILING_WARMUP, receiverPid: env.receiver.child.pid }), env.tmp]);
   env.watchdog.add(child.pid);
   let out = "";
   let err = "";
@@ -417,11 +417,12 @@ async function httpCeilingPhase(env: Env, tag: string): Promise<Record<string, u
   const exit = await new Promise<number | null>((r) => child.once("exit", (code) => r(code)));
   env.watchdog.remove(child.pid);
   if (exit !== 0) throw new Error(`http-ceiling exited ${exit}: ${err.slice(-2000)}`);
-  const r = JSON.parse(out.trim().split("\n").pop()!) as { count: number; seconds: number; perSecond: number; latencyMs: Percentiles; errors: number };
+  const r = JSON.parse(out.trim().split("\n").pop()!) as { count: number; seconds: number; perSecond: number; latencyMs: Percentiles; errors: number; cpuSecondsPer1000: { client: number; receiver: number; rest: number; machine: number } };
   const received = (await env.receiver.stats()).ceiling - before;
   check(r.errors === 0, `HTTP ceiling: ${r.errors} POSTs failed`);
   check(received === r.count + CEILING_WARMUP || received === r.count, `HTTP ceiling: receiver counted ${received} POSTs, expected ${r.count + CEILING_WARMUP} (with warm-up)`);
-  say(`HTTP ceiling: ${round(r.perSecond, 0)} POSTs/s (p50 ${r.latencyMs.p50} ms, p99 ${r.latencyMs.p99} ms)`);
+  const c = r.cpuSecondsPer1000;
+  say(`HTTP ceiling: ${round(r.perSecond, 0)} POSTs/s (p50 ${r.latencyMs.p50} ms, p99 ${r.latencyMs.p99} ms); CPU-s per 1,000: client ${c.client}, receiver ${c.receiver}, the rest ${c.rest}, the whole machine ${c.machine}`);
   return { ...r, perSecond: round(r.perSecond, 1), seconds: round(r.seconds, 3), concurrency: C, warmup: CEILING_WARMUP };
 }
 
@@ -967,7 +968,10 @@ async function streamMode(env: Env): Promise<Record<string, unknown>> {
   const profFile = profDir ? join(profDir, "stream-a.cpuprofile") : undefined;
   const profile = profFile && existsSync(profFile) ? summarizeProfile(profFile, 30) : undefined;
   if (profFile && !profile) say(`no CPU profile at ${profFile}`);
-  return { httpCeiling: http, cr: { deliveriesPerSecond: cr.deliveriesPerSecond, deliveries: cr.deliveries, cpuSecondsPer1000: cr.cpuSecondsPer1000, latencyMs: cr.latencyMs, loadAverage: loadCr }, ...stream, ...(profile ? { profile } : {}) };
+  // The same profile cut to the stored backlog's drain: the phase held against half the ceiling.
+  const w = (stream.backlog as { monotonicUs?: { from: number; to: number } }).monotonicUs;
+  const profileBacklog = profile && w ? summarizeProfile(profFile!, 30, { fromUs: w.from, toUs: w.to }) : undefined;
+  return { httpCeiling: http, cr: { deliveriesPerSecond: cr.deliveriesPerSecond, deliveries: cr.deliveries, cpuSecondsPer1000: cr.cpuSecondsPer1000, latencyMs: cr.latencyMs, loadAverage: loadCr }, ...stream, ...(profile ? { profile, profileFile: profFile } : {}), ...(profileBacklog ? { profileBacklog } : {}) };
 }
 
 function streamTable(r: Record<string, any>): string {
@@ -986,6 +990,12 @@ function streamTable(r: Record<string, any>): string {
           `| Stored backlog, CPU-s per 1,000 deliveries: operator / nats-server / receiver / the rest / the whole machine | ${fmt(s.backlog.machine.operator)} / ${fmt(s.backlog.machine.natsServer)} / ${fmt(s.backlog.machine.receiver)} / ${fmt(s.backlog.machine.rest)} / ${fmt(s.backlog.machine.machine)} |`,
           `| Stored backlog: the operator's read / write system calls per delivery | ${fmt(s.backlog.machine.operatorReadsPerDelivery)} / ${fmt(s.backlog.machine.operatorWritesPerDelivery)} |`,
           `| The machine's ${fmt(s.backlog.machine.cores)} cores all busy at that cost: deliveries/s, of the HTTP ceiling; half the ceiling needs at most (machine CPU-s per 1,000) | ${fmt(s.backlog.machine.atMostPerSecond)}, ${fmt(s.backlog.machine.atMostOfCeiling)}; ${fmt(s.backlog.machine.halfCeilingNeedsPer1000)} |`,
+          ...(s.httpCeiling?.cpuSecondsPer1000
+            ? [
+                `| The HTTP ceiling, CPU-s per 1,000 signed POSTs: client / receiver / the rest / the whole machine | ${fmt(s.httpCeiling.cpuSecondsPer1000.client)} / ${fmt(s.httpCeiling.cpuSecondsPer1000.receiver)} / ${fmt(s.httpCeiling.cpuSecondsPer1000.rest)} / ${fmt(s.httpCeiling.cpuSecondsPer1000.machine)} |`,
+                `| Half the ceiling leaves the operator (CPU-s per 1,000), beside what the ceiling's client alone spends on a bare signed POST | ${fmt(s.backlog.machine.operatorRoomPer1000)}; ${fmt(s.httpCeiling.cpuSecondsPer1000.client)} |`,
+              ]
+            : []),
         ]
       : []),
     `| Load average (1/5/15 min): start; after CR mode; after stream max rate; half rate; two replicas; end | ${la(r.machine.loadAverageAtStart)}; ${la(s.cr.loadAverage)}; ${la(s.maxRate.loadAverage)}; ${la(s.halfRate.loadAverage)}; ${la(s.twoReplicas.loadAverage)}; ${la(r.machine.loadAverageAtEnd)} |`,
@@ -1203,8 +1213,8 @@ async function main(): Promise<number> {
   if (argv.mode === "stream") {
     results.mode = QUICK ? "stream-quick" : "stream";
     results.stream = await streamMode(env);
-    const s = results.stream as { profile?: ProfileSummary };
-    return finish(s.profile);
+    const s = results.stream as { profile?: ProfileSummary; profileBacklog?: ProfileSummary; profileFile?: string };
+    return finish(s.profile, s.profileFile, s.profileBacklog);
   }
   if (argv.capacity) {
     results.mode = "capacity";
@@ -1282,11 +1292,11 @@ async function main(): Promise<number> {
 
   if (!SKIP.has("memory")) results.memory = await memoryPhase(env);
 
-  return finish(profile, profDir);
+  return finish(profile, profDir ? join(profDir, "main.cpuprofile") : undefined);
 }
 
 /** Prints the table and saves the results (as <time>-<mode>.json and latest-<mode>.json; latest.json for full and quick runs); the exit code. */
-function finish(profile?: ProfileSummary, profDir?: string): number {
+function finish(profile?: ProfileSummary, profFile?: string, profilePart?: ProfileSummary): number {
   const mode = String(results.mode);
   results.machine = { ...(results.machine as object), loadAverageAtEnd: loadAverage() };
   results.durationSeconds = round((now() - started) / 1000, 1);
@@ -1295,6 +1305,7 @@ function finish(profile?: ProfileSummary, profDir?: string): number {
   const text = table(results);
   process.stdout.write(`\n${text}\n\n`);
   if (profile) process.stdout.write(`${formatProfile(profile, 25)}\n\n`);
+  if (profilePart) process.stdout.write(`The stored backlog's drain alone:\n\n${formatProfile(profilePart, 25)}\n\n`);
   if (!argv["no-save"]) {
     const dir = join(ROOT, "bench", "results");
     mkdirSync(dir, { recursive: true });
@@ -1306,9 +1317,9 @@ function finish(profile?: ProfileSummary, profDir?: string): number {
       if (!["memory", "capacity", "fairness", "shapes", "shapes-quick", "stream", "stream-quick"].includes(mode)) writeFileSync(join(dir, "latest.json"), json);
       writeFileSync(join(dir, `latest-${mode}.json`), json);
     }
-    if (profDir && existsSync(join(profDir, "main.cpuprofile"))) {
+    if (profFile && existsSync(profFile)) {
       mkdirSync(join(dir, "profiles"), { recursive: true });
-      copyFileSync(join(profDir, "main.cpuprofile"), join(dir, "profiles", `${stamp}.cpuprofile`));
+      copyFileSync(profFile, join(dir, "profiles", `${stamp}-${mode}${argv.tag ? `-${argv.tag}` : ""}.cpuprofile`));
     }
     say(`results: ${file.slice(ROOT.length)}${argv.tag ? "" : " (and latest.json)"}`);
   }

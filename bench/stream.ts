@@ -242,7 +242,7 @@ async function orderedPhase(ctx: StreamBenchContext, jsm: Jsm, conn: StreamConne
  * a pull already waiting took while the subscriptions were paused are handed back at once
  * (nothing is delivered while paused: checked).
  */
-async function backlogPhase(ctx: StreamBenchContext, op: OperatorProcess, names: string[], publish: (id: string, i: number) => Promise<void>, natsPids: number[]): Promise<{ count: number; deliveriesPerSecond: number; cpuSecondsPer1000: number; machine: MachineCpu; resumeToFirstArrivalMs: number; publishPerSecond: number; duplicates: number; loadAverage: number[] }> {
+async function backlogPhase(ctx: StreamBenchContext, op: OperatorProcess, names: string[], publish: (id: string, i: number) => Promise<void>, natsPids: number[]): Promise<{ count: number; deliveriesPerSecond: number; cpuSecondsPer1000: number; machine: MachineCpu; resumeToFirstArrivalMs: number; publishPerSecond: number; duplicates: number; loadAverage: number[]; monotonicUs: { from: number; to: number } }> {
   const prefix = "sb";
   await ctx.setPaused(NS, names, true);
   ctx.say(`stream: stored backlog, ${ctx.count} events published to the paused subscriptions, then resumed, one replica`);
@@ -261,10 +261,14 @@ async function backlogPhase(ctx: StreamBenchContext, op: OperatorProcess, names:
   const cpu0 = procCpuSeconds(op.pid);
   const machine0 = machineCpuNow(op.pid, natsPids, ctx.receiverPid);
   const resumedAt = now();
+  // The same clock V8 stamps a CPU profile's samples with (CLOCK_MONOTONIC, microseconds), so the
+  // operator's profile can be cut to this phase (run.ts, profile-summary.ts).
+  const fromUs = monotonicUs();
   await ctx.setPaused(NS, names, false);
   for (const deadline = Date.now() + 60_000 + ctx.count * 20; (await ctx.arrivalCount(`${prefix}-`)) < ctx.count && Date.now() < deadline; ) await sleep(100);
   const cpu = procCpuSeconds(op.pid) - cpu0;
   const machine1 = machineCpuNow(op.pid, natsPids, ctx.receiverPid);
+  const toUs = monotonicUs();
   await sleep(500);
   const arrivals = await ctx.arrivals(`${prefix}-`);
   ctx.check(arrivals.size === ctx.count, `stream ${prefix}: the receiver got ${arrivals.size} distinct webhook ids, expected ${ctx.count}`);
@@ -285,11 +289,16 @@ async function backlogPhase(ctx: StreamBenchContext, op: OperatorProcess, names:
     publishPerSecond,
     duplicates: dups.length,
     loadAverage: loadAverage(),
+    monotonicUs: { from: fromUs, to: toUs },
   };
   ctx.say(`stream: stored backlog drained at ${round(out.deliveriesPerSecond, 0)} deliveries/s (${round(out.deliveriesPerSecond / ctx.httpCeilingPerSecond, 3)} of the HTTP ceiling); operator CPU ${out.cpuSecondsPer1000} s per 1,000; first arrival ${out.resumeToFirstArrivalMs} ms after the resume was sent`);
   const m = out.machine;
-  ctx.say(`stream: stored backlog, CPU-s per 1,000 deliveries: operator ${m.operator}, nats-server ${m.natsServer}, receiver ${m.receiver}, the rest ${m.rest}, the whole machine ${m.machine}; the operator's read / write system calls per delivery ${m.operatorReadsPerDelivery} / ${m.operatorWritesPerDelivery}; at that cost its ${m.cores} cores drain at most ${m.atMostPerSecond}/s (${m.atMostOfCeiling} of the HTTP ceiling); half the ceiling needs at most ${m.halfCeilingNeedsPer1000} machine CPU-s per 1,000`);
+  ctx.say(`stream: stored backlog, CPU-s per 1,000 deliveries: operator ${m.operator}, nats-server ${m.natsServer}, receiver ${m.receiver}, the rest ${m.rest}, the whole machine ${m.machine}; the operator's read / write system calls per delivery ${m.operatorReadsPerDelivery} / ${m.operatorWritesPerDelivery}; at that cost its ${m.cores} cores drain at most ${m.atMostPerSecond}/s (${m.atMostOfCeiling} of the HTTP ceiling); half the ceiling needs at most ${m.halfCeilingNeedsPer1000} machine CPU-s per 1,000, which leaves the operator ${m.operatorRoomPer1000}`);
   return out;
+}
+
+function monotonicUs(): number {
+  return Number(process.hrtime.bigint() / 1000n);
 }
 
 function machineCpuNow(operatorPid: number, natsPids: number[], receiverPid: number | undefined): MachineCpuSample {

@@ -113,6 +113,12 @@ export interface MachineCpu {
   atMostPerSecond: number;
   atMostOfCeiling: number;
   halfCeilingNeedsPer1000: number;
+  /**
+   * What is left of `halfCeilingNeedsPer1000` for the operator once nats-server, the receiver and
+   * everything else take what they took here: the operator's whole per-delivery budget at half
+   * the ceiling (set it against a bare signed POST's client cost, the ceiling's `client`).
+   */
+  operatorRoomPer1000: number;
 }
 
 export function machineCpu(a: MachineCpuSample, b: MachineCpuSample, deliveries: number, httpCeilingPerSecond: number, cores: number): MachineCpu {
@@ -134,5 +140,6 @@ export function machineCpu(a: MachineCpuSample, b: MachineCpuSample, deliveries:
     atMostPerSecond: round(atMost, 0),
     atMostOfCeiling: round(atMost / httpCeilingPerSecond, 3),
     halfCeilingNeedsPer1000: round((cores / (httpCeilingPerSecond / 2)) * 1000, 3),
+    operatorRoomPer1000: round((cores / (httpCeilingPerSecond / 2)) * 1000 - ((machine - operator) / deliveries) * 1000, 3),
   };
 }
