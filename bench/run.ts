@@ -679,7 +679,7 @@ async function tenantPhase(env: Env, op: OperatorProcess, rate: number): Promise
   const hung = await produce({ client, namespace: hangNs, prefix: "th", count: TENANT_PENDING, concurrency: C, payloadBytes: PAYLOAD, subscriptionOf: (i) => hangSubs[i % TENANT_HANGING_SUBS]! });
   await client.destroy();
   check(hung.errors.length === 0, `tenant: ${hung.errors.length} creates failed`);
-  // The healthy namespace had work a moment ago: an eighth of the slots is kept for it (global-slots.ts).
+  // The healthy namespace has subscriptions (and had work a moment ago): an eighth of the slots is kept for it (global-slots.ts).
   const wanted = Math.min(C - slotsKeptBack(C), TENANT_PENDING);
   const hangDeadline = Date.now() + 20_000;
   let stats = await env.receiver.stats();

@@ -71,6 +71,9 @@ export function formatZodError(err: ZodError): string {
     .join("; ");
 }
 
+/** How often namespacesWithSubscriptions counts again. */
+const NAMESPACES_RECOUNT_MS = 1_000;
+
 export interface CacheEvents {
   subscription: ReflectorHandler<SubscriptionObject>;
   delivery: ReflectorHandler<DeliveryObject>;
@@ -107,6 +110,7 @@ export class Caches {
   private readonly subSpecs = new WeakMap<object, Parsed<SubscriptionSpec>>();
   private readonly delSpecs = new WeakMap<object, Parsed<DeliverySpec>>();
   private readonly policies = new WeakMap<object, Policy>();
+  private namespacesCounted = { at: -Infinity, count: 0 };
 
   constructor(
     client: KubeClient,
@@ -247,6 +251,19 @@ export class Caches {
 
   subscription(key: string): SubscriptionObject | undefined {
     return this.subscriptions.get(key);
+  }
+
+  /**
+   * How many namespaces have at least one WebhookSubscription, counted at most once a second
+   * (one pass over the cached subscriptions): asked at every take of a global request slot.
+   */
+  namespacesWithSubscriptions(now = Date.now()): number {
+    if (now - this.namespacesCounted.at >= NAMESPACES_RECOUNT_MS || now < this.namespacesCounted.at) {
+      const seen = new Set<string>();
+      for (const s of this.subscriptions.values()) seen.add(s.metadata.namespace ?? "");
+      this.namespacesCounted = { at: now, count: seen.size };
+    }
+    return this.namespacesCounted.count;
   }
 
   delivery(key: string): DeliveryObject | undefined {

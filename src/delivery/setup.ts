@@ -157,6 +157,8 @@ export async function setupEngine(manager: Manager, o: EngineOptions): Promise<E
     // A subscription's deliveries when its endpoint recovers; parked keys carry their own wake.
     wake: (key) => queues.addDelivery(key),
     onInFlight: (n) => metrics.inFlight.set(n),
+    // Slots kept back for the other namespaces whenever two or more have subscriptions.
+    namespacesKnown: () => caches.namespacesWithSubscriptions(),
     observer: sharedState ?? transitions,
     ...(sharedState ? { replicas: () => sharedState.replicas(), sharedAcrossReplicas: true } : {}),
   });

@@ -1,7 +1,8 @@
 // Fair share of the global request slots (WEBHOOK_MAX_IN_FLIGHT) between namespaces: one
 // namespace whose endpoints all hang cannot keep another namespace's healthy deliveries waiting
 // once a slot frees, however much of its own work is parked ahead of them; and with slots kept
-// back (an eighth of 8 or more) for a namespace that had work lately, not even until then.
+// back (an eighth of 8 or more) for a namespace that has subscriptions or had work lately, not
+// even until then.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createNamespace, deleteNamespace, waitFor } from "../helpers/cluster.js";
 import { apply, create, delivery, subscription } from "../helpers/kube.js";
@@ -70,7 +71,11 @@ describe("fair share of the global slots between namespaces", () => {
   });
 });
 
-describe("slots kept back for a namespace that had work lately", () => {
+describe.each([
+  { that: "had work a moment ago", delivered: true },
+  // A namespace whose last delivery was an hour ago, or that never had one, is the same to the slots.
+  { that: "has a subscription but no work since the operator started", delivered: false },
+])("slots kept back for a namespace that $that", ({ delivered }) => {
   const MAX = 16; // an eighth, 2 slots, is kept back
   let nsA: string;
   let nsB: string;
@@ -91,11 +96,13 @@ describe("slots kept back for a namespace that had work lately", () => {
     await Promise.all([deleteNamespace(nsA), deleteNamespace(nsB)]);
   });
 
-  it("a namespace whose endpoints hang holds 14 of 16 slots while another had work in the last minute; that one's next deliveries go at once", async () => {
-    // B delivers once: it had work a moment ago.
+  it("a namespace whose endpoints hang holds 14 of 16 slots; the other's next deliveries go at once", async () => {
     await apply(subscription(nsB, "healthy", { url: healthy.url() }));
-    await create(delivery(nsB, "b-0", "healthy"));
-    await healthy.waitForRequests(1);
+    if (delivered) {
+      await create(delivery(nsB, "b-0", "healthy"));
+      await healthy.waitForRequests(1);
+    }
+    const before = delivered ? 1 : 0;
 
     // A: 20 subscriptions whose endpoints never answer (timeout 60 s), two deliveries each.
     await apply(Array.from({ length: HANGING_SUBS }, (_, i) => subscription(nsA, `hang-${i}`, { url: hanging.url(`/hang-${i}`), timeout: "60s" })));
@@ -104,7 +111,7 @@ describe("slots kept back for a namespace that had work lately", () => {
 
     // B's next deliveries take the two slots kept back, long before any of A's requests ends.
     await create(Array.from({ length: B_DELIVERIES }, (_, i) => delivery(nsB, `b-${i + 1}`, "healthy")));
-    await healthy.waitForRequests(1 + B_DELIVERIES, 20_000);
+    await healthy.waitForRequests(before + B_DELIVERIES, 20_000);
     expect(hanging.openRequests).toBe(MAX - 2);
     expect(hanging.requests.length).toBe(hanging.openRequests); // none of A's requests ended yet
   });

@@ -125,6 +125,8 @@ export interface EndpointRegistryOptions {
   /** Replicas share breaker and health (stream mode: the observer keeps every endpoint current): a new leader term keeps them. */
   sharedAcrossReplicas?: boolean;
   now?: () => number;
+  /** How many namespaces have WebhookSubscriptions (GlobalSlots keeps slots back for the others when two or more do). */
+  namespacesKnown?: () => number;
 }
 
 export class EndpointRegistry {
@@ -136,7 +138,7 @@ export class EndpointRegistry {
   private readonly healthConfig: health.HealthConfig;
 
   constructor(private readonly o: EndpointRegistryOptions) {
-    this.slots = new GlobalSlots(o.globalMax, o.onInFlight, o.now);
+    this.slots = new GlobalSlots(o.globalMax, o.onInFlight, o.now, o.namespacesKnown);
     this.now = o.now ?? Date.now;
     this.healthConfig = health.healthConfig(o.healthProbeIntervalMs);
   }

@@ -107,6 +107,22 @@ describe("GlobalSlots: slots kept for the other namespaces that had work lately"
     expect(fill(slots, "hang", 40)).toBe(32);
   });
 
+  it("with another namespace that has subscriptions, the limit holds though that namespace never had work", () => {
+    // ok has subscriptions and has not delivered since the operator started (or for an hour).
+    const slots = new GlobalSlots(32, undefined, () => 0, () => 2);
+    expect(fill(slots, "hang", 40)).toBe(28);
+    expect(slots.mayTake("ok", "ok/a")).toBe(true);
+    const woken: string[] = [];
+    slots.park("hang", "hang/d-99", () => woken.push("hang/d-99"));
+    slots.wakeNext();
+    expect(woken).toEqual([]);
+  });
+
+  it("with one namespace that has subscriptions and no other at work, it may hold every slot", () => {
+    const slots = new GlobalSlots(32, undefined, () => 0, () => 1);
+    expect(fill(slots, "hang", 40)).toBe(32);
+  });
+
   it("with fewer than 8 slots in all, nothing is kept back (an eighth is not one slot)", () => {
     for (const max of [1, 2, 7]) {
       const { slots } = afterOkWorked(max);

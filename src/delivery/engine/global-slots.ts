@@ -2,8 +2,9 @@
 // each namespace with work gets globalMax / (namespaces with work), idle shares are lent, and a
 // freed slot is held for a delivery of the namespace furthest below its share, woken for it.
 // Slots in use are never taken back, so lending keeps an eighth of them (with 8 or more) for
-// the others while another namespace had work in the last minute: a namespace whose requests
-// all hang cannot make the next one wait for the first of them to time out.
+// the others while another namespace has WebhookSubscriptions or had work in the last minute: a
+// namespace whose requests all hang cannot make the next one wait for the first of them to time
+// out, even one whose first event comes after a quiet hour.
 
 /**
  * One namespace's use of the global slots: requests in flight, deliveries parked for a slot,
@@ -44,6 +45,12 @@ export class GlobalSlots {
     private readonly globalMax: number,
     private readonly onInFlight?: (n: number) => void,
     private readonly now: () => number = Date.now,
+    /**
+     * How many namespaces have WebhookSubscriptions now (the operator's cache; cheap to ask: it
+     * is asked at every take). With two or more, the eighth is kept back whether or not the
+     * others had work lately; with one (a single-tenant install) nothing is.
+     */
+    private readonly namespacesKnown: () => number = () => 0,
   ) {
     this.kept = slotsKeptBack(globalMax);
   }
@@ -143,9 +150,10 @@ export class GlobalSlots {
     }
   }
 
-  /** Slots a namespace may hold at most: all, less those kept while another namespace had work lately. */
+  /** Slots a namespace may hold at most: all, less those kept while another namespace has subscriptions or had work lately. */
   private limitFor(namespace: string, now = this.now()): number {
     if (this.kept === 0) return this.globalMax;
+    if (this.namespacesKnown() >= 2) return this.globalMax - this.kept;
     const other = this.latest?.namespace !== namespace ? this.latest : this.latestOther;
     return other && now - other.at < KEPT_FOR_RECENT_MS ? this.globalMax - this.kept : this.globalMax;
   }
