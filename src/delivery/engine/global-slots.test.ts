@@ -53,7 +53,7 @@ describe("GlobalSlots.onFree", () => {
   });
 });
 
-describe("GlobalSlots: slots kept for the other namespaces that had work lately", () => {
+describe("GlobalSlots: slots kept for the other namespaces that have subscriptions or had work lately", () => {
   const keys = (ns: string, n: number, from = 0) => Array.from({ length: n }, (_, i) => `${ns}/d-${from + i}`);
   /** Takes slots for `ns` while mayTake allows, up to `n`; how many it took. */
   const fill = (slots: GlobalSlots, ns: string, n: number, from = 0): number => {
