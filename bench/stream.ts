@@ -34,7 +34,7 @@ import { namespaceStreamName } from "../src/jetstream/layout.js";
 import type { OperatorProcess } from "./lib/procs.js";
 import { payload } from "./lib/objects.js";
 import { duplicateIds, machineCpu, ratePerSecond, shares, streamGoals, type MachineCpu, type MachineCpuSample, type StreamMeasured } from "./lib/stream-goals.js";
-import { loadAverage, machineBusySeconds, now, percentiles, pidsOf, pool, procCpuSeconds, procSyscalls, round, sample, sleep, type Percentiles } from "./lib/util.js";
+import { loadAverage, machineBusySeconds, monotonicUs, now, percentiles, pidsOf, pool, procCpuSeconds, procSyscalls, round, sample, sleep, type Percentiles } from "./lib/util.js";
 
 export interface StreamBenchContext {
   quick: boolean;
@@ -295,10 +295,6 @@ async function backlogPhase(ctx: StreamBenchContext, op: OperatorProcess, names:
   const m = out.machine;
   ctx.say(`stream: stored backlog, CPU-s per 1,000 deliveries: operator ${m.operator}, nats-server ${m.natsServer}, receiver ${m.receiver}, the rest ${m.rest}, the whole machine ${m.machine}; the operator's read / write system calls per delivery ${m.operatorReadsPerDelivery} / ${m.operatorWritesPerDelivery}; at that cost its ${m.cores} cores drain at most ${m.atMostPerSecond}/s (${m.atMostOfCeiling} of the HTTP ceiling); half the ceiling needs at most ${m.halfCeilingNeedsPer1000} machine CPU-s per 1,000, which leaves the operator ${m.operatorRoomPer1000}`);
   return out;
-}
-
-function monotonicUs(): number {
-  return Number(process.hrtime.bigint() / 1000n);
 }
 
 function machineCpuNow(operatorPid: number, natsPids: number[], receiverPid: number | undefined): MachineCpuSample {

@@ -9,6 +9,11 @@ export function now(): number {
   return performance.timeOrigin + performance.now();
 }
 
+/** CLOCK_MONOTONIC microseconds: the clock V8 stamps CPU profile samples with, the same in every process (profile-summary.ts --from-us/--to-us). */
+export function monotonicUs(): number {
+  return Number(process.hrtime.bigint() / 1000n);
+}
+
 export const sleep = (ms: number): Promise<void> => delay(ms);
 
 export interface Percentiles {

@@ -158,7 +158,7 @@ export async function setupEngine(manager: Manager, o: EngineOptions): Promise<E
     wake: (key) => queues.addDelivery(key),
     onInFlight: (n) => metrics.inFlight.set(n),
     // Slots kept back for the other namespaces whenever two or more have subscriptions.
-    namespacesKnown: () => caches.namespacesWithSubscriptions(),
+    namespacesKnown: (now) => caches.namespacesWithSubscriptions(now),
     observer: sharedState ?? transitions,
     ...(sharedState ? { replicas: () => sharedState.replicas(), sharedAcrossReplicas: true } : {}),
   });

@@ -126,7 +126,7 @@ export interface EndpointRegistryOptions {
   sharedAcrossReplicas?: boolean;
   now?: () => number;
   /** How many namespaces have WebhookSubscriptions (GlobalSlots keeps slots back for the others when two or more do). */
-  namespacesKnown?: () => number;
+  namespacesKnown?: (now: number) => number;
 }
 
 export class EndpointRegistry {

@@ -50,7 +50,7 @@ export class GlobalSlots {
      * is asked at every take). With two or more, the eighth is kept back whether or not the
      * others had work lately; with one (a single-tenant install) nothing is.
      */
-    private readonly namespacesKnown: () => number = () => 0,
+    private readonly namespacesKnown: (now: number) => number = () => 0,
   ) {
     this.kept = slotsKeptBack(globalMax);
   }
@@ -153,7 +153,7 @@ export class GlobalSlots {
   /** Slots a namespace may hold at most: all, less those kept while another namespace has subscriptions or had work lately. */
   private limitFor(namespace: string, now = this.now()): number {
     if (this.kept === 0) return this.globalMax;
-    if (this.namespacesKnown() >= 2) return this.globalMax - this.kept;
+    if (this.namespacesKnown(now) >= 2) return this.globalMax - this.kept;
     const other = this.latest?.namespace !== namespace ? this.latest : this.latestOther;
     return other && now - other.at < KEPT_FOR_RECENT_MS ? this.globalMax - this.kept : this.globalMax;
   }
