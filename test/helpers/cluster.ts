@@ -66,7 +66,8 @@ export interface WaitForOptions {
 export async function waitFor<T>(fn: () => T | Promise<T>, opts: WaitForOptions): Promise<NonNullable<T>> {
   const timeoutMs = opts.timeoutMs ?? 30_000;
   const intervalMs = opts.intervalMs ?? 100;
-  const deadline = Date.now() + timeoutMs;
+  // A monotonic clock: a step of the wall clock (seen in CI: a 15 s wait ended after 3 s) neither ends nor stretches the wait.
+  const deadline = performance.now() + timeoutMs;
   let last: string;
   for (;;) {
     try {
@@ -76,8 +77,8 @@ export async function waitFor<T>(fn: () => T | Promise<T>, opts: WaitForOptions)
     } catch (err) {
       last = `last error: ${err instanceof Error ? err.message : String(err)}`;
     }
-    if (Date.now() >= deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${opts.description} (${last})`);
-    await delay(Math.min(intervalMs, Math.max(0, deadline - Date.now())));
+    if (performance.now() >= deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${opts.description} (${last})`);
+    await delay(Math.min(intervalMs, Math.max(0, deadline - performance.now())));
   }
 }
 

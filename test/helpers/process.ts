@@ -110,14 +110,14 @@ async function spawnOnce(opts: BaseOptions & Ports): Promise<OperatorProcess> {
     }),
   );
   const waitForLog = async (pred: (l: Record<string, unknown>) => boolean, timeoutMs = 30_000, what = "a log line") => {
-    const deadline = Date.now() + timeoutMs;
+    const deadline = performance.now() + timeoutMs; // monotonic, as waitFor's
     for (;;) {
       const found = lines.find(pred);
       if (found) return found;
       // Its exit and last lines: "operator failed to start" (a port taken, the API server
       // unreachable...) is a log line on stdout, not stderr.
       if (done) throw new OperatorExitedError(`${opts.name} exited (code ${done.code}, signal ${done.signal}) before ${what}; last lines: ${JSON.stringify(lines.slice(-5))} stderr: ${stderr.slice(-2000)}`, lines);
-      const left = deadline - Date.now();
+      const left = deadline - performance.now();
       if (left <= 0) throw new Error(`${opts.name}: no ${what} within ${timeoutMs} ms; last lines: ${JSON.stringify(lines.slice(-5))} stderr: ${stderr.slice(-1000)}`);
       await new Promise<void>((r) => {
         const t = setTimeout(r, left);

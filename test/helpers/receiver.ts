@@ -134,9 +134,9 @@ export class Receiver {
 
   /** Resolves once at least `n` requests arrived (or rejects after timeoutMs). */
   async waitForRequests(n: number, timeoutMs = 30_000): Promise<ReceivedRequest[]> {
-    const deadline = Date.now() + timeoutMs;
+    const deadline = performance.now() + timeoutMs; // monotonic, as waitFor's
     while (this.requests.length < n) {
-      const left = deadline - Date.now();
+      const left = deadline - performance.now();
       if (left <= 0) throw new Error(`receiver got ${this.requests.length} requests, expected ${n} within ${timeoutMs} ms`);
       await new Promise<void>((resolve) => {
         const t = setTimeout(resolve, left);
